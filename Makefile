@@ -1,0 +1,38 @@
+# The README's two commands are `make demo` and `make test`; each sets itself up.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: venv demo test lint typecheck pytest bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## Full demo on simulated sensors: writes out/vine-imu/vine-imu.mcap and .png, prints accuracy.
+demo: $(STAMP)
+	$(VENV)/bin/shape-sensing demo vine-imu --out out/vine-imu
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check shape_sensing test benchmarks setup.py
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy shape_sensing
+
+pytest: $(STAMP)
+	$(PY) -m pytest -q
+
+## Lint, type check and the test suite.
+test: lint typecheck pytest
+
+bench: $(STAMP)
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache out

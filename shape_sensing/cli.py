@@ -1,0 +1,60 @@
+"""The ``shape-sensing`` command: demos, replay and evaluation without ROS.
+
+Subcommands are looked up in :data:`COMMANDS` (name -> module); each module
+provides ``add_arguments(parser)`` and ``run(args) -> int``. Demos are looked
+up in :data:`shape_sensing.demos.DEMOS` the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from shape_sensing.demos import DEMOS
+
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "replay": ("shape_sensing.replay", "re-estimate a recorded bag and write the same topics as a live run"),
+}
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="shape-sensing", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run a simulated robot end to end: bag, picture, metrics")
+    demos = demo.add_subparsers(dest="demo", required=True)
+    for name, (module, help_text) in DEMOS.items():
+        p = demos.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(module)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        mod = importlib.import_module(module)
+        mod.add_arguments(p)
+        p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``shape-sensing``."""
+    args = _build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args._run(args))
+    except (ValueError, RuntimeError, OSError) as exc:
+        # Library errors name what was wrong; show them without a traceback.
+        print(f"shape-sensing: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+"""Simulated end-to-end demos, one module per robot kind.
+
+Table of ``shape-sensing demo NAME``: name -> (module, help). Each module
+provides ``add_arguments(parser)`` and ``run(args) -> int``.
+"""
+
+from __future__ import annotations
+
+__all__ = ["DEMOS"]
+
+DEMOS: dict[str, tuple[str, str]] = {
+    "vine-imu": ("shape_sensing.demos.vine_imu", "vine robot with distributed IMUs, hinge-arc shape estimate"),
+}

@@ -1,0 +1,269 @@
+"""rosbag2 I/O: write MCAP bags, read MCAP and sqlite3 bags.
+
+Writing goes through ``rosbags``' rosbag2 writer with MCAP storage and the
+ROS 2 CDR serialisation of the chosen distro's definitions, with each topic's
+offered QoS recorded (``/tf_static`` transient-local, so ``ros2 bag play``
+latches it for RViz).
+
+A path ending in ``.mcap`` is written as one self-contained MCAP file (the
+rosbag2 metadata is embedded in it, as rosbag2 itself does): ``ros2 bag play
+FILE.mcap`` (Iron and newer; ``-s mcap`` on Humble), Foxglove and the ``mcap``
+tools open it. Any other path becomes a rosbag2 directory (``metadata.yaml``
+plus the ``.mcap``). Until :meth:`BagWriter.close` the data sits in a rosbag2
+directory beside the target, so a crash loses nothing already written.
+
+Reading accepts a rosbag2 directory (MCAP or sqlite3 storage) or a bare
+``.mcap`` file. Messages are decoded with the definitions stored in the bag
+itself, so types this package does not know still decode.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
+from rosbags.typesys import get_types_from_msg
+
+from shape_sensing.io.errors import BagError
+from shape_sensing.messages.factory import default_factory
+
+__all__ = ["BagMessage", "BagWriter", "bag_topics", "read_bag"]
+
+_ZERO = QosTime(sec=0, nsec=0)
+_INF = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
+
+
+def _qos(reliability: QosReliability, durability: QosDurability, depth: int) -> Qos:
+    return Qos(
+        history=QosHistory.KEEP_LAST,
+        depth=depth,
+        reliability=reliability,
+        durability=durability,
+        deadline=_INF,
+        lifespan=_INF,
+        liveliness=QosLiveliness.AUTOMATIC,
+        liveliness_lease_duration=_INF,
+        avoid_ros_namespace_conventions=False,
+    )
+
+
+QOS_PROFILES: dict[str, Qos] = {
+    "default": _qos(QosReliability.RELIABLE, QosDurability.VOLATILE, 10),
+    "sensor": _qos(QosReliability.BEST_EFFORT, QosDurability.VOLATILE, 5),
+    "static": _qos(QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL, 1),
+}
+
+
+@dataclass(frozen=True)
+class BagMessage:
+    """One message read from a bag: its topic, type, log time (ns) and decoded object."""
+
+    topic: str
+    msgtype: str
+    stamp_ns: int
+    msg: Any
+
+
+class BagWriter:
+    """Write a rosbag2 MCAP bag from message objects (rosbags backend).
+
+    Args:
+        path: ``*.mcap`` for a single file, anything else for a rosbag2 directory.
+        distro: ROS 2 distro whose message definitions are written.
+        overwrite: replace an existing bag at ``path``.
+        storage: ``"mcap"`` (default) or ``"sqlite3"`` (directory bags only).
+
+    Topics are added on first write, typed by the message's ``__msgtype__``.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, distro: str = "jazzy", overwrite: bool = False, storage: str = "mcap") -> None:
+        self.path = Path(path)
+        self.factory = default_factory(distro)
+        self.single_file = self.path.suffix == ".mcap"
+        if storage not in ("mcap", "sqlite3"):
+            raise BagError(f"bag storage {storage!r} unknown; expected 'mcap' or 'sqlite3'")
+        if self.single_file and storage != "mcap":
+            raise BagError(f"{self.path}: a single-file bag must use mcap storage")
+        self._dir = self.path.with_suffix("") if self.single_file else self.path
+        targets = [self.path, self._dir] if self.single_file else [self.path]
+        for target in targets:
+            if target.exists():
+                if not overwrite:
+                    raise BagError(f"{target} already exists; choose another output or allow overwriting")
+                shutil.rmtree(target) if target.is_dir() else target.unlink()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
+        self._writer = Writer(self._dir, version=9, storage_plugin=plugin)
+        try:
+            self._writer.open()
+        except WriterError as exc:
+            raise BagError(f"cannot open bag {self._dir} for writing: {exc}") from exc
+        self._connections: dict[str, Any] = {}
+        self._types: dict[str, str] = {}
+        self.count = 0
+        self._closed = False
+
+    def write(self, topic: str, msg: Any, stamp_ns: int, *, qos: str = "default") -> None:
+        """Serialise ``msg`` (ROS 2 CDR) and append it on ``topic`` at ``stamp_ns``."""
+        msgtype = msg.__msgtype__
+        conn = self._connections.get(topic)
+        if conn is None:
+            if qos not in QOS_PROFILES:
+                raise BagError(f"QoS profile {qos!r} unknown; expected one of {sorted(QOS_PROFILES)}")
+            conn = self._writer.add_connection(
+                topic, msgtype, typestore=self.factory.typestore, offered_qos_profiles=[QOS_PROFILES[qos]]
+            )
+            self._connections[topic] = conn
+            self._types[topic] = msgtype
+        elif self._types[topic] != msgtype:
+            raise BagError(f"topic {topic} holds {self._types[topic]}, cannot also write {msgtype}")
+        self._writer.write(conn, int(stamp_ns), self.factory.typestore.serialize_cdr(msg, msgtype))
+        self.count += 1
+
+    def close(self) -> None:
+        """Finish the bag (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._writer.close()
+        if self.single_file:
+            inner = self._dir / f"{self._dir.name}.mcap"
+            os.replace(inner, self.path)
+            (self._dir / "metadata.yaml").unlink(missing_ok=True)
+            self._dir.rmdir()
+
+    def __enter__(self) -> BagWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _resolve(path: Path) -> tuple[str, Path]:
+    if not path.exists():
+        raise BagError(f"bag {path} does not exist")
+    if path.is_dir():
+        if not (path / "metadata.yaml").exists():
+            mcaps = sorted(path.glob("*.mcap"))
+            if len(mcaps) == 1:
+                return "mcap-file", mcaps[0]
+            raise BagError(f"{path} is not a rosbag2 directory: no metadata.yaml")
+        return "rosbag2", path
+    if path.suffix == ".mcap":
+        return "mcap-file", path
+    if path.suffix == ".db3" and (path.parent / "metadata.yaml").exists():
+        return "rosbag2", path.parent
+    raise BagError(f"{path} is neither a rosbag2 directory nor an .mcap file")
+
+
+def read_bag(path: str | os.PathLike[str], topics: Iterable[str] | None = None) -> Iterator[BagMessage]:
+    """Iterate over a bag's messages in log-time order, decoded.
+
+    Args:
+        path: rosbag2 directory (mcap or sqlite3), or a single ``.mcap`` file.
+        topics: only these topics (all if ``None``).
+
+    Raises:
+        BagError: missing, malformed or truncated bag, or undecodable message;
+            the message names the bag and what was wrong.
+    """
+    kind, real = _resolve(Path(path))
+    wanted = None if topics is None else set(topics)
+    if kind == "rosbag2":
+        yield from _read_rosbag2(real, wanted)
+    else:
+        yield from _read_mcap(real, wanted)
+
+
+def _read_rosbag2(path: Path, wanted: set[str] | None) -> Iterator[BagMessage]:
+    typestore = default_factory().typestore
+    try:
+        reader = Reader(path)
+        reader.open()
+    except (ReaderError, OSError, ValueError, KeyError) as exc:
+        raise BagError(f"cannot open bag {path}: {exc}") from exc
+    try:
+        conns = [c for c in reader.connections if wanted is None or c.topic in wanted]
+        _register_from_bag(typestore, [(c.msgtype, c.msgdef.data) for c in conns if c.msgdef.data], path)
+        if not conns:
+            return
+        try:
+            for conn, stamp, raw in reader.messages(connections=conns):
+                yield BagMessage(conn.topic, conn.msgtype, stamp, _decode(typestore, raw, conn.msgtype, path, conn.topic))
+        except (ReaderError, OSError, ValueError, KeyError, AssertionError) as exc:
+            raise BagError(f"bag {path} is malformed or truncated: {exc}") from exc
+    finally:
+        reader.close()
+
+
+def _read_mcap(path: Path, wanted: set[str] | None) -> Iterator[BagMessage]:
+    from mcap.exceptions import McapError
+    from mcap.reader import make_reader
+
+    typestore = default_factory().typestore
+    with path.open("rb") as stream:
+        try:
+            reader = make_reader(stream)
+            registered: set[int] = set()
+            for schema, channel, message in reader.iter_messages(
+                topics=None if wanted is None else sorted(wanted), log_time_order=True
+            ):
+                if schema is None:
+                    raise BagError(f"{path}: channel {channel.topic} has no schema; cannot decode")
+                if channel.message_encoding != "cdr":
+                    raise BagError(f"{path}: channel {channel.topic} is {channel.message_encoding!r}, expected 'cdr'")
+                if schema.id not in registered:
+                    _register_from_bag(typestore, [(schema.name, schema.data.decode())], path)
+                    registered.add(schema.id)
+                yield BagMessage(
+                    channel.topic, schema.name, message.log_time,
+                    _decode(typestore, message.data, schema.name, path, channel.topic),
+                )  # fmt: skip
+        except (McapError, EOFError, ValueError, OSError, KeyError, AssertionError) as exc:
+            raise BagError(f"bag {path} is malformed or truncated: {type(exc).__name__}: {exc}") from exc
+
+
+def _register_from_bag(typestore: Any, defs: list[tuple[str, str]], path: Path) -> None:
+    """Add the definitions stored in the bag for types the typestore lacks."""
+    for msgtype, text in defs:
+        if msgtype in typestore.fielddefs:
+            continue
+        try:
+            typestore.register(get_types_from_msg(text, msgtype))
+        except Exception as exc:  # rosbags raises several types for bad definitions
+            raise BagError(f"{path}: cannot parse the stored definition of {msgtype}: {exc}") from exc
+
+
+def _decode(typestore: Any, raw: bytes, msgtype: str, path: Path, topic: str) -> Any:
+    try:
+        return typestore.deserialize_cdr(raw, msgtype)
+    except Exception as exc:  # CDR decoding raises assorted errors on bad bytes
+        raise BagError(f"{path}: a {msgtype} message on {topic} does not decode: {type(exc).__name__}: {exc}") from exc
+
+
+def bag_topics(path: str | os.PathLike[str]) -> dict[str, str]:
+    """Topic -> message type of a bag, without decoding messages."""
+    kind, real = _resolve(Path(path))
+    if kind == "rosbag2":
+        try:
+            with Reader(real) as reader:
+                return {c.topic: c.msgtype for c in reader.connections}
+        except (ReaderError, OSError, ValueError, KeyError) as exc:
+            raise BagError(f"cannot open bag {real}: {exc}") from exc
+    from mcap.exceptions import McapError
+    from mcap.reader import make_reader
+
+    with real.open("rb") as stream:
+        try:
+            summary = make_reader(stream).get_summary()
+        except (McapError, EOFError, ValueError, OSError) as exc:
+            raise BagError(f"bag {real} is malformed or truncated: {exc}") from exc
+        if summary is None:
+            raise BagError(f"bag {real} has no summary section (truncated?)")
+        return {ch.topic: summary.schemas[ch.schema_id].name for ch in summary.channels.values()}

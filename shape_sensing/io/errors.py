@@ -1,0 +1,13 @@
+"""Errors of the I/O layer (bags, datasets, maps)."""
+
+from __future__ import annotations
+
+__all__ = ["BagError", "DatasetError"]
+
+
+class BagError(RuntimeError):
+    """A bag could not be read or written; the message names the bag and the cause."""
+
+
+class DatasetError(ValueError):
+    """A dataset file is malformed; the message names the file, line and field."""

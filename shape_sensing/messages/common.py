@@ -1,0 +1,383 @@
+"""Builders and readers for the standard messages every part of the package uses.
+
+Every builder takes core types (see :mod:`shape_sensing.types`) and an optional
+``factory`` (defaults to the rosbags-backed Jazzy factory); nodes pass the
+rclpy-backed one. Readers take any message object with the ROS 2 field names
+(rosbags or rclpy) and return core types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from shape_sensing.geometry import FloatArray, make_transform, matrix_to_quat, quat_to_matrix
+from shape_sensing.messages.errors import MessageError
+from shape_sensing.messages.factory import MessageFactory, default_factory, published_type
+from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate, TransformStamped
+from shape_sensing.viz import covariance_ellipsoid, tube_mesh
+
+__all__ = [
+    "diagnostic_array",
+    "diagnostics_from_msg",
+    "header",
+    "imu_from_msg",
+    "imu_to_msg",
+    "path_msg",
+    "pose_msg",
+    "pose_to_matrix",
+    "pose_with_covariance_stamped",
+    "shape_markers",
+    "stamp_from_msg",
+    "tf_message",
+    "time_msg",
+    "transforms_from_tf",
+]
+
+NS_PER_S = 1_000_000_000
+
+
+def _f(factory: MessageFactory | None) -> MessageFactory:
+    return factory if factory is not None else default_factory()
+
+
+def time_msg(stamp_ns: int, factory: MessageFactory | None = None) -> Any:
+    """builtin_interfaces/Time from integer nanoseconds."""
+    stamp_ns = int(stamp_ns)
+    if stamp_ns < 0:
+        raise MessageError(f"stamp {stamp_ns} ns is negative; ROS 2 Time needs stamps >= 0")
+    return _f(factory).make("builtin_interfaces/msg/Time", sec=stamp_ns // NS_PER_S, nanosec=stamp_ns % NS_PER_S)
+
+
+def stamp_from_msg(msg: Any) -> int:
+    """Integer nanoseconds from a builtin_interfaces/Time (or a message with a header)."""
+    stamp = msg.header.stamp if hasattr(msg, "header") else msg
+    return int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
+
+
+@published_type("std_msgs/msg/Header")
+def header(stamp_ns: int, frame_id: str, factory: MessageFactory | None = None) -> Any:
+    """std_msgs/Header."""
+    return _f(factory).make("std_msgs/msg/Header", stamp=time_msg(stamp_ns, factory), frame_id=frame_id)
+
+
+def _vec3(v: Sequence[float] | FloatArray, factory: MessageFactory | None, typename: str = "geometry_msgs/msg/Vector3") -> Any:
+    return _f(factory).make(typename, x=float(v[0]), y=float(v[1]), z=float(v[2]))
+
+
+def _quat(q: Sequence[float] | FloatArray, factory: MessageFactory | None) -> Any:
+    return _f(factory).make("geometry_msgs/msg/Quaternion", x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3]))
+
+
+def _cov9(cov: FloatArray | None, *, unknown: float = 0.0) -> FloatArray:
+    if cov is None:
+        out = np.zeros(9)
+        out[0] = unknown
+        return out
+    cov = np.asarray(cov, dtype=float)
+    if cov.shape != (3, 3):
+        raise MessageError(f"covariance must be 3x3, got shape {cov.shape}")
+    return cov.reshape(9)
+
+
+@published_type("geometry_msgs/msg/Pose")
+def pose_msg(T: FloatArray, factory: MessageFactory | None = None) -> Any:
+    """geometry_msgs/Pose from a 4x4 transform."""
+    T = np.asarray(T, dtype=float)
+    return _f(factory).make(
+        "geometry_msgs/msg/Pose",
+        position=_vec3(T[:3, 3], factory, "geometry_msgs/msg/Point"),
+        orientation=_quat(matrix_to_quat(T[:3, :3]), factory),
+    )
+
+
+def pose_to_matrix(pose: Any) -> FloatArray:
+    """4x4 transform from a geometry_msgs/Pose or Transform."""
+    pos = pose.position if hasattr(pose, "position") else pose.translation
+    rot = pose.orientation if hasattr(pose, "orientation") else pose.rotation
+    q = np.array([rot.x, rot.y, rot.z, rot.w], dtype=float)
+    return make_transform(quat_to_matrix(q), [pos.x, pos.y, pos.z])
+
+
+@published_type("sensor_msgs/msg/Imu")
+def imu_to_msg(sample: ImuSample, factory: MessageFactory | None = None) -> Any:
+    """sensor_msgs/Imu from an :class:`ImuSample`.
+
+    An absent orientation is published per REP-145/sensor_msgs: covariance
+    element 0 set to -1. Unknown covariances are all zeros.
+    """
+    if sample.orientation is None:
+        q = np.array([0.0, 0.0, 0.0, 1.0])
+        ocov = _cov9(None, unknown=-1.0)
+    else:
+        q = np.asarray(sample.orientation, dtype=float)
+        ocov = _cov9(sample.orientation_covariance)
+    return _f(factory).make(
+        "sensor_msgs/msg/Imu",
+        header=header(sample.stamp_ns, sample.frame_id, factory),
+        orientation=_quat(q, factory),
+        orientation_covariance=ocov,
+        angular_velocity=_vec3(sample.angular_velocity, factory),
+        angular_velocity_covariance=_cov9(sample.angular_velocity_covariance),
+        linear_acceleration=_vec3(sample.linear_acceleration, factory),
+        linear_acceleration_covariance=_cov9(sample.linear_acceleration_covariance),
+    )
+
+
+def imu_from_msg(msg: Any) -> ImuSample:
+    """An :class:`ImuSample` from a sensor_msgs/Imu (either backend).
+
+    Raises:
+        MessageError: the orientation is present but not a finite non-zero quaternion.
+    """
+    ocov = np.asarray(msg.orientation_covariance, dtype=float).reshape(3, 3)
+    has_orientation = ocov[0, 0] != -1.0
+    q = np.array([msg.orientation.x, msg.orientation.y, msg.orientation.z, msg.orientation.w], dtype=float)
+    if has_orientation:
+        norm = np.linalg.norm(q)
+        if not np.isfinite(norm) or norm < 0.5:
+            raise MessageError(
+                f"sensor_msgs/Imu from {msg.header.frame_id!r} has orientation {q.tolist()} (norm {norm:.3g}); "
+                "expected a unit quaternion"
+            )
+        q = q / norm
+
+    def cov(values: Any) -> FloatArray | None:
+        c = np.asarray(values, dtype=float).reshape(3, 3)
+        return None if not c.any() else c
+
+    return ImuSample(
+        stamp_ns=stamp_from_msg(msg),
+        frame_id=str(msg.header.frame_id),
+        orientation=q if has_orientation else None,
+        angular_velocity=np.array([msg.angular_velocity.x, msg.angular_velocity.y, msg.angular_velocity.z]),
+        linear_acceleration=np.array(
+            [msg.linear_acceleration.x, msg.linear_acceleration.y, msg.linear_acceleration.z]
+        ),
+        orientation_covariance=cov(msg.orientation_covariance) if has_orientation else None,
+        angular_velocity_covariance=cov(msg.angular_velocity_covariance),
+        linear_acceleration_covariance=cov(msg.linear_acceleration_covariance),
+    )
+
+
+@published_type("geometry_msgs/msg/TransformStamped")
+def transform_stamped(tf: TransformStamped, factory: MessageFactory | None = None) -> Any:
+    """geometry_msgs/TransformStamped."""
+    T = np.asarray(tf.matrix, dtype=float)
+    return _f(factory).make(
+        "geometry_msgs/msg/TransformStamped",
+        header=header(tf.stamp_ns, tf.parent, factory),
+        child_frame_id=tf.child,
+        transform=_f(factory).make(
+            "geometry_msgs/msg/Transform",
+            translation=_vec3(T[:3, 3], factory),
+            rotation=_quat(matrix_to_quat(T[:3, :3]), factory),
+        ),
+    )
+
+
+@published_type("tf2_msgs/msg/TFMessage")
+def tf_message(transforms: Iterable[TransformStamped], factory: MessageFactory | None = None) -> Any:
+    """tf2_msgs/TFMessage from transforms."""
+    return _f(factory).make("tf2_msgs/msg/TFMessage", transforms=[transform_stamped(t, factory) for t in transforms])
+
+
+def transforms_from_tf(msg: Any) -> list[TransformStamped]:
+    """Core transforms from a tf2_msgs/TFMessage."""
+    return [
+        TransformStamped(
+            stamp_ns=stamp_from_msg(t),
+            parent=str(t.header.frame_id),
+            child=str(t.child_frame_id),
+            matrix=pose_to_matrix(t.transform),
+        )
+        for t in msg.transforms
+    ]
+
+
+def shape_transforms(shape: ShapeEstimate, frame_prefix: str = "") -> list[TransformStamped]:
+    """One transform per estimated frame, from the shape's parent frame."""
+    return [
+        TransformStamped(shape.stamp_ns, frame_prefix + shape.parent_frame, frame_prefix + child, pose)
+        for child, pose in zip(shape.frame_ids, shape.poses, strict=True)
+    ]
+
+
+@published_type("nav_msgs/msg/Path")
+def path_msg(
+    stamp_ns: int, frame_id: str, poses: FloatArray, factory: MessageFactory | None = None
+) -> Any:
+    """nav_msgs/Path from ``(N, 4, 4)`` transforms or ``(N, 3)`` points.
+
+    Points get orientations whose z axis follows the polyline's tangent.
+    """
+    poses = np.asarray(poses, dtype=float)
+    if poses.ndim == 2 and poses.shape[1] == 3:
+        poses = _poses_along(poses)
+    hdr = header(stamp_ns, frame_id, factory)
+    stamped = [
+        _f(factory).make("geometry_msgs/msg/PoseStamped", header=hdr, pose=pose_msg(T, factory)) for T in poses
+    ]
+    return _f(factory).make("nav_msgs/msg/Path", header=hdr, poses=stamped)
+
+
+def _poses_along(points: FloatArray) -> FloatArray:
+    """Frames at points with z along the local tangent (minimal rotation from +z)."""
+    n = len(points)
+    out = np.tile(np.eye(4), (n, 1, 1))
+    out[:, :3, 3] = points
+    if n < 2:
+        return out
+    tangents = np.gradient(points, axis=0)
+    z = np.array([0.0, 0.0, 1.0])
+    for i, t in enumerate(tangents):
+        norm = np.linalg.norm(t)
+        if norm < 1e-12:
+            out[i, :3, :3] = out[i - 1, :3, :3] if i else np.eye(3)
+            continue
+        t = t / norm
+        axis = np.cross(z, t)
+        s = np.linalg.norm(axis)
+        c = float(z @ t)
+        if s < 1e-12:
+            out[i, :3, :3] = np.eye(3) if c > 0 else np.diag([1.0, -1.0, -1.0])
+            continue
+        axis /= s
+        K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+        out[i, :3, :3] = np.eye(3) + s * K + (1 - c) * K @ K
+    return out
+
+
+@published_type("geometry_msgs/msg/PoseWithCovarianceStamped")
+def pose_with_covariance_stamped(
+    stamp_ns: int,
+    frame_id: str,
+    T: FloatArray,
+    covariance: FloatArray | None = None,
+    factory: MessageFactory | None = None,
+) -> Any:
+    """geometry_msgs/PoseWithCovarianceStamped; covariance 6x6 in [x y z rx ry rz] order."""
+    cov = np.zeros((6, 6)) if covariance is None else np.asarray(covariance, dtype=float)
+    if cov.shape != (6, 6):
+        raise MessageError(f"pose covariance must be 6x6, got shape {cov.shape}")
+    f = _f(factory)
+    return f.make(
+        "geometry_msgs/msg/PoseWithCovarianceStamped",
+        header=header(stamp_ns, frame_id, factory),
+        pose=f.make("geometry_msgs/msg/PoseWithCovariance", pose=pose_msg(T, factory), covariance=cov.reshape(36)),
+    )
+
+
+def _color(rgba: Sequence[float], factory: MessageFactory | None) -> Any:
+    return _f(factory).make("std_msgs/msg/ColorRGBA", r=rgba[0], g=rgba[1], b=rgba[2], a=rgba[3])
+
+
+def _marker(
+    factory: MessageFactory | None,
+    hdr: Any,
+    ns: str,
+    marker_id: int,
+    mtype: int,
+    *,
+    points: FloatArray | None = None,
+    pose: FloatArray | None = None,
+    scale: Sequence[float] = (1.0, 1.0, 1.0),
+    rgba: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
+    text: str = "",
+) -> Any:
+    f = _f(factory)
+    pts = [] if points is None else [_vec3(p, factory, "geometry_msgs/msg/Point") for p in points]
+    return f.make(
+        "visualization_msgs/msg/Marker",
+        header=hdr,
+        ns=ns,
+        id=marker_id,
+        type=mtype,
+        action=0,
+        pose=pose_msg(np.eye(4) if pose is None else pose, factory),
+        scale=_vec3(scale, factory),
+        color=_color(rgba, factory),
+        lifetime=f.make("builtin_interfaces/msg/Duration", sec=0, nanosec=0),
+        frame_locked=False,
+        points=pts,
+        text=text,
+    )
+
+
+MARKER_LINE_STRIP = 4
+MARKER_SPHERE = 2
+MARKER_SPHERE_LIST = 7
+MARKER_TRIANGLE_LIST = 11
+
+
+@published_type("visualization_msgs/msg/MarkerArray")
+def shape_markers(
+    shape: ShapeEstimate,
+    *,
+    ns: str = "shape",
+    frame_prefix: str = "",
+    rgba: Sequence[float] = (0.1, 0.6, 0.9, 0.6),
+    n_sigma: float = 2.0,
+    factory: MessageFactory | None = None,
+) -> Any:
+    """MarkerArray of a shape: body tube, backbone line, frame spheres, tip covariance ellipsoid."""
+    hdr = header(shape.stamp_ns, frame_prefix + shape.parent_frame, factory)
+    markers = [
+        _marker(factory, hdr, f"{ns}/body", 0, MARKER_TRIANGLE_LIST, points=tube_mesh(shape.backbone, shape.radius), rgba=rgba),
+        _marker(
+            factory, hdr, f"{ns}/backbone", 0, MARKER_LINE_STRIP, points=shape.backbone,
+            scale=(0.005, 0.0, 0.0), rgba=(1.0, 1.0, 1.0, 1.0),
+        ),
+        _marker(
+            factory, hdr, f"{ns}/frames", 0, MARKER_SPHERE_LIST, points=shape.poses[:, :3, 3],
+            scale=(0.02, 0.02, 0.02), rgba=(1.0, 0.5, 0.0, 1.0),
+        ),
+    ]  # fmt: skip
+    if shape.position_covariance is not None:
+        scale, R = covariance_ellipsoid(shape.position_covariance[-1], n_sigma)
+        markers.append(
+            _marker(
+                factory, hdr, f"{ns}/tip_covariance", 0, MARKER_SPHERE,
+                pose=make_transform(R, shape.poses[-1, :3, 3]), scale=scale, rgba=(1.0, 0.2, 0.2, 0.35),
+            )
+        )  # fmt: skip
+    return _f(factory).make("visualization_msgs/msg/MarkerArray", markers=markers)
+
+
+@published_type("diagnostic_msgs/msg/DiagnosticArray")
+def diagnostic_array(
+    stamp_ns: int, statuses: Iterable[DiagnosticStatus], factory: MessageFactory | None = None
+) -> Any:
+    """diagnostic_msgs/DiagnosticArray."""
+    f = _f(factory)
+    return f.make(
+        "diagnostic_msgs/msg/DiagnosticArray",
+        header=header(stamp_ns, "", factory),
+        status=[
+            f.make(
+                "diagnostic_msgs/msg/DiagnosticStatus",
+                level=int(s.level),
+                name=s.name,
+                message=s.message,
+                hardware_id=s.hardware_id,
+                values=[f.make("diagnostic_msgs/msg/KeyValue", key=k, value=str(v)) for k, v in s.values.items()],
+            )
+            for s in statuses
+        ],
+    )
+
+
+def diagnostics_from_msg(msg: Any) -> list[DiagnosticStatus]:
+    """Core statuses from a diagnostic_msgs/DiagnosticArray."""
+    return [
+        DiagnosticStatus(
+            name=str(s.name),
+            level=DiagnosticLevel(s.level[0] if isinstance(s.level, bytes) else int(s.level)),
+            message=str(s.message),
+            hardware_id=str(s.hardware_id),
+            values={str(kv.key): str(kv.value) for kv in s.values},
+        )
+        for s in msg.status
+    ]

@@ -1,0 +1,191 @@
+"""Where message classes are looked up, and the one way messages are built.
+
+Two backends give the same classes by ROS 2 type name:
+
+* ``"rosbags"``: the pure-Python ROS 2 definitions shipped by ``rosbags``
+  (per distro). Used for bag writing and tests, and everywhere without ROS 2.
+* ``"rclpy"``: the generated classes of a sourced ROS 2 installation, looked
+  up through ``rosidl_runtime_py``. Used by the nodes.
+
+:meth:`MessageFactory.make` takes keyword fields. Fields left out get their
+ROS default (zero, empty string, empty sequence, default sub-message); this is
+what lets one builder serve distros whose definitions differ (Marker gained
+fields after Humble). Unknown field names are an error.
+"""
+
+from __future__ import annotations
+
+import array
+import importlib
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import numpy as np
+from rosbags.typesys import Stores, get_typestore
+
+from shape_sensing.messages.errors import MessageError
+
+__all__ = ["DISTROS", "MessageFactory", "default_factory", "published_type"]
+
+DISTROS: dict[str, Stores] = {
+    "humble": Stores.ROS2_HUMBLE,
+    "iron": Stores.ROS2_IRON,
+    "jazzy": Stores.ROS2_JAZZY,
+    "kilted": Stores.ROS2_KILTED,
+}
+
+_DTYPES: dict[str, Any] = {
+    "bool": np.bool_,
+    "byte": np.uint8,
+    "char": np.uint8,
+    "int8": np.int8,
+    "uint8": np.uint8,
+    "int16": np.int16,
+    "uint16": np.uint16,
+    "int32": np.int32,
+    "uint32": np.uint32,
+    "int64": np.int64,
+    "uint64": np.uint64,
+    "float32": np.float32,
+    "float64": np.float64,
+}
+
+# Every ROS 2 type a builder in this package produces, filled by @published_type.
+PUBLISHED_TYPES: dict[str, list[str]] = {}
+
+
+def published_type(typename: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Mark a builder function as producing ``typename`` (tests round-trip each)."""
+
+    def deco(func: Callable[..., Any]) -> Callable[..., Any]:
+        PUBLISHED_TYPES.setdefault(typename, []).append(f"{func.__module__}.{func.__qualname__}")
+        return func
+
+    return deco
+
+
+class MessageFactory:
+    """Looks up message classes and builds messages with every field set.
+
+    Args:
+        backend: ``"rosbags"`` or ``"rclpy"``.
+        distro: ROS 2 distro whose definitions the rosbags backend uses.
+    """
+
+    def __init__(self, backend: str = "rosbags", distro: str = "jazzy") -> None:
+        if backend not in ("rosbags", "rclpy"):
+            raise MessageError(f"message backend {backend!r} unknown; expected 'rosbags' or 'rclpy'")
+        if distro not in DISTROS:
+            raise MessageError(f"ROS 2 distro {distro!r} unknown; expected one of {sorted(DISTROS)}")
+        self.backend = backend
+        self.distro = distro
+        self.typestore = get_typestore(DISTROS[distro])
+
+    # -- classes ---------------------------------------------------------
+    def cls(self, typename: str) -> Any:
+        """The message class for ``pkg/msg/Name``."""
+        if self.backend == "rosbags":
+            try:
+                return self.typestore.types[typename]
+            except KeyError:
+                raise MessageError(f"message type {typename!r} is not in the {self.distro} definitions") from None
+        utilities = importlib.import_module("rosidl_runtime_py.utilities")
+        return utilities.get_message(typename)
+
+    # -- building --------------------------------------------------------
+    def make(self, typename: str, **fields: Any) -> Any:
+        """Build ``typename`` from keyword fields (missing fields take ROS defaults)."""
+        if self.backend == "rclpy":
+            return self._make_rclpy(typename, fields)
+        return self._make_rosbags(typename, fields)
+
+    def _make_rosbags(self, typename: str, fields: dict[str, Any]) -> Any:
+        try:
+            _consts, fielddefs = self.typestore.fielddefs[typename]
+        except KeyError:
+            raise MessageError(f"message type {typename!r} is not in the {self.distro} definitions") from None
+        known = {name for name, _ in fielddefs}
+        unknown = set(fields) - known
+        if unknown:
+            raise MessageError(f"{typename} has no field(s) {sorted(unknown)}; fields are {sorted(known)}")
+        kwargs = {}
+        for name, desc in fielddefs:
+            if name in fields:
+                kwargs[name] = self._coerce(typename, name, desc, fields[name])
+            else:
+                kwargs[name] = self._default(desc)
+        return self.typestore.types[typename](**kwargs)
+
+    def _coerce(self, typename: str, name: str, desc: Any, value: Any) -> Any:
+        kind = int(desc[0])
+        if kind in (3, 4):  # ARRAY, SEQUENCE
+            (sub_kind, sub), size = desc[1]
+            if int(sub_kind) == 1 and sub[0] in _DTYPES:
+                arr = np.asarray(value, dtype=_DTYPES[sub[0]]).reshape(-1)
+                if kind == 3 and arr.size != size:
+                    raise MessageError(f"{typename}.{name} needs {size} values, got {arr.size}")
+                return arr
+            return list(value)
+        return value
+
+    def _default(self, desc: Any) -> Any:
+        kind = int(desc[0])
+        if kind == 1:  # BASE
+            base = desc[1][0]
+            if base == "string":
+                return ""
+            if base == "bool":
+                return False
+            if base.startswith("float"):
+                return 0.0
+            return 0
+        if kind == 2:  # NAME
+            return self._make_rosbags(desc[1], {})
+        (sub_kind, sub), size = desc[1]
+        if int(sub_kind) == 1:
+            if sub[0] in _DTYPES:
+                return np.zeros(size if kind == 3 else 0, dtype=_DTYPES[sub[0]])
+            return [""] * size if kind == 3 else []
+        if kind == 3:
+            return [self._make_rosbags(sub, {}) for _ in range(size)]
+        return []
+
+    def _make_rclpy(self, typename: str, fields: dict[str, Any]) -> Any:
+        cls = self.cls(typename)
+        types = cls.get_fields_and_field_types()
+        unknown = set(fields) - set(types)
+        if unknown:
+            raise MessageError(f"{typename} has no field(s) {sorted(unknown)}; fields are {sorted(types)}")
+        kwargs = {}
+        for name, value in fields.items():
+            ftype = types[name]
+            if ftype == "octet" and isinstance(value, int):
+                value = bytes([value])  # rclpy holds `byte` fields as bytes of length 1
+            elif isinstance(value, np.ndarray):
+                if ftype.startswith("sequence<"):
+                    base = ftype[len("sequence<") :].split(",")[0].rstrip(">")
+                    value = _rclpy_sequence(base, value)
+                else:
+                    value = np.ascontiguousarray(value).reshape(-1)
+            kwargs[name] = value
+        return cls(**kwargs)
+
+
+_ARRAY_CODES = {
+    "uint8": "B", "octet": "B", "int8": "b", "int16": "h", "uint16": "H", "int32": "i",
+    "uint32": "I", "int64": "q", "uint64": "Q", "float": "f", "double": "d",
+}  # fmt: skip
+
+
+def _rclpy_sequence(base: str, value: np.ndarray) -> Any:
+    code = _ARRAY_CODES.get(base)
+    if code is None:
+        return value.tolist()
+    return array.array(code, np.ascontiguousarray(value, dtype=np.dtype(code)).tobytes())
+
+
+@cache
+def default_factory(distro: str = "jazzy") -> MessageFactory:
+    """The shared rosbags-backed factory for ``distro``."""
+    return MessageFactory("rosbags", distro)

@@ -1,0 +1,29 @@
+"""Which config schema each executable (node) uses: name -> "module:ATTRIBUTE".
+
+Used by the nodes to declare their parameters and by the static checks that
+launch files and ``config/*.yaml`` only use declared parameters.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from shape_sensing.config import Schema
+
+__all__ = ["NODE_SCHEMAS", "schema_for"]
+
+NODE_SCHEMAS: dict[str, str] = {
+    "hinge_arc_estimator": "shape_sensing.estimators.hinge_arc:SCHEMA",
+    "vine_imu_simulator": "shape_sensing.sim.vine:SCHEMA",
+}
+
+
+def schema_for(node: str) -> Schema:
+    """The schema of executable ``node``."""
+    try:
+        module, attr = NODE_SCHEMAS[node].split(":")
+    except KeyError:
+        raise KeyError(f"no schema registered for node {node!r}; known: {sorted(NODE_SCHEMAS)}") from None
+    schema = getattr(importlib.import_module(module), attr)
+    assert isinstance(schema, Schema)
+    return schema
