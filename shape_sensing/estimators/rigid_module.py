@@ -1,0 +1,555 @@
+"""Rigid-module shape estimator of a hyper-redundant robot from per-platform attitudes (seed 003).
+
+The robot is a chain of ``n`` identical 2-DoF modules. Module ``j`` joins
+platform ``j-1`` (lower) to platform ``j`` (upper) through a universal joint
+``d1`` above the lower and ``d2`` below the upper platform. A WT901 on every
+platform (``n + 1`` sensors) gives its z-y-x attitude ``R_j = Rz(yaw) Ry(pitch)
+Rx(roll)`` in a world frame.
+
+Method:
+
+1. Rods calibration: with every platform held parallel to the base, the
+   attitude read on platform ``j`` minus the base's is stored as platform
+   ``j``'s bias and subtracted from later readings (a first-order correction of
+   the sensor mounting, exact for the small misalignments it is meant for).
+2. Relative rotation of module ``j`` in the lower platform's body frame,
+   ``R_rel = R_{j-1}^T R_j``. (The seed paper writes ``R_j R_{j-1}^T``, a
+   world-frame increment; it equals the body-frame one only while the lower
+   platform is level and un-yawed, see :func:`relative_rotations` and the
+   tests.)
+3. Universal joint: first axis x of the lower platform, second axis y of the
+   cross, so ``R_rel = Rx(theta_x) Ry(theta_y) Rz(tau)`` with ``tau = 0`` for
+   a perfect joint. ``tau`` (twist) is reported per module as a residual and
+   in diagnostics; the model rotation ``Rx(theta_x) Ry(theta_y)`` is used for
+   the chain.
+4. Module transform ``T = Trans(z, d1) Rx(theta_x) Ry(theta_y) Trans(z, d2)``,
+   chained from the base; end effector ``T_0n T_tool``.
+
+Heading. The WT901's yaw comes from its magnetometer, which the robot's own
+magnetic parts disturb (seed 003). In ``heading_mode="roll_pitch"`` (the
+default) the measured yaw is not used: the base platform's heading defines
+the frame (yaw 0) and each further platform's yaw is solved from the joint
+constraint itself -- a universal joint cannot twist, so ``R_rel[0, 1] = 0``,
+which fixes the one unknown yaw from the platform's roll and pitch. The
+solution closest to a straight joint is taken. It degrades when a lower
+platform's x axis or an upper platform's y axis points near vertical (tilts
+near 90 deg); the conditioning is reported per module. In
+``heading_mode="full"`` the measured yaw is used and the twist residual shows
+how far the magnetometer headings disagree with the joint model.
+
+Covariance. The sensors' stated accuracy (0.05 deg roll/pitch, 1 deg yaw,
+independent per sensor and per angle) is propagated to every frame's
+position and to the end effector's pose through the Jacobian of the whole
+estimate with respect to all ``3(n+1)`` input angles (forward differences in
+one batched evaluation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from shape_sensing.config import ConfigError, Param, Schema
+from shape_sensing.geometry import FloatArray, matrix_to_rotvec, quat_to_matrix
+from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
+
+__all__ = [
+    "SCHEMA",
+    "RigidModuleConfig",
+    "RigidModuleEstimate",
+    "RigidModuleEstimator",
+    "chain_transforms",
+    "euler_zyx_to_matrix",
+    "joint_angles",
+    "matrix_to_euler_zyx",
+    "module_transforms",
+    "relative_rotations",
+    "solve_headings",
+    "ujoint_rotation",
+]
+
+
+def _len_check(n: int) -> Any:
+    def check(v: list[float]) -> str | None:
+        return None if len(v) == n else f"expected {n} values, got {len(v)}"
+
+    return check
+
+
+def _bias_check(v: list[float]) -> str | None:
+    return None if len(v) % 3 == 0 else "expected 3 values (roll, pitch, yaw bias in rad) per platform"
+
+
+SCHEMA = Schema(
+    node="rigid_module_estimator",
+    description="Shape of a hyper-redundant robot of 2-DoF universal-joint modules from one WT901 per platform.",
+    params=(
+        Param("n_modules", int, 4, "number of modules (platforms = n_modules + 1)", min=1, max=64),
+        Param("d1", float, 0.040, "universal joint height above the lower platform", min=0.0, max=2.0, unit="m"),
+        Param("d2", float, 0.040, "upper platform height above the universal joint", min=0.0, max=2.0, unit="m"),
+        Param(
+            "heading_mode", str, "roll_pitch",
+            "'roll_pitch': ignore measured yaw, solve headings from the joint constraint; 'full': use measured yaw",
+            choices=("roll_pitch", "full"),
+        ),
+        Param(
+            "tool_offset", "float[]", [0.0, 0.0, 0.03, 0.0, 0.0, 0.0],
+            "end effector in the last platform's frame: x, y, z (m), roll, pitch, yaw (rad, z-y-x)",
+            check=_len_check(6),
+        ),
+        Param(
+            "calibration_bias", "float[]", [],
+            "per-platform roll, pitch, yaw bias (rad) from the rods calibration; empty = none",
+            check=_bias_check,
+        ),
+        Param("roll_pitch_stddev_deg", float, 0.05, "stated roll/pitch accuracy of one sensor", min=0.0, unit="deg"),
+        Param("yaw_stddev_deg", float, 1.0, "stated yaw accuracy of one sensor", min=0.0, unit="deg"),
+        Param("covariance", bool, True, "propagate the sensor accuracy to frame covariances"),
+        Param("stale_timeout", float, 0.5, "a sensor older than this is reported stale", min=0.0, unit="s"),
+        Param("twist_warn_deg", float, 3.0, "twist residual above which a module is WARN", min=0.0, unit="deg"),
+        Param("base_frame", str, "base_link", "parent frame of the estimate (the base platform)"),
+        Param("frame_prefix", str, "", "prefix of every published frame id (several robots in one TF tree)"),
+        Param("radius", float, 0.035, "body radius for markers", min=0.0, unit="m"),
+        Param("publish_rate", float, 20.0, "estimate rate of the node", min=0.1, max=1000.0, unit="Hz"),
+    ),
+)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Stateless array functions
+
+
+def euler_zyx_to_matrix(euler: ArrayLike) -> FloatArray:
+    """``(..., 3)`` ``[roll, pitch, yaw]`` to ``(..., 3, 3)`` ``Rz(yaw) Ry(pitch) Rx(roll)``."""
+    e = np.asarray(euler, dtype=float)
+    cr, sr = np.cos(e[..., 0]), np.sin(e[..., 0])
+    cp, sp = np.cos(e[..., 1]), np.sin(e[..., 1])
+    cy, sy = np.cos(e[..., 2]), np.sin(e[..., 2])
+    R = np.empty((*e.shape[:-1], 3, 3))
+    R[..., 0, 0] = cy * cp
+    R[..., 0, 1] = cy * sp * sr - sy * cr
+    R[..., 0, 2] = cy * sp * cr + sy * sr
+    R[..., 1, 0] = sy * cp
+    R[..., 1, 1] = sy * sp * sr + cy * cr
+    R[..., 1, 2] = sy * sp * cr - cy * sr
+    R[..., 2, 0] = -sp
+    R[..., 2, 1] = cp * sr
+    R[..., 2, 2] = cp * cr
+    return R
+
+
+def matrix_to_euler_zyx(R: ArrayLike) -> FloatArray:
+    """Inverse of :func:`euler_zyx_to_matrix` (pitch in ``[-pi/2, pi/2]``)."""
+    R = np.asarray(R, dtype=float)
+    roll = np.arctan2(R[..., 2, 1], R[..., 2, 2])
+    pitch = -np.arcsin(np.clip(R[..., 2, 0], -1.0, 1.0))
+    yaw = np.arctan2(R[..., 1, 0], R[..., 0, 0])
+    return np.stack([roll, pitch, yaw], axis=-1)
+
+
+def relative_rotations(R: ArrayLike, frame: str = "body") -> FloatArray:
+    """Rotations between consecutive platforms ``(..., m, 3, 3) -> (..., m-1, 3, 3)``.
+
+    Args:
+        R: world attitudes of consecutive platforms.
+        frame: ``"body"`` for ``R_{j-1}^T R_j`` (the joint's rotation, what a
+            universal joint constrains) or ``"world"`` for ``R_j R_{j-1}^T``
+            (the seed paper's expression, a world-frame increment).
+    """
+    R = np.asarray(R, dtype=float)
+    lower, upper = R[..., :-1, :, :], R[..., 1:, :, :]
+    if frame == "body":
+        return np.swapaxes(lower, -1, -2) @ upper
+    if frame == "world":
+        return upper @ np.swapaxes(lower, -1, -2)
+    raise ValueError(f"frame {frame!r}: expected 'body' or 'world'")
+
+
+def joint_angles(R_rel: ArrayLike) -> FloatArray:
+    """``(..., 3, 3)`` -> ``(..., 3)`` ``[theta_x, theta_y, twist]`` with ``R = Rx(theta_x) Ry(theta_y) Rz(twist)``."""
+    R = np.asarray(R_rel, dtype=float)
+    tx = np.arctan2(-R[..., 1, 2], R[..., 2, 2])
+    ty = np.arcsin(np.clip(R[..., 0, 2], -1.0, 1.0))
+    tz = np.arctan2(-R[..., 0, 1], R[..., 0, 0])
+    return np.stack([tx, ty, tz], axis=-1)
+
+
+def ujoint_rotation(theta_x: ArrayLike, theta_y: ArrayLike) -> FloatArray:
+    """``Rx(theta_x) Ry(theta_y)``, batched."""
+    a = np.asarray(theta_x, dtype=float)
+    b = np.asarray(theta_y, dtype=float)
+    ca, sa, cb, sb = np.cos(a), np.sin(a), np.cos(b), np.sin(b)
+    R = np.zeros((*np.broadcast_shapes(a.shape, b.shape), 3, 3))
+    R[..., 0, 0] = cb
+    R[..., 0, 2] = sb
+    R[..., 1, 0] = sa * sb
+    R[..., 1, 1] = ca
+    R[..., 1, 2] = -sa * cb
+    R[..., 2, 0] = -ca * sb
+    R[..., 2, 1] = sa
+    R[..., 2, 2] = ca * cb
+    return R
+
+
+def module_transforms(theta: ArrayLike, d1: float, d2: float) -> FloatArray:
+    """``(..., n, 2)`` joint angles -> ``(..., n, 4, 4)`` ``Trans(z, d1) Rx Ry Trans(z, d2)``."""
+    th = np.asarray(theta, dtype=float)
+    R = ujoint_rotation(th[..., 0], th[..., 1])
+    T = np.zeros((*th.shape[:-1], 4, 4))
+    T[..., :3, :3] = R
+    T[..., :3, 3] = R[..., :, 2] * d2
+    T[..., 2, 3] += d1
+    T[..., 3, 3] = 1.0
+    return T
+
+
+def chain_transforms(T_modules: ArrayLike) -> FloatArray:
+    """``(..., n, 4, 4)`` module transforms -> ``(..., n, 4, 4)`` platform poses in the base frame."""
+    T = np.asarray(T_modules, dtype=float)
+    out = np.empty_like(T)
+    acc = T[..., 0, :, :]
+    out[..., 0, :, :] = acc
+    for j in range(1, T.shape[-3]):
+        acc = acc @ T[..., j, :, :]
+        out[..., j, :, :] = acc
+    return out
+
+
+def solve_headings(euler: ArrayLike) -> tuple[FloatArray, FloatArray]:
+    """World attitudes from roll and pitch alone, headings solved from the no-twist joint constraint.
+
+    Args:
+        euler: ``(..., m, 3)`` ``[roll, pitch, yaw]``; yaw is ignored.
+
+    Returns:
+        ``(R, conditioning)``: ``(..., m, 3, 3)`` attitudes with the base's yaw
+        set to 0, and ``(..., m-1)`` per-joint conditioning in ``[0, 1]``
+        (product of the horizontal lengths of the lower x axis and the upper
+        tilt-only y axis; near 0 the heading is undetermined).
+    """
+    e = np.asarray(euler, dtype=float).copy()
+    e[..., 2] = 0.0
+    Rp = euler_zyx_to_matrix(e)  # tilt-only attitudes Ry(p) Rx(r)
+    m = e.shape[-2]
+    R = np.empty_like(Rp)
+    R[..., 0, :, :] = Rp[..., 0, :, :]
+    cond = np.empty((*e.shape[:-2], max(m - 1, 0)))
+    for j in range(1, m):
+        u = R[..., j - 1, :, 0]  # lower platform x axis (world)
+        v = Rp[..., j, :, 1]  # upper platform y axis before its yaw
+        A = u[..., 0] * v[..., 0] + u[..., 1] * v[..., 1]
+        B = u[..., 1] * v[..., 0] - u[..., 0] * v[..., 1]
+        C = u[..., 2] * v[..., 2]
+        rho = np.hypot(A, B)
+        phi = np.arctan2(B, A)
+        delta = np.arccos(np.clip(-C / np.maximum(rho, 1e-12), -1.0, 1.0))
+        best = None
+        best_tr = None
+        for psi in (phi + delta, phi - delta):
+            c, s = np.cos(psi), np.sin(psi)
+            Rz = np.zeros((*psi.shape, 3, 3))
+            Rz[..., 0, 0] = c
+            Rz[..., 0, 1] = -s
+            Rz[..., 1, 0] = s
+            Rz[..., 1, 1] = c
+            Rz[..., 2, 2] = 1.0
+            Rj = Rz @ Rp[..., j, :, :]
+            tr = np.einsum("...ik,...ik->...", R[..., j - 1, :, :], Rj)  # trace(R_{j-1}^T R_j)
+            if best is None:
+                best, best_tr = Rj, tr
+            else:
+                assert best_tr is not None
+                pick = (tr > best_tr)[..., None, None]
+                best = np.where(pick, Rj, best)
+                best_tr = np.maximum(tr, best_tr)
+        assert best is not None
+        R[..., j, :, :] = best
+        cond[..., j - 1] = rho
+    return R, cond
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Estimator
+
+
+@dataclass(frozen=True)
+class RigidModuleConfig:
+    """Validated settings of the estimator (see :data:`SCHEMA` for meanings)."""
+
+    n_modules: int = 4
+    d1: float = 0.040
+    d2: float = 0.040
+    heading_mode: str = "roll_pitch"
+    tool_offset: tuple[float, ...] = (0.0, 0.0, 0.03, 0.0, 0.0, 0.0)
+    calibration_bias: tuple[float, ...] = ()
+    roll_pitch_stddev_deg: float = 0.05
+    yaw_stddev_deg: float = 1.0
+    covariance: bool = True
+    stale_timeout: float = 0.5
+    twist_warn_deg: float = 3.0
+    base_frame: str = "base_link"
+    radius: float = 0.035
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> RigidModuleConfig:
+        """Build from a (partial) parameter mapping, validated by :data:`SCHEMA`."""
+        p = SCHEMA.validate(params)
+        n = p["n_modules"]
+        bias = p["calibration_bias"]
+        if bias and len(bias) != 3 * (n + 1):
+            raise ConfigError(
+                f"parameter 'calibration_bias' has {len(bias)} values: expected 3 per platform, "
+                f"{3 * (n + 1)} for n_modules={n}"
+            )
+        return cls(
+            n_modules=n, d1=p["d1"], d2=p["d2"], heading_mode=p["heading_mode"],
+            tool_offset=tuple(p["tool_offset"]), calibration_bias=tuple(bias),
+            roll_pitch_stddev_deg=p["roll_pitch_stddev_deg"], yaw_stddev_deg=p["yaw_stddev_deg"],
+            covariance=p["covariance"], stale_timeout=p["stale_timeout"], twist_warn_deg=p["twist_warn_deg"],
+            base_frame=p["base_frame"], radius=p["radius"],
+        )  # fmt: skip
+
+
+@dataclass
+class RigidModuleEstimate:
+    """One estimate.
+
+    Attributes:
+        shape: frames ``platform_0 .. platform_n, end_effector`` in the base frame.
+        theta: ``(n, 2)`` joint angles ``theta_x, theta_y`` (rad).
+        twist: ``(n,)`` twist residual about the joint's z (rad); 0 for a perfect joint.
+        conditioning: ``(n,)`` heading conditioning (roll_pitch mode; 1 in full mode).
+        tip_covariance: ``(6, 6)`` end-effector covariance, ``[x y z rx ry rz]``, or ``None``.
+        theta_covariance: ``(2n, 2n)`` covariance of the joint angles, or ``None``.
+    """
+
+    shape: ShapeEstimate
+    theta: FloatArray
+    twist: FloatArray
+    conditioning: FloatArray
+    tip_covariance: FloatArray | None
+    theta_covariance: FloatArray | None = None
+
+
+@dataclass
+class RigidModuleEstimator:
+    """Stateful wrapper: calibration, missing/stale sensors, diagnostics.
+
+    ``update`` is deterministic given its inputs and the held state (the last
+    good reading of every platform), so a replayed bag reproduces a live run.
+    """
+
+    config: RigidModuleConfig = field(default_factory=RigidModuleConfig)
+
+    def __post_init__(self) -> None:
+        n = self.config.n_modules
+        self.n_platforms = n + 1
+        self.frame_ids = [f"platform_{i}" for i in range(n + 1)] + ["end_effector"]
+        if self.config.calibration_bias:
+            self.bias = np.asarray(self.config.calibration_bias, dtype=float).reshape(n + 1, 3)
+        else:
+            self.bias = np.zeros((n + 1, 3))
+        t = self.config.tool_offset
+        self.tool = np.eye(4)
+        self.tool[:3, :3] = euler_zyx_to_matrix(np.array(t[3:6]))
+        self.tool[:3, 3] = t[:3]
+        self._last = np.full((n + 1, 3), np.nan)
+        self._last_ns = np.full(n + 1, -1, dtype=np.int64)
+
+    # -- inputs -------------------------------------------------------------------------------------------------------
+
+    def index_of(self, frame_id: str) -> int | None:
+        """Platform index of a sensor frame id (``...platform_<i>``), or ``None``."""
+        tail = frame_id.rsplit("platform_", 1)
+        if len(tail) != 2 or not tail[1].isdigit():
+            return None
+        i = int(tail[1])
+        return i if i < self.n_platforms else None
+
+    def push(self, sample: ImuSample) -> bool:
+        """Store one sensor sample (by its frame id); return ``False`` if it was not usable."""
+        i = self.index_of(sample.frame_id)
+        if i is None or sample.orientation is None:
+            return False
+        q = np.asarray(sample.orientation, dtype=float)
+        norm = float(np.linalg.norm(q))
+        if not np.isfinite(norm) or norm < 0.5:
+            return False
+        self._last[i] = matrix_to_euler_zyx(quat_to_matrix(q / norm))
+        self._last_ns[i] = sample.stamp_ns
+        return True
+
+    def push_euler(self, index: int, euler: ArrayLike, stamp_ns: int) -> None:
+        """Store one platform's ``[roll, pitch, yaw]`` (rad).
+
+        Raises:
+            ValueError: index out of range or non-finite angles.
+        """
+        if not 0 <= index < self.n_platforms:
+            raise ValueError(f"platform index {index} out of range 0..{self.n_platforms - 1}")
+        e = np.asarray(euler, dtype=float)
+        if e.shape != (3,) or not np.all(np.isfinite(e)):
+            raise ValueError(f"platform {index}: attitude {e!r} is not 3 finite angles")
+        self._last[index] = e
+        self._last_ns[index] = stamp_ns
+
+    # -- calibration ------------------------------------------------------------------------------------------------
+
+    def calibrate(self) -> FloatArray:
+        """Rods calibration from the held readings (all platforms parallel to the base); return the bias.
+
+        Raises:
+            ValueError: a platform has no reading yet.
+        """
+        missing = [i for i in range(self.n_platforms) if not np.all(np.isfinite(self._last[i]))]
+        if missing:
+            raise ValueError(f"cannot calibrate: no reading from platform(s) {missing}")
+        bias = self._last - self._last[0]
+        bias[:, 2] = (bias[:, 2] + np.pi) % (2 * np.pi) - np.pi
+        if self.config.heading_mode == "roll_pitch":
+            bias[:, 2] = 0.0
+        self.bias = bias
+        return bias.copy()
+
+    # -- estimation -------------------------------------------------------------------------------------------------
+
+    def _inputs(self) -> tuple[FloatArray, list[DiagnosticStatus], int]:
+        """Corrected attitudes with missing platforms bridged, the per-sensor statuses, and the count of bad ones."""
+        e = self._last - self.bias
+        have = np.all(np.isfinite(self._last), axis=1)
+        statuses = []
+        bad = 0
+        for i in range(self.n_platforms):
+            if not have[i]:
+                bad += 1
+                # Bridge: copy the nearest earlier (else later) platform, i.e. assume its joint straight.
+                src = next((k for k in range(i - 1, -1, -1) if have[k]), None)
+                if src is None:
+                    src = next((k for k in range(i + 1, self.n_platforms) if have[k]), None)
+                e[i] = e[src] if src is not None else 0.0
+                statuses.append(
+                    DiagnosticStatus(
+                        f"rigid_module/platform_{i}", DiagnosticLevel.ERROR,
+                        "no reading yet; joint assumed straight",
+                    )
+                )  # fmt: skip
+        return e, statuses, bad
+
+    def estimate(self, stamp_ns: int) -> RigidModuleEstimate:
+        """The shape from the held readings at ``stamp_ns`` (stale sensors reported, last reading held)."""
+        cfg = self.config
+        e, statuses, _ = self._inputs()
+        if cfg.heading_mode == "roll_pitch":
+            e = e.copy()
+            e[:, 2] = 0.0
+        sig = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, cfg.yaw_stddev_deg])
+        use = [0, 1] if cfg.heading_mode == "roll_pitch" else [0, 1, 2]
+        if cfg.covariance:
+            h = 1e-7
+            cols = [(i, k) for i in range(self.n_platforms) for k in use]
+            batch = np.repeat(e[None], 1 + len(cols), axis=0)
+            for c, (i, k) in enumerate(cols):
+                batch[1 + c, i, k] += h
+        else:
+            batch = e[None]
+        poses, theta, twist, cond = self._forward(batch)
+        shape_poses = poses[0]
+        tip_cov = None
+        pos_cov = None
+        theta_cov = None
+        if cfg.covariance:
+            sig_in = np.array([sig[k] for (_, k) in cols])
+            dpos = (poses[1:, :, :3, 3] - poses[0, :, :3, 3]) / h  # (m, F, 3)
+            Jp = np.transpose(dpos, (1, 2, 0)) * sig_in  # (F, 3, m)
+            pos_cov = Jp @ np.swapaxes(Jp, -1, -2)
+            Rn = poses[0, -1, :3, :3]
+            drot = matrix_to_rotvec(poses[1:, -1, :3, :3] @ Rn.T) / h  # world-frame small rotations (m, 3)
+            Jt = np.concatenate([dpos[:, -1, :], drot], axis=1).T * sig_in  # (6, m)
+            tip_cov = Jt @ Jt.T
+            dth = (theta[1:] - theta[0]).reshape(len(cols), -1) / h  # (m, 2n)
+            Jth = dth.T * sig_in
+            theta_cov = Jth @ Jth.T
+        # Diagnostics
+        ages = (stamp_ns - self._last_ns) / 1e9
+        for i in range(self.n_platforms):
+            if self._last_ns[i] < 0:
+                continue
+            stale = ages[i] > cfg.stale_timeout
+            statuses.append(
+                DiagnosticStatus(
+                    f"rigid_module/platform_{i}",
+                    DiagnosticLevel.WARN if stale else DiagnosticLevel.OK,
+                    f"stale ({ages[i]:.2f} s), last reading held" if stale else "ok",
+                    values={"age_s": f"{ages[i]:.3f}"},
+                )
+            )
+        tw = np.degrees(np.abs(twist[0]))
+        worst = int(np.argmax(tw)) if tw.size else 0
+        level = DiagnosticLevel.WARN if tw.size and tw[worst] > cfg.twist_warn_deg else DiagnosticLevel.OK
+        if cfg.heading_mode == "roll_pitch" and cond[0].size and float(np.min(cond[0])) < 0.2:
+            level = DiagnosticLevel.WARN
+        statuses.append(
+            DiagnosticStatus(
+                "rigid_module/joints",
+                level,
+                f"max twist residual {tw[worst]:.2f} deg at module {worst + 1}" if tw.size else "no modules",
+                values={
+                    "heading_mode": cfg.heading_mode,
+                    "twist_deg": " ".join(f"{v:.3f}" for v in tw),
+                    "heading_conditioning_min": f"{float(np.min(cond[0])):.3f}" if cond[0].size else "1",
+                },
+            )
+        )
+        backbone = self._backbone(shape_poses)
+        shape = ShapeEstimate(
+            stamp_ns=int(stamp_ns),
+            parent_frame=cfg.base_frame,
+            frame_ids=list(self.frame_ids),
+            poses=shape_poses,
+            position_covariance=pos_cov,
+            backbone=backbone,
+            radius=cfg.radius,
+            length=float(np.sum(np.linalg.norm(np.diff(backbone, axis=0), axis=1))),
+            diagnostics=statuses,
+        )
+        return RigidModuleEstimate(shape, theta[0], twist[0], cond[0], tip_cov, theta_cov)
+
+    def update(self, samples: Sequence[ImuSample], stamp_ns: int) -> RigidModuleEstimate:
+        """Push samples (any subset of the platforms) and estimate at ``stamp_ns``."""
+        for s in samples:
+            self.push(s)
+        return self.estimate(stamp_ns)
+
+    def _forward(self, e: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """Batched ``(B, n+1, 3)`` attitudes -> poses ``(B, n+2, 4, 4)``, theta ``(B, n, 2)``, twist, conditioning."""
+        cfg = self.config
+        if cfg.heading_mode == "roll_pitch":
+            R, cond = solve_headings(e)
+        else:
+            R = euler_zyx_to_matrix(e)
+            cond = np.ones((e.shape[0], cfg.n_modules))
+        ang = joint_angles(relative_rotations(R, "body"))
+        theta = ang[..., :2]
+        T = chain_transforms(module_transforms(theta, cfg.d1, cfg.d2))
+        B = e.shape[0]
+        poses = np.empty((B, self.n_platforms + 1, 4, 4))
+        poses[:, 0] = np.eye(4)
+        poses[:, 1 : self.n_platforms] = T
+        poses[:, -1] = T[:, -1] @ self.tool
+        return poses, theta, ang[..., 2], cond
+
+    def _backbone(self, poses: FloatArray) -> FloatArray:
+        """Base, then per module: joint centre and upper platform; then the end effector."""
+        d1 = self.config.d1
+        pts = [poses[0, :3, 3]]
+        for j in range(1, self.n_platforms):
+            lower = poses[j - 1]
+            pts.append(lower[:3, 3] + lower[:3, 2] * d1)
+            pts.append(poses[j, :3, 3])
+        pts.append(poses[-1, :3, 3])
+        return np.asarray(pts)
+
