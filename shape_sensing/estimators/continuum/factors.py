@@ -1,0 +1,273 @@
+"""Factors of the continuum estimator, each evaluated for a whole batch at once.
+
+Every factor returns a :class:`FactorBatch`: whitened residuals ``r = W e``
+(``W^T W = Sigma^-1``) and whitened Jacobians with respect to the 18-vector
+perturbation ``[dT | d epsilon | d varpi]`` of each node it touches (poses
+perturbed on the right, ``T exp(dT^)``).
+
+Priors (see :mod:`shape_sensing.estimators.continuum.model` for the state):
+
+* :func:`space_prior`: constant-strain Gaussian process along s between nodes
+  ``n`` and ``n+1`` of a slice, ``e = [log(T_a^-1 T_b) - h eps_a; eps_b - eps_a]``
+  with ``Sigma = Q2 (x) [[h^3/3, h^2/2], [h^2/2, h]]``.
+* :func:`time_prior`: constant-velocity (white-noise-on-acceleration) process
+  in time per node, the same form with ``varpi`` and ``Q1``.
+* :func:`strain_walk`: random walk of strain in time, ``Sigma = dt Q3``.
+* :func:`velocity_walk`: random walk of velocity along s, ``Sigma = h Q3``.
+* :func:`base_prior`: unary prior of the base node towards ``(T0, eps0, varpi0)``.
+
+Measurements:
+
+* :func:`pose_factor`: ``e = log(T_meas^-1 T(tau))`` with ``T(tau)`` the
+  cubic-Hermite (Gaussian-process mean) interpolation between the two time
+  slices around the measurement, see :func:`hermite`.
+* :func:`gyro_factor`: ``e = w_meas - omega(tau)``, ``omega`` the angular part
+  of the velocity interpolated linearly in time.
+
+In the priors the second row uses ``eps_b - eps_a`` where the exact
+Gaussian-process local variable would use ``Jr^-1(xi) eps_b - eps_a``; both
+vanish for a constant strain, and the simpler one has an exact Jacobian.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.model import DOF
+from shape_sensing.geometry import FloatArray
+
+__all__ = [
+    "FactorBatch",
+    "base_prior",
+    "gp_sqrt_info",
+    "gyro_factor",
+    "hermite",
+    "pose_factor",
+    "space_prior",
+    "strain_walk",
+    "time_prior",
+    "velocity_walk",
+]
+
+IntArray = NDArray[np.int64]
+
+
+@dataclass
+class FactorBatch:
+    """A batch of ``M`` factors of one kind, whitened.
+
+    Attributes:
+        name: kind of factor.
+        nodes: per touched node slot, ``(M,)`` node indices.
+        jac: per slot, ``(M, d, 18)`` whitened Jacobians.
+        r: ``(M, d)`` whitened residuals.
+        cauchy: Cauchy scale for IRLS, or ``None`` for plain least squares.
+    """
+
+    name: str
+    nodes: list[IntArray]
+    jac: list[FloatArray]
+    r: FloatArray
+    cauchy: float | None = None
+
+    @property
+    def size(self) -> int:
+        """Number of factors."""
+        return int(self.r.shape[0])
+
+
+def _sqrt_info(cov: FloatArray) -> FloatArray:
+    """``W`` with ``W^T W = cov^-1`` for ``(..., d, d)`` covariances."""
+    L = np.linalg.cholesky(cov)
+    d = cov.shape[-1]
+    return np.asarray(np.linalg.solve(L, np.broadcast_to(np.eye(d), cov.shape)))
+
+
+def gp_sqrt_info(qc: FloatArray, h: FloatArray) -> FloatArray:
+    """Square-root information ``(M, 12, 12)`` of the constant-rate GP over steps ``h`` (M,)."""
+    h = np.asarray(h, dtype=np.float64).reshape(-1)
+    Qc = np.diag(qc)
+    cov = np.zeros((h.size, 12, 12))
+    cov[:, :6, :6] = (h**3 / 3.0)[:, None, None] * Qc
+    cov[:, :6, 6:] = (h**2 / 2.0)[:, None, None] * Qc
+    cov[:, 6:, :6] = cov[:, :6, 6:]
+    cov[:, 6:, 6:] = h[:, None, None] * Qc
+    return _sqrt_info(cov)
+
+
+def _whiten(W: FloatArray, e: FloatArray, jacs: list[FloatArray]) -> tuple[FloatArray, list[FloatArray]]:
+    r = np.einsum("...ij,...j->...i", W, e)
+    return r, [np.einsum("...ij,...jk->...ik", W, J) for J in jacs]
+
+
+def _gp_pair(
+    Ta: FloatArray, va: FloatArray, Tb: FloatArray, vb: FloatArray, h: FloatArray, col: int
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Error and Jacobians of the constant-rate GP between two nodes; ``col`` = 6 (strain) or 12 (velocity)."""
+    M = Ta.shape[0]
+    xi = lie.log(lie.inv(Ta) @ Tb)
+    e = np.concatenate([xi - h[:, None] * va, vb - va], axis=1)
+    Ja = np.zeros((M, 12, DOF))
+    Jb = np.zeros((M, 12, DOF))
+    Ja[:, :6, :6] = -lie.jl_inv(xi)
+    Jb[:, :6, :6] = lie.jr_inv(xi)
+    eye = np.eye(6)
+    Ja[:, :6, col : col + 6] = -h[:, None, None] * eye
+    Ja[:, 6:, col : col + 6] = -eye
+    Jb[:, 6:, col : col + 6] = eye
+    return e, Ja, Jb
+
+
+def space_prior(T: FloatArray, eps: FloatArray, ia: IntArray, ib: IntArray, h: FloatArray, Q2: FloatArray) -> FactorBatch:
+    """Constant-strain prior along s between flat nodes ``ia`` and ``ib`` (``(M,)``) with spacing ``h``.
+
+    Args:
+        T: ``(nodes, 4, 4)`` flat poses.
+        eps: ``(nodes, 6)`` flat strains.
+        ia: first node of each factor.
+        ib: second node (next along s).
+        h: ``(M,)`` arc-length steps.
+        Q2: power spectral density (6), already scaled.
+    """
+    e, Ja, Jb = _gp_pair(T[ia], eps[ia], T[ib], eps[ib], h, 6)
+    r, (Ja, Jb) = _whiten(gp_sqrt_info(Q2, h), e, [Ja, Jb])
+    return FactorBatch("space_prior", [ia, ib], [Ja, Jb], r)
+
+
+def time_prior(T: FloatArray, varpi: FloatArray, ia: IntArray, ib: IntArray, dt: FloatArray, Q1: FloatArray) -> FactorBatch:
+    """Constant-velocity prior in time between flat nodes ``ia`` (earlier) and ``ib`` (later), steps ``dt``."""
+    e, Ja, Jb = _gp_pair(T[ia], varpi[ia], T[ib], varpi[ib], dt, 12)
+    r, (Ja, Jb) = _whiten(gp_sqrt_info(Q1, dt), e, [Ja, Jb])
+    return FactorBatch("time_prior", [ia, ib], [Ja, Jb], r)
+
+
+def _walk(x: FloatArray, ia: IntArray, ib: IntArray, step: FloatArray, q: FloatArray, col: int, name: str) -> FactorBatch:
+    M = ia.size
+    e = x[ib] - x[ia]
+    W = (1.0 / np.sqrt(step[:, None] * q[None, :]))  # (M, 6) diagonal
+    Ja = np.zeros((M, 6, DOF))
+    Jb = np.zeros((M, 6, DOF))
+    idx = np.arange(6)
+    Ja[:, idx, col + idx] = -W
+    Jb[:, idx, col + idx] = W
+    return FactorBatch(name, [ia, ib], [Ja, Jb], W * e)
+
+
+def strain_walk(eps: FloatArray, ia: IntArray, ib: IntArray, dt: FloatArray, Q3: FloatArray) -> FactorBatch:
+    """Random walk of strain in time between nodes ``ia`` and ``ib`` (``Sigma = dt Q3``)."""
+    return _walk(eps, ia, ib, dt, Q3, 6, "strain_walk")
+
+
+def velocity_walk(varpi: FloatArray, ia: IntArray, ib: IntArray, h: FloatArray, Q3: FloatArray) -> FactorBatch:
+    """Random walk of velocity along s between nodes ``ia`` and ``ib`` (``Sigma = h Q3``)."""
+    return _walk(varpi, ia, ib, h, Q3, 12, "velocity_walk")
+
+
+def base_prior(
+    T: FloatArray,
+    eps: FloatArray,
+    varpi: FloatArray,
+    i: IntArray,
+    T0: FloatArray,
+    eps0: FloatArray,
+    varpi0: FloatArray,
+    P0: FloatArray,
+    cauchy: float | None = None,
+) -> FactorBatch:
+    """Unary prior of nodes ``i`` towards ``(T0, eps0, varpi0)`` with variances ``P0`` (18)."""
+    M = i.size
+    eT = lie.log(lie.inv(T0)[None] @ T[i])
+    e = np.concatenate([eT, eps[i] - eps0, varpi[i] - varpi0], axis=1)
+    J = np.zeros((M, DOF, DOF))
+    J[:, :6, :6] = lie.jr_inv(eT)
+    J[:, 6:, 6:] = np.eye(12)
+    w = 1.0 / np.sqrt(P0)
+    return FactorBatch("base_prior", [i], [w[None, :, None] * J], w[None, :] * e, cauchy)
+
+
+def hermite(
+    Ta: FloatArray, va: FloatArray, Tb: FloatArray, vb: FloatArray, u: FloatArray, h: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Gaussian-process (cubic Hermite) interpolation of a pose between two nodes.
+
+    With ``xi = log(Ta^-1 Tb)`` and ``x = u h`` the local variable is
+    ``xi(u) = h01(u) xi + h h10(u) va + h h11(u) vb`` (``va``, ``vb`` the
+    rates at the ends: velocity in time or strain along s) and
+    ``T(u) = Ta exp(xi(u)^)``; it is exact for a constant rate.
+
+    Returns:
+        ``T(u)`` ``(M, 4, 4)`` and the Jacobians ``(M, 6, 6)`` of its right
+        perturbation with respect to ``dTa``, ``dva``, ``dTb``, ``dvb``.
+    """
+    u = np.asarray(u, dtype=np.float64)
+    a = 3.0 * u**2 - 2.0 * u**3
+    b = h * (u**3 - 2.0 * u**2 + u)
+    c = h * (u**3 - u**2)
+    xi = lie.log(lie.inv(Ta) @ Tb)
+    xu = a[:, None] * xi + b[:, None] * va + c[:, None] * vb
+    E = lie.exp(xu)
+    Tu = Ta @ E
+    Jr_u = lie.jr(xu)
+    J_Ta = lie.adj(lie.inv(E)) - a[:, None, None] * (Jr_u @ lie.jl_inv(xi))
+    J_Tb = a[:, None, None] * (Jr_u @ lie.jr_inv(xi))
+    J_va = b[:, None, None] * Jr_u
+    J_vb = c[:, None, None] * Jr_u
+    return Tu, J_Ta, J_va, J_Tb, J_vb
+
+
+def pose_factor(
+    T: FloatArray,
+    varpi: FloatArray,
+    ia: IntArray,
+    ib: IntArray,
+    u: FloatArray,
+    dt: FloatArray,
+    T_meas: FloatArray,
+    R: FloatArray,
+    cauchy: float | None = None,
+) -> FactorBatch:
+    """Pose measurements ``T_meas`` at fraction ``u`` of the way from node ``ia`` (time t_k) to ``ib`` (t_k+1).
+
+    Args:
+        T: flat poses.
+        varpi: flat velocities.
+        ia: node at the slice before the measurement.
+        ib: same arc-length node at the next slice.
+        u: ``(M,)`` in ``[0, 1]``.
+        dt: ``(M,)`` slice spacing.
+        T_meas: ``(M, 4, 4)`` measured poses.
+        R: variances (6) of ``log(T_meas^-1 T)``.
+        cauchy: Cauchy scale or ``None``.
+    """
+    M = ia.size
+    Tu, J_Ta, J_va, J_Tb, J_vb = hermite(T[ia], varpi[ia], T[ib], varpi[ib], u, dt)
+    e = lie.log(lie.inv(T_meas) @ Tu)
+    Ji = lie.jr_inv(e)
+    Ja = np.zeros((M, 6, DOF))
+    Jb = np.zeros((M, 6, DOF))
+    Ja[:, :, :6] = Ji @ J_Ta
+    Ja[:, :, 12:] = Ji @ J_va
+    Jb[:, :, :6] = Ji @ J_Tb
+    Jb[:, :, 12:] = Ji @ J_vb
+    w = 1.0 / np.sqrt(R)
+    return FactorBatch("pose", [ia, ib], [w[None, :, None] * Ja, w[None, :, None] * Jb], w[None, :] * e, cauchy)
+
+
+def gyro_factor(
+    varpi: FloatArray, ia: IntArray, ib: IntArray, u: FloatArray, w_meas: FloatArray, R: FloatArray, cauchy: float | None = None
+) -> FactorBatch:
+    """Gyroscope readings ``w_meas`` ``(M, 3)`` at fraction ``u`` between nodes ``ia`` and ``ib`` (same s)."""
+    M = ia.size
+    om = (1.0 - u)[:, None] * varpi[ia, 3:] + u[:, None] * varpi[ib, 3:]
+    w = 1.0 / np.sqrt(R)
+    e = w[None, :] * (w_meas - om)
+    Ja = np.zeros((M, 3, DOF))
+    Jb = np.zeros((M, 3, DOF))
+    idx = np.arange(3)
+    Ja[:, idx, 15 + idx] = -(1.0 - u)[:, None] * w[None, :]
+    Jb[:, idx, 15 + idx] = -u[:, None] * w[None, :]
+    return FactorBatch("gyro", [ia, ib], [Ja, Jb], e, cauchy)

@@ -1,0 +1,192 @@
+"""Weights, grid state and measurement containers of the continuum estimator.
+
+State per node ``(k, n)`` (time slice ``k``, arc-length node ``n``): pose
+``T`` in SE(3) (the local backbone frame in the base frame, z the tangent),
+body strain ``epsilon`` in R^6 (``dT/ds = T epsilon^``) and body velocity
+``varpi`` in R^6 (``dT/dt = T varpi^``), both ``[linear; angular]``. A node
+has 18 degrees of freedom ordered ``[pose | strain | velocity]``; variables
+are ordered time-major, node ``(k, n)`` at ``18 * (k * N + n)``, so every
+factor couples nodes at most ``N`` apart and the Gauss-Newton system is
+block-banded.
+
+Arc length ``s`` is a material coordinate: for an extensible robot the
+linear strain along z (the stretch) carries the length change.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.errors import ContinuumError
+from shape_sensing.geometry import FloatArray
+
+__all__ = ["DOF", "GridState", "Measurements", "Weights", "straight_state"]
+
+#: Degrees of freedom per node: pose (6), strain (6), velocity (6).
+DOF = 18
+
+
+def _diag(v: FloatArray | list[float], n: int, name: str) -> FloatArray:
+    a = np.asarray(v, dtype=np.float64).reshape(-1)
+    if a.shape != (n,):
+        raise ContinuumError(f"weight {name} must have {n} entries, got {a.size}")
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ContinuumError(f"weight {name} must hold finite variances > 0, got {a.tolist()}")
+    return a
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Noise model (diagonal variances, ``[linear; angular]`` order).
+
+    Attributes:
+        P0: 18 variances of the base prior ``[pose | strain | velocity]``.
+        Q1: power of white noise on acceleration in time (6).
+        Q2: power of white noise on the strain rate along s (6).
+        Q3: power of the strain random walk in time and of the velocity random walk along s (6).
+        R_pose: pose-measurement variances of the error ``log(T_meas^-1 T)`` (6).
+        R_gyro: gyroscope variances (3).
+        prior_factor: multiplies every prior covariance (P0, Q1-Q3).
+        measurement_factor: multiplies R_pose and R_gyro.
+        cauchy_pose: Cauchy scale (in whitened units) of the pose factors, ``None`` for least squares.
+        cauchy_gyro: same for the gyroscope factors.
+        cauchy_prior: same for the prior factors (normally ``None``).
+        fixed_base: apply the base prior at every time slice (a clamped base), not only the first.
+        T0: base pose of the prior (4x4).
+        epsilon0: strain of the base prior (6).
+        varpi0: velocity of the base prior (6).
+    """
+
+    P0: FloatArray
+    Q1: FloatArray
+    Q2: FloatArray
+    Q3: FloatArray
+    R_pose: FloatArray
+    R_gyro: FloatArray
+    prior_factor: float = 1.0
+    measurement_factor: float = 1.0
+    cauchy_pose: float | None = None
+    cauchy_gyro: float | None = None
+    cauchy_prior: float | None = None
+    fixed_base: bool = True
+    T0: FloatArray = field(default_factory=lambda: np.eye(4))
+    epsilon0: FloatArray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0]))
+    varpi0: FloatArray = field(default_factory=lambda: np.zeros(6))
+
+    def __post_init__(self) -> None:
+        for name, n in (("P0", 18), ("Q1", 6), ("Q2", 6), ("Q3", 6), ("R_pose", 6), ("R_gyro", 3)):
+            object.__setattr__(self, name, _diag(getattr(self, name), n, name))
+        for name in ("prior_factor", "measurement_factor"):
+            v = getattr(self, name)
+            if not np.isfinite(v) or v <= 0:
+                raise ContinuumError(f"weight {name} must be > 0, got {v!r}")
+        for name in ("cauchy_pose", "cauchy_gyro", "cauchy_prior"):
+            v = getattr(self, name)
+            if v is not None and (not np.isfinite(v) or v <= 0):
+                raise ContinuumError(f"{name} must be > 0 or None, got {v!r}")
+        T0 = np.asarray(self.T0, dtype=np.float64)
+        if T0.shape != (4, 4):
+            raise ContinuumError(f"T0 must be 4x4, got shape {T0.shape}")
+        object.__setattr__(self, "T0", T0)
+        object.__setattr__(self, "epsilon0", np.asarray(self.epsilon0, dtype=np.float64).reshape(6))
+        object.__setattr__(self, "varpi0", np.asarray(self.varpi0, dtype=np.float64).reshape(6))
+
+
+@dataclass
+class GridState:
+    """Estimate on a grid of ``K`` time slices by ``N`` arc-length nodes.
+
+    Attributes:
+        t: ``(K,)`` slice times (s), increasing.
+        s: ``(N,)`` node arc lengths (material coordinate), increasing.
+        T: ``(K, N, 4, 4)`` poses.
+        eps: ``(K, N, 6)`` strains.
+        varpi: ``(K, N, 6)`` velocities.
+    """
+
+    t: FloatArray
+    s: FloatArray
+    T: FloatArray
+    eps: FloatArray
+    varpi: FloatArray
+
+    @property
+    def K(self) -> int:
+        """Number of time slices."""
+        return int(self.t.shape[0])
+
+    @property
+    def N(self) -> int:
+        """Number of arc-length nodes."""
+        return int(self.s.shape[0])
+
+    def copy(self) -> GridState:
+        """A deep copy."""
+        return GridState(self.t.copy(), self.s.copy(), self.T.copy(), self.eps.copy(), self.varpi.copy())
+
+    def retract(self, dx: FloatArray) -> GridState:
+        """``x (+) dx`` with ``dx`` of size ``18 K N`` (right perturbation on poses)."""
+        d = dx.reshape(self.K, self.N, DOF)
+        T = self.T @ lie.exp(d[..., :6])
+        return GridState(self.t.copy(), self.s.copy(), T, self.eps + d[..., 6:12], self.varpi + d[..., 12:])
+
+
+def straight_state(t: FloatArray, s: FloatArray, T0: FloatArray, epsilon0: FloatArray) -> GridState:
+    """A robot of constant strain ``epsilon0`` from base ``T0``, at rest, at every time."""
+    t = np.asarray(t, dtype=np.float64)
+    s = np.asarray(s, dtype=np.float64)
+    Ts = np.asarray(T0) @ lie.exp(s[:, None] * np.asarray(epsilon0)[None, :])
+    K, N = t.size, s.size
+    return GridState(
+        t,
+        s,
+        np.broadcast_to(Ts, (K, N, 4, 4)).copy(),
+        np.broadcast_to(np.asarray(epsilon0, dtype=np.float64), (K, N, 6)).copy(),
+        np.zeros((K, N, 6)),
+    )
+
+
+@dataclass
+class Measurements:
+    """Measurements in time order, each at an arc length.
+
+    Attributes:
+        pose_t: ``(P,)`` times of pose measurements.
+        pose_s: ``(P,)`` their arc lengths.
+        pose_T: ``(P, 4, 4)`` measured poses.
+        gyro_t: ``(G,)`` times of gyroscope readings.
+        gyro_s: ``(G,)`` their arc lengths.
+        gyro_w: ``(G, 3)`` body angular velocities (rad/s).
+    """
+
+    pose_t: FloatArray = field(default_factory=lambda: np.zeros(0))
+    pose_s: FloatArray = field(default_factory=lambda: np.zeros(0))
+    pose_T: FloatArray = field(default_factory=lambda: np.zeros((0, 4, 4)))
+    gyro_t: FloatArray = field(default_factory=lambda: np.zeros(0))
+    gyro_s: FloatArray = field(default_factory=lambda: np.zeros(0))
+    gyro_w: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+
+    def between(self, t0: float, t1: float, include_end: bool = False) -> Measurements:
+        """The measurements with ``t0 <= t < t1`` (or ``<= t1``)."""
+        mp = (self.pose_t >= t0) & ((self.pose_t <= t1) if include_end else (self.pose_t < t1))
+        mg = (self.gyro_t >= t0) & ((self.gyro_t <= t1) if include_end else (self.gyro_t < t1))
+        return Measurements(
+            self.pose_t[mp], self.pose_s[mp], self.pose_T[mp], self.gyro_t[mg], self.gyro_s[mg], self.gyro_w[mg]
+        )
+
+    @staticmethod
+    def concat(parts: list[Measurements]) -> Measurements:
+        """Concatenate several sets."""
+        if not parts:
+            return Measurements()
+        return Measurements(
+            np.concatenate([p.pose_t for p in parts]),
+            np.concatenate([p.pose_s for p in parts]),
+            np.concatenate([p.pose_T for p in parts]),
+            np.concatenate([p.gyro_t for p in parts]),
+            np.concatenate([p.gyro_s for p in parts]),
+            np.concatenate([p.gyro_w for p in parts]),
+        )

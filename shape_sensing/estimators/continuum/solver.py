@@ -1,0 +1,363 @@
+"""Gauss-Newton on the block-banded system of the continuum estimator.
+
+:func:`build_factors` evaluates every factor of a :class:`GridState` (priors,
+base prior, measurements, an optional marginal prior from a sliding window);
+:func:`assemble` accumulates ``H = J^T J`` and ``g = J^T r`` directly into
+LAPACK lower-banded storage (half bandwidth ``18 (N + 1) - 1``: variables are
+time-major, so no factor couples nodes more than ``N`` apart), with Cauchy
+weights by iteratively reweighted least squares; :func:`solve_banded`
+factorises it with a banded Cholesky (``O(K N^3)``, linear in time and in the
+number of slices). :func:`gauss_newton` iterates. The dense reference used by
+the benchmark is :func:`dense_normal_equations`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy.linalg import LinAlgError, cho_solve_banded, cholesky_banded
+
+from shape_sensing.estimators.continuum import factors as fac
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.errors import ContinuumError
+from shape_sensing.estimators.continuum.model import DOF, GridState, Measurements, Weights
+from shape_sensing.geometry import FloatArray
+
+__all__ = [
+    "GNResult",
+    "MarginalPrior",
+    "assemble",
+    "assign_measurements",
+    "banded_to_dense",
+    "build_factors",
+    "dense_normal_equations",
+    "gauss_newton",
+    "solve_banded",
+]
+
+_log = logging.getLogger(__name__)
+IntArray = NDArray[np.int64]
+
+
+@dataclass
+class MarginalPrior:
+    """A Gaussian on the first ``n`` nodes of a state, left by marginalising older slices.
+
+    Its cost is ``g^T d + d^T H d / 2`` with ``d`` the 18-per-node local
+    difference between the state and the linearisation point (``log(Tbar^-1 T)``
+    for poses).
+
+    Attributes:
+        T: ``(n, 4, 4)`` linearisation poses.
+        eps: ``(n, 6)`` linearisation strains.
+        varpi: ``(n, 6)`` linearisation velocities.
+        H: ``(18 n, 18 n)`` information.
+        g: ``(18 n,)`` gradient at the linearisation point.
+    """
+
+    T: FloatArray
+    eps: FloatArray
+    varpi: FloatArray
+    H: FloatArray
+    g: FloatArray
+
+
+@dataclass
+class AssignedMeasurements:
+    """Measurements mapped to grid cells (flat node pairs and interpolation fractions)."""
+
+    pose_ia: IntArray
+    pose_ib: IntArray
+    pose_u: FloatArray
+    pose_dt: FloatArray
+    pose_T: FloatArray
+    gyro_ia: IntArray
+    gyro_ib: IntArray
+    gyro_u: FloatArray
+    gyro_w: FloatArray
+    skipped: int = 0
+
+
+def _node_of(s_nodes: FloatArray, s: FloatArray, what: str) -> IntArray:
+    n = np.argmin(np.abs(s[:, None] - s_nodes[None, :]), axis=1) if s.size else np.zeros(0, dtype=np.int64)
+    if s.size:
+        off = np.abs(s_nodes[n] - s)
+        tol = 1e-6 * max(1.0, float(s_nodes[-1]))
+        if np.any(off > tol):
+            bad = float(s[np.argmax(off)])
+            raise ContinuumError(
+                f"{what} at arc length {bad} does not fall on an arc-length node {s_nodes.tolist()}; "
+                "choose N so that every sensor sits on a node"
+            )
+    return n.astype(np.int64)
+
+
+def assign_measurements(state: GridState, meas: Measurements, first_interval: int = 0) -> AssignedMeasurements:
+    """Map measurements with ``t[first_interval] <= t <= t[-1]`` to (interval, fraction) cells.
+
+    A measurement at ``t_k <= tau < t_k+1`` belongs to interval ``k``; one at
+    the last slice time to the last interval with ``u = 1``. Measurements
+    outside the span are counted in ``skipped``.
+
+    Raises:
+        ContinuumError: a measurement's arc length is not on a node.
+    """
+    t, N = state.t, state.N
+    if state.K < 2:
+        raise ContinuumError(f"need at least 2 time slices to attach measurements, have {state.K}")
+
+    def cells(tau: FloatArray) -> tuple[NDArray[np.bool_], IntArray, FloatArray, FloatArray]:
+        ok = (tau >= t[first_interval]) & (tau <= t[-1])
+        k = np.clip(np.searchsorted(t, tau[ok], side="right") - 1, first_interval, state.K - 2)
+        dt = t[k + 1] - t[k]
+        u = np.clip((tau[ok] - t[k]) / dt, 0.0, 1.0)
+        return ok, k.astype(np.int64), u, dt
+
+    okp, kp, up, dtp = cells(meas.pose_t)
+    np_ = _node_of(state.s, meas.pose_s[okp], "pose measurement")
+    okg, kg, ug, _ = cells(meas.gyro_t)
+    ng = _node_of(state.s, meas.gyro_s[okg], "gyro reading")
+    skipped = int((~okp).sum() + (~okg).sum())
+    return AssignedMeasurements(
+        kp * N + np_,
+        (kp + 1) * N + np_,
+        up,
+        dtp,
+        meas.pose_T[okp],
+        kg * N + ng,
+        (kg + 1) * N + ng,
+        ug,
+        meas.gyro_w[okg],
+        skipped,
+    )
+
+
+def _grid_pairs(K: int, N: int, slices: range) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    ks = np.asarray(list(slices), dtype=np.int64)
+    n = np.arange(N - 1, dtype=np.int64)
+    sa = (ks[:, None] * N + n[None, :]).reshape(-1)
+    kt = np.arange(K - 1, dtype=np.int64)
+    nn = np.arange(N, dtype=np.int64)
+    ta = (kt[:, None] * N + nn[None, :]).reshape(-1)
+    return sa, sa + 1, ta, ta + N
+
+
+def build_factors(
+    state: GridState,
+    w: Weights,
+    meas: AssignedMeasurements | None,
+    *,
+    slice_factors: range | None = None,
+    base_slices: range | None = None,
+) -> list[fac.FactorBatch]:
+    """Evaluate every factor of ``state``.
+
+    Args:
+        state: the estimate.
+        w: weights.
+        meas: measurements assigned to this state's cells, or ``None``.
+        slice_factors: slices that get the along-s priors (default: all).
+        base_slices: slices that get the base prior (default: all if
+            ``w.fixed_base`` else only slice 0).
+    """
+    K, N = state.K, state.N
+    T = state.T.reshape(-1, 4, 4)
+    eps = state.eps.reshape(-1, 6)
+    varpi = state.varpi.reshape(-1, 6)
+    pf = w.prior_factor
+    mf = w.measurement_factor
+    slices = range(K) if slice_factors is None else slice_factors
+    sa, sb, ta, tb = _grid_pairs(K, N, slices)
+    hs = np.tile(np.diff(state.s), len(slices))
+    dts = np.repeat(np.diff(state.t), N)
+    out: list[fac.FactorBatch] = []
+    if sa.size:
+        out.append(fac.space_prior(T, eps, sa, sb, hs, pf * w.Q2))
+        out.append(fac.velocity_walk(varpi, sa, sb, hs, pf * w.Q3))
+    if ta.size:
+        out.append(fac.time_prior(T, varpi, ta, tb, dts, pf * w.Q1))
+        out.append(fac.strain_walk(eps, ta, tb, dts, pf * w.Q3))
+    if base_slices is None:
+        base_slices = range(K) if w.fixed_base else range(min(K, 1))
+    bi = np.asarray(list(base_slices), dtype=np.int64) * N
+    if bi.size:
+        out.append(fac.base_prior(T, eps, varpi, bi, w.T0, w.epsilon0, w.varpi0, pf * w.P0, w.cauchy_prior))
+    if meas is not None:
+        if meas.pose_ia.size:
+            out.append(
+                fac.pose_factor(
+                    T, varpi, meas.pose_ia, meas.pose_ib, meas.pose_u, meas.pose_dt, meas.pose_T, mf * w.R_pose, w.cauchy_pose
+                )
+            )
+        if meas.gyro_ia.size:
+            out.append(fac.gyro_factor(varpi, meas.gyro_ia, meas.gyro_ib, meas.gyro_u, meas.gyro_w, mf * w.R_gyro, w.cauchy_gyro))
+    return out
+
+
+def _prior_terms(state: GridState, prior: MarginalPrior) -> tuple[FloatArray, FloatArray, float]:
+    """Hessian, gradient and cost of a marginal prior at ``state`` (on its first nodes)."""
+    n = prior.T.shape[0]
+    T = state.T.reshape(-1, 4, 4)[:n]
+    dT = lie.log(lie.inv(prior.T) @ T)
+    d = np.concatenate([dT, state.eps.reshape(-1, 6)[:n] - prior.eps, state.varpi.reshape(-1, 6)[:n] - prior.varpi], axis=1)
+    J = np.zeros((n, DOF, DOF))
+    J[:, :6, :6] = lie.jr_inv(dT)
+    J[:, 6:, 6:] = np.eye(12)
+    from scipy.linalg import block_diag
+
+    Jd = block_diag(*J)
+    dv = d.reshape(-1)
+    grad = prior.g + prior.H @ dv
+    cost = float(prior.g @ dv + 0.5 * dv @ prior.H @ dv)
+    return Jd.T @ prior.H @ Jd, Jd.T @ grad, cost
+
+
+def _weights(b: fac.FactorBatch) -> FloatArray:
+    if b.cauchy is None:
+        return np.ones(b.size)
+    sq = np.einsum("md,md->m", b.r, b.r)
+    return np.asarray(1.0 / (1.0 + sq / b.cauchy**2))
+
+
+def _cost(b: fac.FactorBatch) -> float:
+    sq = np.einsum("md,md->m", b.r, b.r)
+    if b.cauchy is None:
+        return float(0.5 * sq.sum())
+    return float(0.5 * b.cauchy**2 * np.log1p(sq / b.cauchy**2).sum())
+
+
+def assemble(
+    n_nodes: int, N: int, batches: list[fac.FactorBatch], extra: tuple[FloatArray, FloatArray] | None = None
+) -> tuple[FloatArray, FloatArray, float]:
+    """Accumulate ``H`` (lower banded) and ``g`` over factor batches.
+
+    Args:
+        n_nodes: number of nodes (variables ``18 n_nodes``).
+        N: nodes per slice (sets the bandwidth).
+        batches: whitened factors.
+        extra: a dense ``(H, g)`` on the first variables (a marginal prior).
+
+    Returns:
+        ``ab`` (``(18 (N + 1), 18 n_nodes)`` lower-banded ``H``), ``g`` and the robust cost.
+    """
+    nvar = DOF * n_nodes
+    bw = DOF * (N + 1)
+    flat: list[IntArray] = []
+    vals: list[FloatArray] = []
+    g = np.zeros(nvar)
+    cost = 0.0
+    p = np.arange(DOF)
+    for b in batches:
+        wgt = _weights(b)
+        cost += _cost(b)
+        S = len(b.nodes)
+        for i in range(S):
+            Ji = b.jac[i]
+            np.add.at(g, (b.nodes[i][:, None] * DOF + p[None, :]), wgt[:, None] * np.einsum("mdi,md->mi", Ji, b.r))
+            for j in range(S):
+                ni, nj = b.nodes[i], b.nodes[j]
+                blk = np.einsum("m,mdi,mdj->mij", wgt, Ji, b.jac[j])
+                rows = ni[:, None, None] * DOF + p[None, :, None]
+                cols = nj[:, None, None] * DOF + p[None, None, :]
+                rows, cols = np.broadcast_arrays(rows, cols)
+                keep = rows >= cols
+                flat.append(((rows - cols) * nvar + cols)[keep])
+                vals.append(blk[keep])
+    if extra is not None:
+        He, ge = extra
+        m = ge.size
+        g[:m] += ge
+        r, c = np.tril_indices(m)
+        flat.append((r - c) * nvar + c)
+        vals.append(He[r, c])
+    allf = np.concatenate(flat)
+    if allf.size and allf.max() >= bw * nvar:
+        raise ContinuumError("a factor couples nodes farther apart than the band allows")
+    ab = np.bincount(allf, weights=np.concatenate(vals), minlength=bw * nvar).reshape(bw, nvar)
+    return ab, g, cost
+
+
+def solve_banded(ab: FloatArray, g: FloatArray, damping: float = 0.0) -> FloatArray:
+    """Solve ``H dx = -g`` by banded Cholesky (adds ``damping`` to the diagonal; retries damped if not PD)."""
+    lam = damping
+    for _ in range(8):
+        a = ab.copy()
+        if lam > 0:
+            a[0] += lam * np.maximum(ab[0], 1e-12)
+        try:
+            cb = cholesky_banded(a, lower=True, check_finite=False)
+            return np.asarray(cho_solve_banded((cb, True), -g, check_finite=False))
+        except LinAlgError:
+            lam = max(1e-9, lam * 100)
+            _log.debug("system not positive definite, damping %g", lam)
+    raise ContinuumError("Gauss-Newton system is not positive definite even with damping")
+
+
+def banded_to_dense(ab: FloatArray) -> FloatArray:
+    """Dense symmetric matrix from lower-banded storage."""
+    bw, n = ab.shape
+    H = np.zeros((n, n))
+    for d in range(bw):
+        idx = np.arange(n - d)
+        H[idx + d, idx] = ab[d, : n - d]
+        H[idx, idx + d] = ab[d, : n - d]
+    return H
+
+
+def dense_normal_equations(ab: FloatArray, g: FloatArray) -> FloatArray:
+    """Reference dense solve of ``H dx = -g`` (for benchmarks only)."""
+    return np.asarray(np.linalg.solve(banded_to_dense(ab), -g))
+
+
+@dataclass
+class GNResult:
+    """Outcome of :func:`gauss_newton`."""
+
+    state: GridState
+    iterations: int
+    converged: bool
+    cost: float
+    costs: list[float] = field(default_factory=list)
+    ab: FloatArray | None = None
+
+
+def gauss_newton(
+    state: GridState,
+    w: Weights,
+    meas: AssignedMeasurements | None,
+    *,
+    prior: MarginalPrior | None = None,
+    max_iterations: int = 20,
+    tol: float = 1e-6,
+    dense: bool = False,
+    slice_factors: range | None = None,
+    base_slices: range | None = None,
+) -> GNResult:
+    """Iterate Gauss-Newton (IRLS for robust factors) from ``state``.
+
+    Stops when the step's largest entry falls below ``tol``. With ``dense``
+    the normal equations are solved densely (the benchmark's reference).
+    """
+    costs: list[float] = []
+    n_nodes = state.K * state.N
+    converged = False
+    it = 0
+    ab: FloatArray | None = None
+    for it in range(1, max_iterations + 1):
+        batches = build_factors(state, w, meas, slice_factors=slice_factors, base_slices=base_slices)
+        extra = None
+        pc = 0.0
+        if prior is not None:
+            Hp, gp, pc = _prior_terms(state, prior)
+            extra = (Hp, gp)
+        ab, g, cost = assemble(n_nodes, state.N, batches, extra)
+        costs.append(cost + pc)
+        dx = dense_normal_equations(ab, g) if dense else solve_banded(ab, g)
+        state = state.retract(dx)
+        if float(np.abs(dx).max()) < tol:
+            converged = True
+            break
+    return GNResult(state, it, converged, costs[-1] if costs else 0.0, costs, ab)
