@@ -82,7 +82,9 @@ class BagWriter:
     Topics are added on first write, typed by the message's ``__msgtype__``.
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, distro: str = "jazzy", overwrite: bool = False, storage: str = "mcap") -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, distro: str = "jazzy", overwrite: bool = False, storage: str = "mcap"
+    ) -> None:
         self.path = Path(path)
         self.factory = default_factory(distro)
         self.single_file = self.path.suffix == ".mcap"
@@ -195,7 +197,9 @@ def _read_rosbag2(path: Path, wanted: set[str] | None) -> Iterator[BagMessage]:
             return
         try:
             for conn, stamp, raw in reader.messages(connections=conns):
-                yield BagMessage(conn.topic, conn.msgtype, stamp, _decode(typestore, raw, conn.msgtype, path, conn.topic))
+                yield BagMessage(
+                    conn.topic, conn.msgtype, stamp, _decode(typestore, raw, conn.msgtype, path, conn.topic)
+                )
         except (ReaderError, OSError, ValueError, KeyError, AssertionError) as exc:
             raise BagError(f"bag {path} is malformed or truncated: {exc}") from exc
     finally:

@@ -63,7 +63,9 @@ def header(stamp_ns: int, frame_id: str, factory: MessageFactory | None = None) 
     return _f(factory).make("std_msgs/msg/Header", stamp=time_msg(stamp_ns, factory), frame_id=frame_id)
 
 
-def _vec3(v: Sequence[float] | FloatArray, factory: MessageFactory | None, typename: str = "geometry_msgs/msg/Vector3") -> Any:
+def _vec3(
+    v: Sequence[float] | FloatArray, factory: MessageFactory | None, typename: str = "geometry_msgs/msg/Vector3"
+) -> Any:
     return _f(factory).make(typename, x=float(v[0]), y=float(v[1]), z=float(v[2]))
 
 
@@ -153,9 +155,7 @@ def imu_from_msg(msg: Any) -> ImuSample:
         frame_id=str(msg.header.frame_id),
         orientation=q if has_orientation else None,
         angular_velocity=np.array([msg.angular_velocity.x, msg.angular_velocity.y, msg.angular_velocity.z]),
-        linear_acceleration=np.array(
-            [msg.linear_acceleration.x, msg.linear_acceleration.y, msg.linear_acceleration.z]
-        ),
+        linear_acceleration=np.array([msg.linear_acceleration.x, msg.linear_acceleration.y, msg.linear_acceleration.z]),
         orientation_covariance=cov(msg.orientation_covariance) if has_orientation else None,
         angular_velocity_covariance=cov(msg.angular_velocity_covariance),
         linear_acceleration_covariance=cov(msg.linear_acceleration_covariance),
@@ -206,9 +206,7 @@ def shape_transforms(shape: ShapeEstimate, frame_prefix: str = "") -> list[Trans
 
 
 @published_type("nav_msgs/msg/Path")
-def path_msg(
-    stamp_ns: int, frame_id: str, poses: FloatArray, factory: MessageFactory | None = None
-) -> Any:
+def path_msg(stamp_ns: int, frame_id: str, poses: FloatArray, factory: MessageFactory | None = None) -> Any:
     """nav_msgs/Path from ``(N, 4, 4)`` transforms or ``(N, 3)`` points.
 
     Points get orientations whose z axis follows the polyline's tangent.
@@ -217,9 +215,7 @@ def path_msg(
     if poses.ndim == 2 and poses.shape[1] == 3:
         poses = _poses_along(poses)
     hdr = header(stamp_ns, frame_id, factory)
-    stamped = [
-        _f(factory).make("geometry_msgs/msg/PoseStamped", header=hdr, pose=pose_msg(T, factory)) for T in poses
-    ]
+    stamped = [_f(factory).make("geometry_msgs/msg/PoseStamped", header=hdr, pose=pose_msg(T, factory)) for T in poses]
     return _f(factory).make("nav_msgs/msg/Path", header=hdr, poses=stamped)
 
 
@@ -283,7 +279,7 @@ def _marker(
     *,
     points: FloatArray | None = None,
     pose: FloatArray | None = None,
-    scale: Sequence[float] = (1.0, 1.0, 1.0),
+    scale: Sequence[float] | FloatArray = (1.0, 1.0, 1.0),
     rgba: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
     text: str = "",
 ) -> Any:
@@ -312,6 +308,14 @@ MARKER_SPHERE_LIST = 7
 MARKER_TRIANGLE_LIST = 11
 
 
+def _decimate(points: FloatArray, max_points: int) -> FloatArray:
+    """At most ``max_points`` of a polyline, ends kept."""
+    if len(points) <= max_points:
+        return points
+    idx = np.unique(np.linspace(0, len(points) - 1, max_points).round().astype(int))
+    return points[idx]
+
+
 @published_type("visualization_msgs/msg/MarkerArray")
 def shape_markers(
     shape: ShapeEstimate,
@@ -324,8 +328,9 @@ def shape_markers(
 ) -> Any:
     """MarkerArray of a shape: body tube, backbone line, frame spheres, tip covariance ellipsoid."""
     hdr = header(shape.stamp_ns, frame_prefix + shape.parent_frame, factory)
+    body = tube_mesh(_decimate(shape.backbone, 60), shape.radius, 10)
     markers = [
-        _marker(factory, hdr, f"{ns}/body", 0, MARKER_TRIANGLE_LIST, points=tube_mesh(shape.backbone, shape.radius), rgba=rgba),
+        _marker(factory, hdr, f"{ns}/body", 0, MARKER_TRIANGLE_LIST, points=body, rgba=rgba),
         _marker(
             factory, hdr, f"{ns}/backbone", 0, MARKER_LINE_STRIP, points=shape.backbone,
             scale=(0.005, 0.0, 0.0), rgba=(1.0, 1.0, 1.0, 1.0),
@@ -347,9 +352,7 @@ def shape_markers(
 
 
 @published_type("diagnostic_msgs/msg/DiagnosticArray")
-def diagnostic_array(
-    stamp_ns: int, statuses: Iterable[DiagnosticStatus], factory: MessageFactory | None = None
-) -> Any:
+def diagnostic_array(stamp_ns: int, statuses: Iterable[DiagnosticStatus], factory: MessageFactory | None = None) -> Any:
     """diagnostic_msgs/DiagnosticArray."""
     f = _f(factory)
     return f.make(

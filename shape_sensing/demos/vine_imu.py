@@ -1,0 +1,202 @@
+"""``shape-sensing demo vine-imu``: simulated vine robot -> hinge-arc shape -> bag, picture, metrics."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.estimators.hinge_arc import SCHEMA as ESTIMATOR_SCHEMA
+from shape_sensing.io.bag import BagWriter
+from shape_sensing.messages import common as msgs
+from shape_sensing.pipelines.vine_imu import DEFAULT_NAMESPACE, ShapeWriter, TipErrors, VineImuTracker, resolve_topic
+from shape_sensing.sim.vine import R_WORLD_BASE, SCENARIOS, VineSimConfig, VineSimulator, VineTruth
+from shape_sensing.types import ShapeEstimate, TransformStamped
+
+__all__ = ["add_arguments", "run", "run_demo"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of the vine-imu demo."""
+    add_common_arguments(parser, default_out="out/vine-imu", default_duration=60.0)
+    parser.add_argument(
+        "--scenario", choices=SCENARIOS, default="passive", help="seed-000 experiment (default passive)"
+    )
+    parser.add_argument("--every-k", type=int, default=1, help="use every k-th IMU (spacing re-analysis; default 1)")
+    parser.add_argument("--rate", type=float, default=100.0, help="IMU rate in Hz (default 100)")
+
+
+def run_demo(
+    out: Path,
+    *,
+    scenario: str = "passive",
+    duration: float = 60.0,
+    seed: int = 0,
+    every_k: int = 1,
+    rate: float = 100.0,
+    distro: str = "jazzy",
+    progress: bool = True,
+    picture: bool = True,
+) -> dict[str, Any]:
+    """Run the demo; returns the metrics. Writes ``out/vine-imu.mcap`` and ``out/vine-imu.png``."""
+    if duration <= 0:
+        raise ValueError(f"--duration {duration}: expected a positive number of seconds")
+    if every_k < 1:
+        raise ValueError(f"--every-k {every_k}: expected an integer >= 1")
+    out = prepare_out_dir(out)
+    sim = VineSimulator(VineSimConfig(scenario=scenario, duration=duration, seed=seed, rate=rate))
+    n = sim.config.n_sensors
+    params = ESTIMATOR_SCHEMA.defaults() | {"imu_topics": [f"imu_{i:02d}/data" for i in range(n)], "every_k": every_k}
+    tracker = VineImuTracker(params)
+    ns = DEFAULT_NAMESPACE
+    imu_topics = [resolve_topic(t, ns) for t in params["imu_topics"]]
+    length_topic = resolve_topic(params["length_topic"], ns)
+    errors = TipErrors()
+    snapshots: list[tuple[ShapeEstimate, VineTruth]] = []
+    snap_every = max(duration / 4.0, 1e-9)
+    next_snap = 0.0
+    err_t: list[float] = []
+    truth_cache: dict[int, VineTruth] = {}
+    steps = round(duration * rate) + 1
+    wall0 = time.perf_counter()
+    bag_path = out / "vine-imu.mcap"
+    prog = Progress("vine-imu demo", steps, enabled=progress)
+    with BagWriter(bag_path, distro=distro, overwrite=True) as writer:
+        f = writer.factory
+        shape_writer = ShapeWriter(writer, ns, tracker.params["marker_rate"])
+        writer.write(
+            "/tf_static",
+            msgs.tf_message([TransformStamped(0, "world", sim.base_frame, _world_base())], f),
+            0,
+            qos="static",
+        )
+
+        def consume(estimates: list[ShapeEstimate]) -> None:
+            nonlocal next_snap
+            for est in estimates:
+                shape_writer.write(est)
+                truth = truth_cache.get(est.stamp_ns)
+                if truth is None:
+                    continue
+                errors.add(est.stamp_ns, est.tip_pose[:3, 3], truth.tip_pose[:3, 3], truth.length)
+                err_t.append(est.stamp_ns * 1e-9)
+                if est.stamp_ns * 1e-9 >= next_snap:
+                    snapshots.append((est, truth))
+                    next_snap += snap_every
+
+        for k in range(steps):
+            t = k / rate
+            stamp = round(t * 1e9)
+            truth = sim.truth(t)
+            truth_cache = {stamp: truth} | {s: v for s, v in truth_cache.items() if stamp - s < 100_000_000}
+            length_msg = f.make(
+                "sensor_msgs/msg/JointState",
+                header=msgs.header(stamp, sim.base_frame, f),
+                name=["vine_length"],
+                position=np.array([truth.length]),
+                velocity=np.array([(sim.length(t + 1e-3) - sim.length(t)) / 1e-3]),
+                effort=np.zeros(0),
+            )
+            writer.write(length_topic, length_msg, stamp, qos="sensor")
+            consume(tracker.push_length(stamp, float(length_msg.position[0])))
+            for i, sample in enumerate(sim.imu_samples(t)):
+                m = msgs.imu_to_msg(sample, f)
+                writer.write(imu_topics[i], m, stamp, qos="sensor")
+                consume(tracker.push_imu(i, msgs.imu_from_msg(m)))
+            _write_truth(writer, truth, stamp, sim.base_frame, ns, full=(k % max(1, int(rate / 10)) == 0))
+            prog.update(k + 1)
+        consume(tracker.flush())
+    runtime = time.perf_counter() - wall0
+    metrics: dict[str, Any] = {
+        "scenario": scenario,
+        "duration_s": duration,
+        "sensors": n,
+        "sensors_used": int(tracker.config.used.sum()),
+        "estimates": tracker.stats.estimates,
+        **errors.metrics(),
+        "runtime_s": round(runtime, 3),
+        "bag": str(bag_path),
+    }
+    if picture:
+        png = out / "vine-imu.png"
+        _plot(png, snapshots, np.asarray(err_t), np.asarray(errors.errors), scenario)
+        metrics["picture"] = str(png)
+    return metrics
+
+
+def _world_base() -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3] = R_WORLD_BASE
+    return T
+
+
+def _write_truth(writer: BagWriter, truth: VineTruth, stamp: int, base: str, ns: str, full: bool) -> None:
+    f = writer.factory
+    writer.write(
+        resolve_topic("truth/tip", ns),
+        f.make(
+            "geometry_msgs/msg/PoseStamped", header=msgs.header(stamp, base, f), pose=msgs.pose_msg(truth.tip_pose, f)
+        ),
+        stamp,
+    )
+    if full:
+        writer.write(resolve_topic("truth/path", ns), msgs.path_msg(stamp, base, truth.backbone[::5], f), stamp)
+        writer.write(
+            resolve_topic("truth/sensors", ns),
+            f.make(
+                "geometry_msgs/msg/PoseArray",
+                header=msgs.header(stamp, base, f),
+                poses=[msgs.pose_msg(T, f) for T in truth.sensor_poses[truth.everted]],
+            ),
+            stamp,
+        )
+
+
+def _plot(
+    path: Path, snapshots: list[tuple[ShapeEstimate, VineTruth]], t: np.ndarray, err: np.ndarray, scenario: str
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(15, 5))
+    colors = plt.cm.viridis(np.linspace(0, 0.9, max(len(snapshots), 1)))
+    for (est, truth), c in zip(snapshots, colors, strict=False):
+        label = f"t={est.stamp_ns * 1e-9:.0f} s"
+        for ax, (i, j) in zip(axes[:2], [(2, 1), (2, 0)], strict=True):
+            ax.plot(truth.backbone[:, i], truth.backbone[:, j], "-", color=c, lw=2.5, alpha=0.45)
+            ax.plot(est.backbone[:, i], est.backbone[:, j], "--", color=c, lw=1.5, label=label)
+            ax.plot(est.poses[:-1, i, 3], est.poses[:-1, j, 3], ".", color=c, ms=4)
+    axes[0].set(xlabel="z (m, growth direction)", ylabel="y (m)", title="bend plane (solid: truth, dashed: estimate)")
+    axes[1].set(xlabel="z (m)", ylabel="x (m, up)", title="out of plane")
+    for ax in axes[:2]:
+        ax.set_aspect("equal", adjustable="datalim")
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=8)
+    axes[2].plot(t, 100 * err, lw=1)
+    axes[2].set(xlabel="time (s)", ylabel="tip error (cm)", title=f"tip error, {scenario}")
+    axes[2].grid(True, alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    """CLI entry."""
+    metrics = run_demo(
+        args.out,
+        scenario=args.scenario,
+        duration=args.duration,
+        seed=args.seed,
+        every_k=args.every_k,
+        rate=args.rate,
+        distro=args.distro,
+        progress=not args.json,
+    )
+    print_metrics(metrics, args.json, title=f"vine-imu demo ({args.scenario})")
+    return 0

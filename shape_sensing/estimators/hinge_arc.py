@@ -1,0 +1,464 @@
+"""Hinge-arc shape estimator for vine robots with distributed IMUs (seed 000).
+
+Model. IMUs sit on the outer wall, ``D/2`` from the centreline, at material
+coordinates ``sigma_i`` (outer-wall arc length from the base; spacing ``L``).
+After *offsetting* (below) each IMU gives the orientation ``B_i`` of the
+backbone frame at its place (z along the centreline tangent, x towards the
+sensor's wall). Between two used nodes ``k`` and ``k+1`` (the base is node 0)
+the relative rotation ``B_k^T B_{k+1}`` is split into a *swing* (the bend:
+angle ``theta`` about an axis normal to the tangent) and a *twist* about the
+tangent. The twist does not move the centreline and is reported as a residual.
+The bend is a hinge halfway between the sensors; the outer edge is
+inextensible and the inner edge buckles, so the centreline pivots about the
+inner edge:
+
+* straight run on each side ``l = (L - D*theta) / 2``
+* an arc of centreline radius ``D/2`` through ``theta``
+* centreline length between the nodes ``L - D*theta/2``
+
+Past ``theta = L/D`` the straight runs would be negative: the whole segment
+is then one arc whose *outer edge* still has length ``L`` (centreline radius
+``L/theta - D/2``, shrinking from ``D/2``), which keeps the centreline length
+``L - D*theta/2``, is continuous at ``L/D``, and keeps the measured rotation.
+At ``theta >= 2L/D`` the radius reaches 0 and the segment is a pure pivot.
+Segments past ``L/D`` are reported (WARN): the inner wall is fully buckled
+and the measured bend exceeds what the model's geometry can hold.
+
+Offsetting. With the robot straight, every backbone frame equals the base
+frame. ``capture_offset`` stores the base frame's orientation in the IMUs'
+world frame (from the first sensor and its nominal mounting) and every
+sensor's mounting rotation ``M_i``; later ``B_i = W^T R_i M_i^T``. This
+removes arbitrary mounting rotations; it cannot separate a per-sensor world
+heading error from mounting (one straight pose does not observe it).
+
+Sensor subsets, growth, missing sensors. Only selected sensors count (every
+k-th, or an explicit list). With a robot length (base encoder), sensors not
+yet everted (``sigma_i > length``) are ignored and the tip lies
+``length - sigma_last`` beyond the last everted sensor, straight along its
+tangent (a partial last segment). A missing or stale sensor is bridged: its
+two segments merge into one of their summed material length.
+
+Uncertainty. Each used node's orientation error is a small rotation with
+isotropic variance ``s_i^2 = 2 s_meas^2 + (drift_rate * (t - t_offset))^2``
+(the reading and its offset capture, plus the drift since offsetting),
+independent between sensors. To first order, perturbing ``B_j`` by ``dphi``
+rotates the chord of each segment touching node ``j`` by ``dphi/2`` (the
+hinge sits midway) and the wall offset of sensor ``j`` by ``dphi``, giving
+``Cov(p) = sum_j s_j^2 (|u_j|^2 I - u_j u_j^T)`` with ``u_j`` the sum of
+those half chords and offsets. The base frame is exact.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from shape_sensing.config import Param, Schema
+from shape_sensing.geometry import FloatArray
+from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
+
+__all__ = [
+    "SCHEMA",
+    "HingeArcConfig",
+    "HingeArcEstimator",
+    "NotOffsetError",
+    "quats_to_matrices",
+    "segment_displacements",
+]
+
+_DEFAULT_TOPICS = [f"imu_{i:02d}/data" for i in range(18)]
+
+
+def _check_unique(values: list[object]) -> str | None:
+    return "values must be unique" if len(set(values)) != len(values) else None
+
+
+SCHEMA = Schema(
+    "hinge_arc_estimator",
+    (
+        Param("imu_topics", "str[]", _DEFAULT_TOPICS, "sensor_msgs/Imu topics, base to tip", check=_check_unique),
+        Param("spacing", float, 0.102, "IMU spacing L along the outer wall", min=1e-3, unit="m"),
+        Param("diameter", float, 0.129, "inflated body diameter D", min=1e-3, unit="m"),
+        Param("first_sensor", float, 0.0, "material coordinate of the first IMU from the base", min=0.0, unit="m"),
+        Param(
+            "sensor_positions",
+            "float[]",
+            [],
+            "material coordinates of the IMUs (overrides spacing/first_sensor when given)",
+            min=0.0,
+            unit="m",
+        ),
+        Param("use_sensors", "int[]", [], "explicit subset of sensor indices to use (empty: all)", min=0),
+        Param("every_k", int, 1, "use every k-th sensor (1: all), the spacing re-analysis of seed 000", min=1),
+        Param("tip_offset", float, 0.0, "material beyond the last IMU to the tip, when no length topic", min=0.0),
+        Param("length_topic", str, "base/length", "robot length (sensor_msgs/JointState position[0]); '' for none"),
+        Param("stale_timeout", float, 0.25, "a sensor silent this long is bridged", min=0.0, unit="s"),
+        Param("orientation_noise_deg", float, 0.5, "IMU orientation std when messages carry none", min=0.0),
+        Param("drift_deg_per_min", float, 1.33, "assumed drift rate for the uncertainty", min=0.0),
+        Param(
+            "first_mount_rpy",
+            "float[]",
+            [0.0, 0.0, 0.0],
+            "nominal roll, pitch, yaw of the first IMU on its backbone frame (rad)",
+            check=lambda v: None if len(v) == 3 else "needs 3 values",
+        ),
+        Param("auto_offset", bool, True, "capture the straight reference from the first complete set of readings"),
+        Param("base_frame", str, "vine_base", "frame of the robot base (the shape is given in it)"),
+        Param("tip_frame", str, "vine_tip", "frame published at the tip"),
+        Param("frame_prefix", str, "", "prefix of every published frame id"),
+        Param("publish_rate", float, 30.0, "shape publishing rate", min=0.1, max=1000.0, unit="Hz"),
+        Param("marker_rate", float, 5.0, "body marker publishing rate (at most the shape rate)", min=0.1, unit="Hz"),
+        Param("arc_samples", int, 6, "backbone points per bend arc for Path and markers", min=1, max=64),
+    ),
+    description="Hinge-arc shape of a vine robot from distributed IMUs.",
+)
+
+
+class NotOffsetError(RuntimeError):
+    """The straight reference (offsetting) has not been captured yet."""
+
+
+@dataclass(frozen=True)
+class HingeArcConfig:
+    """Validated estimator settings (see :data:`SCHEMA`)."""
+
+    sensor_positions: FloatArray
+    diameter: float = 0.129
+    used: np.ndarray = field(default_factory=lambda: np.ones(0, dtype=bool))
+    tip_offset: float = 0.0
+    stale_timeout: float = 0.25
+    orientation_noise: float = np.deg2rad(0.5)
+    drift_rate: float = np.deg2rad(1.33) / 60.0
+    first_mount: FloatArray = field(default_factory=lambda: np.eye(3))
+    arc_samples: int = 6
+    base_frame: str = "vine_base"
+    tip_frame: str = "vine_tip"
+
+    @classmethod
+    def from_params(cls, params: dict[str, object], n_sensors: int | None = None) -> HingeArcConfig:
+        """Build from a parameter mapping (validated by :data:`SCHEMA`)."""
+        from scipy.spatial.transform import Rotation
+
+        p = SCHEMA.validate(params)
+        n = len(p["imu_topics"]) if n_sensors is None else n_sensors
+        if p["sensor_positions"]:
+            pos = np.asarray(p["sensor_positions"], dtype=float)
+            if len(pos) != n:
+                raise ValueError(
+                    f"parameter 'sensor_positions' has {len(pos)} values: expected one per IMU topic ({n})"
+                )
+            if np.any(np.diff(pos) <= 0):
+                raise ValueError(f"parameter 'sensor_positions' = {pos.tolist()}: expected strictly increasing")
+        else:
+            pos = p["first_sensor"] + p["spacing"] * np.arange(n)
+        used = np.zeros(n, dtype=bool)
+        if p["use_sensors"]:
+            bad = [i for i in p["use_sensors"] if i >= n]
+            if bad:
+                raise ValueError(f"parameter 'use_sensors' = {p['use_sensors']}: indices {bad} >= {n} sensors")
+            used[p["use_sensors"]] = True
+        else:
+            used[:] = True
+        keep = np.zeros(n, dtype=bool)
+        keep[:: p["every_k"]] = True
+        used &= keep
+        prefix = p["frame_prefix"]
+        return cls(
+            sensor_positions=pos,
+            diameter=p["diameter"],
+            used=used,
+            tip_offset=p["tip_offset"],
+            stale_timeout=p["stale_timeout"],
+            orientation_noise=float(np.deg2rad(p["orientation_noise_deg"])),
+            drift_rate=float(np.deg2rad(p["drift_deg_per_min"]) / 60.0),
+            first_mount=Rotation.from_euler("xyz", p["first_mount_rpy"]).as_matrix(),
+            arc_samples=p["arc_samples"],
+            base_frame=prefix + p["base_frame"],
+            tip_frame=prefix + p["tip_frame"],
+        )
+
+
+def quats_to_matrices(q: FloatArray) -> FloatArray:
+    """``(n, 4)`` ``[x, y, z, w]`` quaternions (normalised here) to ``(n, 3, 3)`` matrices."""
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    x, y, z, w = q.T
+    xx, yy, zz = x * x, y * y, z * z
+    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
+    out = np.empty((len(q), 3, 3))
+    out[:, 0, 0] = 1 - 2 * (yy + zz)
+    out[:, 0, 1] = 2 * (xy - wz)
+    out[:, 0, 2] = 2 * (xz + wy)
+    out[:, 1, 0] = 2 * (xy + wz)
+    out[:, 1, 1] = 1 - 2 * (xx + zz)
+    out[:, 1, 2] = 2 * (yz - wx)
+    out[:, 2, 0] = 2 * (xz - wy)
+    out[:, 2, 1] = 2 * (yz + wx)
+    out[:, 2, 2] = 1 - 2 * (xx + yy)
+    return out
+
+
+def segment_displacements(rel: FloatArray, L: FloatArray, D: float) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Hinge-arc centreline displacement of each segment in its start frame.
+
+    Args:
+        rel: ``(m, 3, 3)`` relative rotations ``B_k^T B_{k+1}``.
+        L: ``(m,)`` outer-edge (material) lengths of the segments.
+        D: body diameter.
+
+    Returns:
+        ``(d, theta, r_c)``: ``(m, 3)`` displacements, bend angles, centreline arc radii.
+    """
+    t = rel[:, :, 2]  # new tangent in the start frame
+    s = np.hypot(t[:, 0], t[:, 1])
+    c = np.clip(t[:, 2], -1.0, 1.0)
+    theta = np.arctan2(s, c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r_c = np.where(D * theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
+        n_xy = np.where(s[:, None] > 1e-12, t[:, :2] / np.where(s > 1e-12, s, 1.0)[:, None], 0.0)
+    straight = np.maximum(L - D * theta, 0.0) / 2.0
+    d = straight[:, None] * t
+    d[:, 2] += straight + r_c * s
+    d[:, :2] += (r_c * (1.0 - c))[:, None] * n_xy
+    return d, theta, r_c
+
+
+def _arc_points(rel: FloatArray, L: FloatArray, D: float, k: int) -> FloatArray:
+    """``(m, k + 3, 3)`` centreline points of each segment in its start frame (start excluded)."""
+    t = rel[:, :, 2]
+    s = np.hypot(t[:, 0], t[:, 1])
+    theta = np.arctan2(s, np.clip(t[:, 2], -1, 1))
+    r_c = np.where(D * theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
+    n_xy = np.where(s[:, None] > 1e-12, t[:, :2] / np.where(s > 1e-12, s, 1.0)[:, None], 0.0)
+    straight = np.maximum(L - D * theta, 0.0) / 2.0
+    frac = np.linspace(0.0, 1.0, k + 1)  # along the arc
+    ang = theta[:, None] * frac[None, :]
+    pts = np.zeros((len(rel), k + 3, 3))
+    # end of the first straight run, then the arc, then the end of the second straight run
+    pts[:, 0, 2] = straight
+    pts[:, 1 : k + 2, 2] = straight[:, None] + r_c[:, None] * np.sin(ang)
+    pts[:, 1 : k + 2, :2] = (r_c[:, None] * (1 - np.cos(ang)))[:, :, None] * n_xy[:, None, :]
+    pts[:, k + 2] = pts[:, k + 1] + straight[:, None] * t
+    return pts
+
+
+def _skew_cov(u: FloatArray, var: FloatArray) -> FloatArray:
+    """``sum_j var_j (|u_j|^2 I - u_j u_j^T)`` term by term: ``(..., 3, 3)``."""
+    uu = np.einsum("...i,...j->...ij", u, u)
+    sq = np.einsum("...i,...i->...", u, u)
+    return var[..., None, None] * (sq[..., None, None] * np.eye(3) - uu)
+
+
+class HingeArcEstimator:
+    """Hinge-arc shape from the latest orientation of every IMU.
+
+    Call :meth:`capture_offset` with the robot straight (or let the pipeline
+    do it from the first complete set of readings), then :meth:`update`.
+    Deterministic; no I/O.
+    """
+
+    def __init__(self, config: HingeArcConfig, frame_ids: list[str]) -> None:
+        n = len(config.sensor_positions)
+        if len(frame_ids) != n:
+            raise ValueError(f"{len(frame_ids)} frame ids for {n} sensors")
+        self.config = config
+        self.frame_ids = list(frame_ids)
+        self.n = n
+        self.used = config.used.copy() if config.used.size else np.ones(n, dtype=bool)
+        self._world_base_T: FloatArray | None = None  # W^T
+        self._mount_T: FloatArray | None = None  # (n, 3, 3) M_i^T
+        self._mount_ok = np.zeros(n, dtype=bool)
+        self.offset_stamp_ns: int | None = None
+
+    @property
+    def is_offset(self) -> bool:
+        """Whether the straight reference has been captured."""
+        return self._world_base_T is not None
+
+    def capture_offset(self, quats: FloatArray, valid: np.ndarray, stamp_ns: int) -> list[int]:
+        """Capture the straight reference from world orientations ``quats`` (n, 4).
+
+        Returns the indices of sensors that had no valid reading (they stay
+        unusable until the next capture).
+
+        Raises:
+            ValueError: no sensor has a valid reading.
+        """
+        valid = np.asarray(valid, dtype=bool)
+        if not valid.any():
+            raise ValueError("cannot capture the straight reference: no sensor has a valid reading")
+        R = np.tile(np.eye(3), (self.n, 1, 1))
+        R[valid] = quats_to_matrices(np.asarray(quats, dtype=float)[valid])
+        first = int(np.flatnonzero(valid)[0])
+        # Base frame in the IMU world: first valid sensor with its nominal mounting removed.
+        W = R[first] @ self.config.first_mount.T if first == 0 else R[first]
+        self._world_base_T = W.T
+        # Straight: every backbone frame equals the base frame, so M_i = W^T R_i.
+        M = np.einsum("ij,njk->nik", W.T, R)
+        self._mount_T = np.swapaxes(M, 1, 2)
+        self._mount_ok = valid.copy()
+        self.offset_stamp_ns = int(stamp_ns)
+        return [int(i) for i in np.flatnonzero(~valid)]
+
+    def mountings(self) -> FloatArray:
+        """Captured mounting rotations ``M_i`` (n, 3, 3) of the sensors on their backbone frames."""
+        if self._mount_T is None:
+            raise NotOffsetError("the straight reference has not been captured")
+        return np.swapaxes(self._mount_T, 1, 2)
+
+    def update(self, quats: FloatArray, valid: np.ndarray, stamp_ns: int, length: float | None = None) -> ShapeEstimate:
+        """Estimate the shape from the latest world orientations.
+
+        Args:
+            quats: ``(n, 4)`` latest ``[x, y, z, w]`` world orientation of every sensor.
+            valid: ``(n,)`` which readings are present and fresh.
+            stamp_ns: stamp of the data.
+            length: robot length (material, from the base) from an encoder, or ``None``.
+
+        Raises:
+            NotOffsetError: before :meth:`capture_offset`.
+        """
+        if self._world_base_T is None or self._mount_T is None:
+            raise NotOffsetError("the straight reference has not been captured (call the offset service)")
+        cfg = self.config
+        sigma = cfg.sensor_positions
+        everted = sigma <= (length + 1e-9) if length is not None else np.ones(self.n, dtype=bool)
+        selected = self.used & everted
+        active = selected & np.asarray(valid, dtype=bool) & self._mount_ok
+        idx = np.flatnonzero(active)
+        m = len(idx)
+        B = np.empty((m + 1, 3, 3))
+        B[0] = np.eye(3)
+        if m:
+            R = quats_to_matrices(np.asarray(quats, dtype=float)[idx])
+            B[1:] = self._world_base_T @ R @ self._mount_T[idx]
+        node_sigma = np.concatenate([[0.0], sigma[idx]])
+        seg_L = np.diff(node_sigma)
+        rel = np.swapaxes(B[:-1], 1, 2) @ B[1:]
+        d, theta, _ = segment_displacements(rel, seg_L, cfg.diameter)
+        chords = np.einsum("kij,kj->ki", B[:-1], d)
+        centre = np.concatenate([np.zeros((1, 3)), np.cumsum(chords, axis=0)])
+        # Tip: straight on from the last used node.
+        if length is not None:
+            ext = max(length - node_sigma[-1], 0.0)
+        else:
+            ext = float(sigma[selected][-1] - node_sigma[-1] + cfg.tip_offset) if selected.any() else cfg.tip_offset
+        tip_chord = B[-1][:, 2] * ext
+        half_r = cfg.diameter / 2.0
+        wall = B[1:, :, 0] * half_r
+        # Poses: sensors on the wall with their mounting, then the tip on the centreline.
+        poses = np.zeros((m + 1, 4, 4))
+        poses[:, 3, 3] = 1.0
+        poses[:m, :3, :3] = np.swapaxes(self._mount_T[idx], 1, 2) if m else poses[:m, :3, :3]
+        poses[:m, :3, :3] = B[1:] @ poses[:m, :3, :3]
+        poses[:m, :3, 3] = centre[1:] + wall
+        poses[m, :3, :3] = B[-1]
+        poses[m, :3, 3] = centre[-1] + tip_chord
+        cov = self._covariance(chords, wall, tip_chord, stamp_ns, m)
+        backbone = self._backbone(B, rel, seg_L, centre, tip_chord)
+        over = theta > seg_L / cfg.diameter
+        twist = self._twist(rel)
+        missing = np.flatnonzero(selected & ~active)
+        diag = self._summary(stamp_ns, idx, missing, theta, over, twist, length)
+        return ShapeEstimate(
+            stamp_ns=int(stamp_ns),
+            parent_frame=cfg.base_frame,
+            frame_ids=[self.frame_ids[i] for i in idx] + [cfg.tip_frame],
+            poses=poses,
+            position_covariance=cov,
+            backbone=backbone,
+            radius=half_r,
+            length=float(np.sum(np.linalg.norm(np.diff(backbone, axis=0), axis=1))),
+            diagnostics=[diag],
+        )
+
+    def _covariance(
+        self, chords: FloatArray, wall: FloatArray, tip_chord: FloatArray, stamp_ns: int, m: int
+    ) -> FloatArray:
+        cfg = self.config
+        dt = max(0.0, (stamp_ns - (self.offset_stamp_ns or stamp_ns)) * 1e-9)
+        var = np.full(m, 2.0 * cfg.orientation_noise**2 + (cfg.drift_rate * dt) ** 2)
+        # u for node j (1..m) as an interior node: half of both adjacent chords.
+        half = 0.5 * chords  # segment k = node k -> k+1, k = 0..m-1
+        interior = np.zeros((m, 3))
+        if m:
+            interior[:] = half  # segment j-1 (node j's incoming)
+            interior[:-1] += half[1:]  # segment j (outgoing), absent for the last node
+        terms = _skew_cov(interior, var)  # (m, 3, 3)
+        csum = np.concatenate([np.zeros((1, 3, 3)), np.cumsum(terms, axis=0)])
+        cov = np.zeros((m + 1, 3, 3))
+        if m:
+            # sensor j (node j+1 in chain numbering; array index j): nodes before it fully, itself half + wall
+            own = half + wall
+            cov[:m] = csum[:m] + _skew_cov(own, var)
+            cov[m] = csum[m - 1] + _skew_cov(half[-1] + tip_chord, var[-1:])[0]
+        return cov
+
+    def _backbone(
+        self, B: FloatArray, rel: FloatArray, seg_L: FloatArray, centre: FloatArray, tip_chord: FloatArray
+    ) -> FloatArray:
+        cfg = self.config
+        if len(rel) == 0:
+            return np.stack([np.zeros(3), tip_chord])
+        local = _arc_points(rel, seg_L, cfg.diameter, cfg.arc_samples)
+        world = np.einsum("kij,kpj->kpi", B[:-1], local) + centre[:-1, None, :]
+        pts = np.concatenate([np.zeros((1, 3)), world.reshape(-1, 3), (centre[-1] + tip_chord)[None]])
+        keep = np.concatenate([[True], np.linalg.norm(np.diff(pts, axis=0), axis=1) > 1e-9])
+        return pts[keep]
+
+    @staticmethod
+    def _twist(rel: FloatArray) -> FloatArray:
+        """Twist about the tangent left after removing the swing (rad), per segment."""
+        if len(rel) == 0:
+            return np.zeros(0)
+        t = rel[:, :, 2]
+        # swing maps z to t; twist = angle between swing(x) and rel(x) about t
+        s = np.hypot(t[:, 0], t[:, 1])
+        c = np.clip(t[:, 2], -1, 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            a = np.stack([-t[:, 1], t[:, 0], np.zeros_like(s)], axis=1) / np.where(s > 1e-12, s, 1.0)[:, None]
+        # Rodrigues of swing applied to x = (1, 0, 0)
+        x = np.array([1.0, 0.0, 0.0])
+        ax = a @ x
+        sx = c[:, None] * x + s[:, None] * np.cross(a, x) + ((1 - c) * ax)[:, None] * a
+        rx = rel[:, :, 0]
+        return np.arctan2(np.einsum("ij,ij->i", np.cross(sx, rx), t), np.einsum("ij,ij->i", sx, rx))
+
+    def _summary(
+        self,
+        stamp_ns: int,
+        idx: np.ndarray,
+        missing: np.ndarray,
+        theta: FloatArray,
+        over: np.ndarray,
+        twist: FloatArray,
+        length: float | None,
+    ) -> DiagnosticStatus:
+        level = DiagnosticLevel.OK
+        msgs = []
+        if len(idx) == 0:
+            level = DiagnosticLevel.ERROR
+            msgs.append("no usable sensor")
+        if len(missing):
+            level = max(level, DiagnosticLevel.WARN)
+            msgs.append("bridged missing/stale: " + ", ".join(self.frame_ids[i] for i in missing))
+        if over.any():
+            level = max(level, DiagnosticLevel.WARN)
+            msgs.append(f"{int(over.sum())} segment(s) bent past L/D (inner wall fully buckled)")
+        dt = (stamp_ns - (self.offset_stamp_ns or stamp_ns)) * 1e-9
+        return DiagnosticStatus(
+            name="hinge_arc_estimator: shape",
+            level=DiagnosticLevel(level),
+            message="; ".join(msgs) if msgs else "ok",
+            hardware_id="",
+            values={
+                "sensors_used": str(len(idx)),
+                "sensors_missing": ",".join(self.frame_ids[i] for i in missing),
+                "max_bend_deg": f"{math.degrees(float(theta.max())) if len(theta) else 0.0:.2f}",
+                "max_twist_residual_deg": f"{math.degrees(float(np.abs(twist).max())) if len(twist) else 0.0:.2f}",
+                "segments_past_L_over_D": str(int(over.sum())),
+                "seconds_since_offset": f"{dt:.1f}",
+                "length_m": "" if length is None else f"{length:.4f}",
+            },
+        )

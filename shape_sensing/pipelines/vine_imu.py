@@ -1,0 +1,345 @@
+"""Vine robot with distributed IMUs: raw IMU topics -> hinge-arc shape topics.
+
+The same :class:`VineImuTracker` runs in the live demo, in ``shape-sensing
+replay`` and in the ``hinge_arc_estimator`` node. It is driven by message
+stamps only: an estimate for publishing tick ``k`` is made when the first
+message stamped after the tick arrives, from all data stamped up to it.
+Replaying a bag therefore reproduces the live estimates exactly.
+
+Topics (relative names under the robot namespace, ``/vine`` by default):
+
+==========================  ====================================  ==========================
+topic                       type                                  frame / content
+==========================  ====================================  ==========================
+``imu_NN/data``             sensor_msgs/Imu                       ``vine_imu_NN`` (input)
+``base/length``             sensor_msgs/JointState                position[0] = length, m
+``shape/path``              nav_msgs/Path                         centreline in ``vine_base``
+``shape/markers``           visualization_msgs/MarkerArray        body tube, backbone, frames
+``shape/tip``               geometry_msgs/PoseWithCovarianceStamped  tip in ``vine_base``
+``truth/path``              nav_msgs/Path                         simulator ground truth
+``truth/tip``               geometry_msgs/PoseStamped             simulator ground truth
+``truth/sensors``           geometry_msgs/PoseArray               simulator ground truth
+``/tf``                     tf2_msgs/TFMessage                    ``vine_base`` -> sensors, tip
+``/tf_static``              tf2_msgs/TFMessage                    ``world`` -> ``vine_base``
+``/diagnostics``            diagnostic_msgs/DiagnosticArray       estimator health
+==========================  ====================================  ==========================
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shape_sensing.config import load_param_file
+from shape_sensing.estimators.hinge_arc import SCHEMA, HingeArcConfig, HingeArcEstimator
+from shape_sensing.geometry import FloatArray
+from shape_sensing.io.bag import BagMessage, BagWriter
+from shape_sensing.messages import common as msgs
+from shape_sensing.messages.errors import MessageError
+from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
+
+__all__ = [
+    "NAME",
+    "ShapeWriter",
+    "TipErrors",
+    "VineImuTracker",
+    "add_replay_arguments",
+    "matches",
+    "replay",
+    "resolve_topic",
+]
+
+NAME = "vine-imu"
+DEFAULT_NAMESPACE = "/vine"
+IMU_TOPIC_RE = re.compile(r"imu_\d+/data$")
+
+
+def resolve_topic(name: str, namespace: str) -> str:
+    """A parameter's topic name as seen in a bag: absolute names stay, relative ones get the namespace."""
+    if name.startswith("/"):
+        return name
+    return f"{namespace.rstrip('/')}/{name}" if namespace.strip("/") else f"/{name}"
+
+
+@dataclass
+class _Stats:
+    bad_samples: int = 0
+    out_of_order: int = 0
+    estimates: int = 0
+
+
+class VineImuTracker:
+    """Keeps the latest reading per IMU and runs the estimator on a stamp-driven tick.
+
+    Args:
+        params: hinge_arc_estimator parameters (validated here).
+        frame_ids: one frame id per IMU topic (default ``vine_imu_NN``, prefixed).
+    """
+
+    def __init__(self, params: dict[str, Any], frame_ids: list[str] | None = None) -> None:
+        self.params = SCHEMA.validate(params)
+        n = len(self.params["imu_topics"])
+        prefix = self.params["frame_prefix"]
+        self.frame_ids = frame_ids or [f"{prefix}vine_imu_{i:02d}" for i in range(n)]
+        self.config = HingeArcConfig.from_params(self.params)
+        self.estimator = HingeArcEstimator(self.config, self.frame_ids)
+        self.n = n
+        self.quats = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
+        self.last_ns = np.full(n, -1, dtype=np.int64)
+        self.length: float | None = None
+        self.period_ns = round(1e9 / self.params["publish_rate"])
+        self.next_tick: int | None = None
+        self.latest_ns = -1
+        self.stats = _Stats()
+        self._offset_requested = bool(self.params["auto_offset"])
+        self.stale_ns = int(self.params["stale_timeout"] * 1e9)
+        self.offset_warning: str = ""
+
+    def request_offset(self) -> None:
+        """Capture the straight reference at the next tick (the ``~/offset`` service)."""
+        self._offset_requested = True
+
+    def _advance(self, stamp_ns: int) -> list[ShapeEstimate]:
+        """Fire every tick strictly before ``stamp_ns``."""
+        out: list[ShapeEstimate] = []
+        if self.next_tick is None:
+            self.next_tick = (stamp_ns // self.period_ns + 1) * self.period_ns
+            return out
+        while self.next_tick < stamp_ns:
+            tick = self.next_tick
+            self.next_tick += self.period_ns
+            est = self._estimate(tick)
+            if est is not None:
+                out.append(est)
+        return out
+
+    def _fresh(self, tick: int) -> np.ndarray:
+        return (self.last_ns >= 0) & (tick - self.last_ns <= self.stale_ns)
+
+    def _estimate(self, tick: int) -> ShapeEstimate | None:
+        valid = self._fresh(tick)
+        if self._offset_requested:
+            wanted = self.config.used
+            if self.length is not None:
+                pass  # during growth all sensors ride straight inside the body: capture them all
+            if valid[wanted].all():
+                missing = self.estimator.capture_offset(self.quats, valid, self.latest_ns)
+                self._offset_requested = False
+                self.offset_warning = f"offset without {missing}" if missing else ""
+        if not self.estimator.is_offset:
+            return None
+        est = self.estimator.update(self.quats, valid, self.latest_ns, self.length)
+        if self.stats.bad_samples or self.stats.out_of_order:
+            est.diagnostics.append(
+                DiagnosticStatus(
+                    name="hinge_arc_estimator: inputs",
+                    level=DiagnosticLevel.WARN,
+                    message="bad or out-of-order samples were skipped",
+                    values={"bad_samples": str(self.stats.bad_samples), "out_of_order": str(self.stats.out_of_order)},
+                )
+            )
+        self.stats.estimates += 1
+        return est
+
+    def push_imu(self, index: int, sample: ImuSample) -> list[ShapeEstimate]:
+        """Add a reading of IMU ``index``; returns the estimates that became due."""
+        out = self._advance(sample.stamp_ns)
+        q = sample.orientation
+        if q is None or not np.all(np.isfinite(q)) or not 0.5 < float(np.linalg.norm(q)) < 1.5:
+            self.stats.bad_samples += 1
+            return out
+        if sample.stamp_ns < self.last_ns[index]:
+            self.stats.out_of_order += 1
+            return out
+        self.quats[index] = q
+        self.last_ns[index] = sample.stamp_ns
+        self.latest_ns = max(self.latest_ns, sample.stamp_ns)
+        return out
+
+    def push_length(self, stamp_ns: int, length: float) -> list[ShapeEstimate]:
+        """Add a robot length reading (m); returns the estimates that became due."""
+        out = self._advance(stamp_ns)
+        if not np.isfinite(length) or length < 0:
+            self.stats.bad_samples += 1
+            return out
+        self.length = float(length)
+        self.latest_ns = max(self.latest_ns, stamp_ns)
+        return out
+
+    def flush(self) -> list[ShapeEstimate]:
+        """Estimate at the last tick not yet fired (end of a recording)."""
+        if self.next_tick is None or self.latest_ns < 0:
+            return []
+        return self._advance(self.next_tick + 1)
+
+
+class ShapeWriter:
+    """Writes estimates with the topics of a live run; body markers throttled to ``marker_rate``."""
+
+    def __init__(self, writer: BagWriter, namespace: str = DEFAULT_NAMESPACE, marker_rate: float = 5.0) -> None:
+        self.writer = writer
+        self.namespace = namespace
+        self.marker_period_ns = round(1e9 / marker_rate)
+        self._last_marker_ns: int | None = None
+
+    def write(self, shape: ShapeEstimate) -> None:
+        """Write one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
+        w, f, stamp, ns = self.writer, self.writer.factory, shape.stamp_ns, self.namespace
+        w.write("/tf", msgs.tf_message(msgs.shape_transforms(shape), f), stamp)
+        w.write(resolve_topic("shape/path", ns), msgs.path_msg(stamp, shape.parent_frame, shape.backbone, f), stamp)
+        cov6 = np.zeros((6, 6))  # orientation covariance is not estimated: left zero
+        if shape.position_covariance is not None:
+            cov6[:3, :3] = shape.position_covariance[-1]
+        w.write(
+            resolve_topic("shape/tip", ns),
+            msgs.pose_with_covariance_stamped(stamp, shape.parent_frame, shape.tip_pose, cov6, f),
+            stamp,
+        )
+        w.write("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f), stamp)
+        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
+            self._last_marker_ns = stamp
+            w.write(resolve_topic("shape/markers", ns), msgs.shape_markers(shape, factory=f), stamp)
+
+
+@dataclass
+class TipErrors:
+    """Tip position errors of estimates against ground truth."""
+
+    errors: list[float] = field(default_factory=list)
+    lengths: list[float] = field(default_factory=list)
+    stamps: list[int] = field(default_factory=list)
+
+    def add(self, stamp_ns: int, est_tip: FloatArray, true_tip: FloatArray, length: float) -> None:
+        self.errors.append(float(np.linalg.norm(np.asarray(est_tip) - np.asarray(true_tip))))
+        self.lengths.append(float(length))
+        self.stamps.append(int(stamp_ns))
+
+    def metrics(self) -> dict[str, float | int]:
+        """Mean/max/final tip error in metres and in % of the robot length."""
+        if not self.errors:
+            return {"estimates_scored": 0}
+        e = np.asarray(self.errors)
+        pct = 100.0 * e / np.maximum(np.asarray(self.lengths), 1e-9)
+        return {
+            "estimates_scored": len(e),
+            "tip_error_mean_m": float(e.mean()),
+            "tip_error_max_m": float(e.max()),
+            "tip_error_final_m": float(e[-1]),
+            "tip_error_mean_pct": float(pct.mean()),
+            "tip_error_max_pct": float(pct.max()),
+            "robot_length_mean_m": float(np.mean(self.lengths)),
+        }
+
+
+# -- replay ------------------------------------------------------------------
+
+
+def matches(topics: dict[str, str]) -> bool:
+    """Whether a bag holds IMU topics named like this pipeline's inputs."""
+    return any(IMU_TOPIC_RE.search(t) and ty == "sensor_msgs/msg/Imu" for t, ty in topics.items())
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``shape-sensing replay`` for this pipeline."""
+    parser.add_argument(
+        "--namespace",
+        default=DEFAULT_NAMESPACE,
+        help=f"robot namespace of relative topics (default {DEFAULT_NAMESPACE})",
+    )
+
+
+def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> dict[str, Any]:
+    if config is not None:
+        return load_param_file(config, SCHEMA.node)
+    # No config: use every imu_NN/data topic in the bag, in index order.
+    found = sorted(
+        (t for t in topics if IMU_TOPIC_RE.search(t)), key=lambda t: int(re.findall(r"imu_(\d+)/data$", t)[0])
+    )
+    rel = [t[len(namespace.rstrip("/")) + 1 :] if t.startswith(namespace.rstrip("/") + "/") else t for t in found]
+    return {"imu_topics": rel}
+
+
+def replay(
+    messages: Iterator[BagMessage],
+    writer: BagWriter,
+    config: Path | None,
+    args: argparse.Namespace,
+) -> dict[str, Any] | None:
+    """Re-estimate a vine-IMU bag (see the module docstring for topics).
+
+    ``args.bag_topics`` (topic -> type of the input bag), when set, is used to
+    pick the IMU topics when no config is given and to check the config's.
+    """
+    topics: dict[str, str] | None = getattr(args, "bag_topics", None)
+    namespace = getattr(args, "namespace", DEFAULT_NAMESPACE)
+    params = _params_from(config, (topics or {}).keys(), namespace)
+    tracker = VineImuTracker(params)
+    imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
+    missing = [t for t in imu_index if topics is not None and t not in topics]
+    if topics is not None and len(missing) == len(imu_index):
+        raise ValueError(f"none of the configured IMU topics {sorted(imu_index)} is in the bag")
+    length_topic = tracker.params["length_topic"]
+    length_name = resolve_topic(length_topic, namespace) if length_topic else None
+    truth_tip_name = resolve_topic("truth/tip", namespace)
+    shape_writer = ShapeWriter(writer, namespace, tracker.params["marker_rate"])
+    truth: dict[int, FloatArray] = {}
+    errors = TipErrors()
+    estimates: list[ShapeEstimate] = []
+    passthrough = {
+        truth_tip_name,
+        resolve_topic("truth/path", namespace),
+        resolve_topic("truth/sensors", namespace),
+        "/tf_static",
+    }
+    lengths: dict[int, float] = {}
+    for bm in messages:
+        new: list[ShapeEstimate] = []
+        if bm.topic in imu_index:
+            try:
+                sample = msgs.imu_from_msg(bm.msg)
+            except MessageError:
+                tracker.stats.bad_samples += 1
+                writer.write(bm.topic, bm.msg, bm.stamp_ns, qos="sensor")
+                continue
+            new = tracker.push_imu(imu_index[bm.topic], sample)
+            writer.write(bm.topic, bm.msg, bm.stamp_ns, qos="sensor")
+        elif length_name is not None and bm.topic == length_name:
+            pos = list(bm.msg.position)
+            if pos:
+                new = tracker.push_length(msgs.stamp_from_msg(bm.msg), float(pos[0]))
+                lengths[msgs.stamp_from_msg(bm.msg)] = float(pos[0])
+            else:
+                tracker.stats.bad_samples += 1
+            writer.write(bm.topic, bm.msg, bm.stamp_ns, qos="sensor")
+        elif bm.topic in passthrough:
+            if bm.topic == truth_tip_name:
+                p = bm.msg.pose.position
+                truth[msgs.stamp_from_msg(bm.msg)] = np.array([p.x, p.y, p.z])
+            writer.write(bm.topic, bm.msg, bm.stamp_ns, qos="static" if bm.topic == "/tf_static" else "default")
+        for est in new:
+            shape_writer.write(est)
+            estimates.append(est)
+    for est in tracker.flush():
+        shape_writer.write(est)
+        estimates.append(est)
+    if not truth:
+        return None
+    truth_stamps = np.array(sorted(truth))
+    length_stamps = np.array(sorted(lengths)) if lengths else None
+    for est in estimates:
+        j = int(np.argmin(np.abs(truth_stamps - est.stamp_ns)))
+        if abs(int(truth_stamps[j]) - est.stamp_ns) > 20_000_000:
+            continue
+        if length_stamps is not None:
+            k = int(np.argmin(np.abs(length_stamps - est.stamp_ns)))
+            length = lengths[int(length_stamps[k])]
+        else:
+            length = est.length
+        errors.add(est.stamp_ns, est.tip_pose[:3, 3], truth[int(truth_stamps[j])], length)
+    return errors.metrics()

@@ -1,0 +1,243 @@
+"""Vine-robot simulator with distributed IMUs (ground truth for the hinge-arc estimator).
+
+The body is *not* the hinge-arc model: it is a continuous-curvature rod whose
+wall material is inextensible and whose inner side buckles when it bends, so
+the centreline shortens by ``1 / (1 + kappa * D / 2)`` per unit of material
+length (the outer edge keeps its length). Every point of the body is addressed
+by its material coordinate ``sigma`` (outer-edge arc length from the base).
+Eversion puts new material at the tip: the material already out never moves
+along the body, and a sensor at ``sigma_i`` is out once the length exceeds it.
+
+Shapes are planar bends in a bend plane through the base axis, given as a
+curvature profile ``kappa(sigma, t)`` (1/m), one per scenario of seed 000:
+
+* ``active``: constant curvature over the whole 1.73 m body, ramping from 0
+  to 0.15 1/cm (15 1/m) and back (series-pouch-motor steering).
+* ``passive``: straight up to a plank, a smooth bend (raised-cosine
+  curvature over 15 cm of material) whose angle ramps 0 -> 90 deg, straight
+  along the plank.
+* ``growth``: length grows 0.30 -> 1.75 m with an S-shaped steering
+  curvature fixed in material.
+
+IMU model (stated; not from a datasheet):
+
+* Orientation: ``R_meas = D_i(t) * W_i * R_world_base * B(sigma_i) * M_i * N``
+  with ``W_i`` a per-sensor world-frame heading offset (std 2 deg, the BNO055
+  NDOF heading is magnetic), ``M_i`` a random mounting rotation (std 5 deg per
+  axis), ``N`` white noise (std ``orientation_noise_deg`` per axis) and
+  ``D_i(t) = exp(t * r_i * a_i)`` a drift at rate ``r_i`` about a random unit axis
+  ``a_i``. The rates are drawn from a gamma distribution and rescaled so their
+  mean over the sensors is exactly ``drift_deg_per_min`` (seed 000: 1.33 deg/min).
+* Gyro: true body rate plus white noise (``gyro_noise`` rad/s) and a constant
+  bias (std 0.005 rad/s). Accelerometer: specific force of gravity in the sensor
+  frame (quasi-static body) plus white noise (``accel_noise`` m/s^2).
+* Sensors not yet everted ride inside the body near the base: they report the
+  base orientation (with their own noise and drift), which the estimator must
+  ignore using the length from the base encoder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.spatial.transform import Rotation
+
+from shape_sensing.config import Param, Schema
+from shape_sensing.geometry import FloatArray, make_transform
+from shape_sensing.types import ImuSample
+
+__all__ = ["R_WORLD_BASE", "SCENARIOS", "SCHEMA", "VineSimConfig", "VineSimulator", "VineTruth"]
+
+SCENARIOS = ("passive", "active", "growth")
+
+# The base frame: z along the initial growth direction (world x), x up (world z), sensors on top (+x).
+R_WORLD_BASE = np.array([[0.0, 0.0, 1.0], [0.0, -1.0, 0.0], [1.0, 0.0, 0.0]])
+
+GRAVITY = 9.80665
+
+SCHEMA = Schema(
+    "vine_imu_simulator",
+    (
+        Param("scenario", str, "passive", "seed-000 experiment to simulate", choices=SCENARIOS),
+        Param("n_sensors", int, 18, "number of IMUs on the outer wall", min=2, max=64),
+        Param("spacing", float, 0.102, "IMU spacing along the outer wall", min=0.01, unit="m"),
+        Param("diameter", float, 0.129, "inflated body diameter", min=0.01, unit="m"),
+        Param("first_sensor", float, 0.0, "material coordinate of the first IMU from the base", min=0.0, unit="m"),
+        Param("rate", float, 100.0, "IMU publishing rate", min=1.0, max=1000.0, unit="Hz"),
+        Param("duration", float, 60.0, "scenario duration (time over which the motion ramps)", min=1.0, unit="s"),
+        Param("orientation_noise_deg", float, 0.1, "IMU orientation white noise per axis", min=0.0, unit="deg"),
+        Param("drift_deg_per_min", float, 1.33, "mean IMU orientation drift rate over the sensors", min=0.0),
+        Param("gyro_noise", float, 0.003, "gyro white noise", min=0.0, unit="rad/s"),
+        Param("accel_noise", float, 0.02, "accelerometer white noise", min=0.0, unit="m/s^2"),
+        Param("seed", int, 0, "random seed"),
+        Param("frame_prefix", str, "", "prefix of every frame id (two robots in one TF tree)"),
+    ),
+    description="Simulated vine robot with distributed IMUs publishing sensor_msgs/Imu.",
+)
+
+
+@dataclass(frozen=True)
+class VineSimConfig:
+    """Simulator settings (see :data:`SCHEMA` for meaning and units)."""
+
+    scenario: str = "passive"
+    n_sensors: int = 18
+    spacing: float = 0.102
+    diameter: float = 0.129
+    first_sensor: float = 0.0
+    rate: float = 100.0
+    duration: float = 60.0
+    orientation_noise_deg: float = 0.1
+    drift_deg_per_min: float = 1.33
+    gyro_noise: float = 0.003
+    accel_noise: float = 0.02
+    seed: int = 0
+    frame_prefix: str = ""
+
+    @classmethod
+    def from_params(cls, params: dict[str, object]) -> VineSimConfig:
+        """Build from a validated parameter mapping (unknown keys ignored)."""
+        values = SCHEMA.validate({k: v for k, v in params.items() if k in SCHEMA.names()})
+        fields = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in values.items() if k in fields})
+
+    @property
+    def sensed_length(self) -> float:
+        """Material length from the base to the last IMU."""
+        return self.first_sensor + (self.n_sensors - 1) * self.spacing
+
+
+@dataclass
+class VineTruth:
+    """Ground truth at one time, in the robot base frame."""
+
+    t: float
+    length: float
+    backbone: FloatArray  # (M, 3) centreline points, base to tip
+    sensor_poses: FloatArray  # (n, 4, 4) backbone frames at the sensors, moved D/2 onto the wall
+    everted: np.ndarray  # (n,) bool
+    tip_pose: FloatArray  # (4, 4) centreline frame at the tip
+
+
+def _smoothstep(x: FloatArray | float) -> FloatArray:
+    x = np.clip(x, 0.0, 1.0)
+    return np.asarray(x * x * (3.0 - 2.0 * x))
+
+
+class VineSimulator:
+    """Ground truth and IMU samples of a simulated vine robot."""
+
+    STEP = 0.004  # material step of the shape integration (m)
+
+    def __init__(self, config: VineSimConfig) -> None:
+        if config.scenario not in SCENARIOS:
+            raise ValueError(f"scenario {config.scenario!r} unknown; expected one of {SCENARIOS}")
+        self.config = config
+        rng = np.random.default_rng(config.seed)
+        n = config.n_sensors
+        self.sigma = config.first_sensor + config.spacing * np.arange(n)
+        self.sensor_names = [f"{config.frame_prefix}vine_imu_{i:02d}" for i in range(n)]
+        self.base_frame = f"{config.frame_prefix}vine_base"
+        if config.scenario == "growth":
+            self.length_range = (0.30, max(1.75, self.sigma[-1] + 0.02))
+        else:
+            self.length_range = (self.sigma[-1] + 0.02, self.sigma[-1] + 0.02)
+        # Sensor error model.
+        self.mount = Rotation.from_rotvec(rng.normal(0.0, np.deg2rad(5.0), (n, 3)))
+        self.world_offset = Rotation.from_rotvec(np.outer(rng.normal(0.0, np.deg2rad(2.0), n), [0.0, 0.0, 1.0]))
+        rates = rng.gamma(2.0, 1.0, n)
+        rates *= config.drift_deg_per_min / rates.mean() if rates.mean() > 0 else 0.0
+        self.drift_rate = np.deg2rad(rates) / 60.0  # rad/s
+        axes = rng.normal(size=(n, 3))
+        self.drift_axis = axes / np.linalg.norm(axes, axis=1, keepdims=True)
+        self.gyro_bias = rng.normal(0.0, 0.005, (n, 3))
+        self._rng = np.random.default_rng(config.seed + 1)
+        self._r_wb = Rotation.from_matrix(R_WORLD_BASE)
+
+    # -- shape ------------------------------------------------------------
+    def length(self, t: float) -> float:
+        """Robot length (material, from the base) at time ``t``."""
+        lo, hi = self.length_range
+        return float(lo + (hi - lo) * _smoothstep(t / self.config.duration))
+
+    def curvature(self, sigma: FloatArray, t: float) -> FloatArray:
+        """Curvature (1/m, about the base x axis) at material coordinates ``sigma``."""
+        c = self.config
+        phase = _smoothstep(t / c.duration)
+        if c.scenario == "active":
+            # 0 -> 15 1/m -> 0 over the run (triangle in time, eased).
+            k = 15.0 * _smoothstep(1.0 - abs(2.0 * t / c.duration - 1.0))
+            return np.full_like(sigma, k)
+        if c.scenario == "passive":
+            angle = np.deg2rad(90.0) * phase
+            start, width = 0.55 * self.sigma[-1], 0.15
+            x = (sigma - start) / width
+            bump = np.where((x >= 0) & (x <= 1), 1.0 - np.cos(2 * np.pi * np.clip(x, 0, 1)), 0.0)
+            # integral of bump over material = width; centreline shortening handled in integration
+            return angle * bump / width
+        # growth: an S-shaped steering profile fixed in material coordinates
+        return 2.2 * np.sin(2 * np.pi * sigma / 1.3) * (sigma > 0.15)
+
+    def _integrate(self, t: float, sigma_end: float) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Material grid, tangent angles and centreline points up to ``sigma_end``."""
+        D = self.config.diameter
+        n_steps = max(2, int(np.ceil(sigma_end / self.STEP)))
+        grid = np.linspace(0.0, sigma_end, n_steps + 1)
+        mid = 0.5 * (grid[1:] + grid[:-1])
+        kappa_mat = self.curvature(mid, t)
+        # centreline length per unit material: outer edge inextensible, inner edge buckles
+        dc = np.diff(grid) / (1.0 + np.abs(kappa_mat) * D / 2.0)
+        dtheta = kappa_mat * np.diff(grid)  # bend angle per material step
+        theta = np.concatenate([[0.0], np.cumsum(dtheta)])
+        theta_mid = 0.5 * (theta[1:] + theta[:-1])
+        # Bend about the base x axis: tangent rotates from +z towards -y.
+        step = np.stack([np.zeros_like(dc), -np.sin(theta_mid) * dc, np.cos(theta_mid) * dc], axis=1)
+        pts = np.concatenate([np.zeros((1, 3)), np.cumsum(step, axis=0)])
+        return grid, theta, pts
+
+    def truth(self, t: float) -> VineTruth:
+        """Ground truth at time ``t``."""
+        length = self.length(t)
+        grid, theta, pts = self._integrate(t, length)
+        th_s = np.interp(np.minimum(self.sigma, length), grid, theta)
+        px = np.interp(np.minimum(self.sigma, length), grid, pts[:, 1])
+        pz = np.interp(np.minimum(self.sigma, length), grid, pts[:, 2])
+        R = Rotation.from_rotvec(np.outer(th_s, [1.0, 0.0, 0.0])).as_matrix()
+        centre = np.stack([np.zeros_like(px), px, pz], axis=1)
+        wall = centre + R[:, :, 0] * (self.config.diameter / 2.0)
+        everted = self.sigma <= length + 1e-9
+        tip = make_transform(Rotation.from_rotvec([theta[-1], 0.0, 0.0]).as_matrix(), pts[-1])
+        return VineTruth(t, length, pts, make_transform(R, wall), everted, tip)
+
+    # -- sensors ----------------------------------------------------------
+    def _true_backbone_rot(self, t: float) -> Rotation:
+        length = self.length(t)
+        grid, theta, _ = self._integrate(t, length)
+        th = np.interp(np.minimum(self.sigma, length), grid, theta)
+        th = np.where(self.sigma <= length + 1e-9, th, 0.0)  # inside the body: base orientation
+        return Rotation.from_rotvec(np.outer(th, [1.0, 0.0, 0.0]))
+
+    def true_sensor_rotations(self, t: float) -> Rotation:
+        """Noise-free, drift-free world orientations of the sensor frames (with mounting)."""
+        return self.world_offset * self._r_wb * self._true_backbone_rot(t) * self.mount
+
+    def imu_samples(self, t: float) -> list[ImuSample]:
+        """Measured IMU samples (all sensors) at time ``t`` (stamped ``t``)."""
+        c = self.config
+        n = c.n_sensors
+        dt = 1.0 / c.rate
+        r_now = self.true_sensor_rotations(t)
+        r_prev = self.true_sensor_rotations(max(0.0, t - dt))
+        drift = Rotation.from_rotvec(self.drift_axis * (self.drift_rate * t)[:, None])
+        noise = Rotation.from_rotvec(self._rng.normal(0.0, np.deg2rad(c.orientation_noise_deg), (n, 3)))
+        measured = drift * r_now * noise
+        omega = (r_prev.inv() * r_now).as_rotvec() / dt if t > 0 else np.zeros((n, 3))
+        gyro = omega + self.gyro_bias + self._rng.normal(0.0, c.gyro_noise, (n, 3))
+        accel = r_now.inv().apply([0.0, 0.0, GRAVITY]) + self._rng.normal(0.0, c.accel_noise, (n, 3))
+        quats = measured.as_quat(canonical=True)
+        stamp = round(t * 1e9)
+        ocov = np.eye(3) * np.deg2rad(c.orientation_noise_deg) ** 2
+        gcov = np.eye(3) * c.gyro_noise**2
+        acov = np.eye(3) * c.accel_noise**2
+        return [ImuSample(stamp, self.sensor_names[i], quats[i], gyro[i], accel[i], ocov, gcov, acov) for i in range(n)]
