@@ -10,4 +10,8 @@ __all__ = ["DEMOS"]
 
 DEMOS: dict[str, tuple[str, str]] = {
     "vine-imu": ("shape_sensing.demos.vine_imu", "vine robot with distributed IMUs, hinge-arc shape estimate"),
+    "hyper-redundant": (
+        "shape_sensing.demos.hyper_redundant",
+        "hyper-redundant robot of 2-DoF modules with WT901 sensors, rigid-module shape estimate",
+    ),
 }

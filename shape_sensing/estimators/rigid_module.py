@@ -399,16 +399,23 @@ class RigidModuleEstimator:
 
     # -- calibration ------------------------------------------------------------------------------------------------
 
-    def calibrate(self) -> FloatArray:
-        """Rods calibration from the held readings (all platforms parallel to the base); return the bias.
+    def calibrate(self, readings: ArrayLike | None = None) -> FloatArray:
+        """Rods calibration (all platforms held parallel to the base); return the bias.
+
+        Args:
+            readings: ``(n+1, 3)`` attitudes read on the rods (e.g. averaged over the
+                hold); ``None`` uses the last reading held for each platform.
 
         Raises:
-            ValueError: a platform has no reading yet.
+            ValueError: a platform has no reading, or ``readings`` has the wrong shape.
         """
-        missing = [i for i in range(self.n_platforms) if not np.all(np.isfinite(self._last[i]))]
+        r = self._last if readings is None else np.asarray(readings, dtype=float)
+        if r.shape != (self.n_platforms, 3):
+            raise ValueError(f"calibration readings of shape {r.shape}: expected ({self.n_platforms}, 3)")
+        missing = [i for i in range(self.n_platforms) if not np.all(np.isfinite(r[i]))]
         if missing:
             raise ValueError(f"cannot calibrate: no reading from platform(s) {missing}")
-        bias = self._last - self._last[0]
+        bias = r - r[0]
         bias[:, 2] = (bias[:, 2] + np.pi) % (2 * np.pi) - np.pi
         if self.config.heading_mode == "roll_pitch":
             bias[:, 2] = 0.0

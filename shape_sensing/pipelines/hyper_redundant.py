@@ -1,0 +1,358 @@
+"""Hyper-redundant robot: raw WT901 IMU topics -> rigid-module shape topics.
+
+The same :class:`HyperRedundantTracker` runs in the live demo, in
+``shape-sensing replay`` and in the ``rigid_module_estimator`` node. It is
+driven by message stamps only: the estimate for publishing tick ``k`` is made
+when the first message stamped after the tick arrives, from all data stamped
+up to it, and carries the stamp of the newest reading it used. The rods
+calibration averages every reading of the first ``rods_s`` seconds (the rig
+is held straight on its rods); no estimate is published before it. Replaying
+a bag therefore reproduces the live estimates exactly.
+
+Topics (relative names under the robot namespace, ``/hyper_redundant`` by default):
+
+===========================  =======================================  ================================
+topic                        type                                     frame / content
+===========================  =======================================  ================================
+``imu/platform_<i>``         sensor_msgs/Imu                          ``platform_<i>`` (input, i=0..n)
+``joint_states``             sensor_msgs/JointState                   ``module_<j>_theta_x/_y``, rad
+``shape/path``               nav_msgs/Path                            backbone in ``base_link``
+``shape/markers``            visualization_msgs/MarkerArray           body, backbone, frames, tip cov.
+``shape/end_effector``       geometry_msgs/PoseWithCovarianceStamped  ``end_effector`` in ``base_link``
+``truth/joint_states``       sensor_msgs/JointState                   simulator ground truth
+``truth/end_effector``       geometry_msgs/PoseStamped                simulator ground truth
+``/tf``                      tf2_msgs/TFMessage                       ``base_link`` -> ``platform_<i>``,
+                                                                      ``end_effector``
+``/diagnostics``             diagnostic_msgs/DiagnosticArray          sensors, twist residual, inputs
+===========================  =======================================  ================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shape_sensing.config import load_param_file
+from shape_sensing.estimators.rigid_module import (
+    SCHEMA,
+    RigidModuleConfig,
+    RigidModuleEstimate,
+    RigidModuleEstimator,
+    matrix_to_euler_zyx,
+)
+from shape_sensing.geometry import FloatArray, quat_to_matrix, rotation_angle
+from shape_sensing.io.bag import BagMessage, BagWriter
+from shape_sensing.messages import common as msgs
+from shape_sensing.messages import hyper_redundant as hmsgs
+from shape_sensing.messages.errors import MessageError
+from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample
+
+__all__ = [
+    "DEFAULT_NAMESPACE",
+    "NAME",
+    "EstimateWriter",
+    "HyperRedundantTracker",
+    "Scores",
+    "add_replay_arguments",
+    "matches",
+    "replay",
+    "resolve_topic",
+]
+
+NAME = "hyper-redundant"
+DEFAULT_NAMESPACE = "/hyper_redundant"
+IMU_TOPIC_RE = re.compile(r"imu/platform_(\d+)$")
+
+
+def resolve_topic(name: str, namespace: str) -> str:
+    """A relative topic as seen in a bag under ``namespace``; absolute names stay."""
+    if name.startswith("/"):
+        return name
+    return f"{namespace.rstrip('/')}/{name}" if namespace.strip("/") else f"/{name}"
+
+
+@dataclass
+class _Stats:
+    bad_samples: int = 0
+    out_of_order: int = 0
+    unknown_frame: int = 0
+    estimates: int = 0
+
+
+class HyperRedundantTracker:
+    """Latest reading per platform, rods calibration, and estimates on a stamp-driven tick.
+
+    Args:
+        params: rigid_module_estimator parameters (validated here).
+        rods_s: seconds at the start of the stream averaged for the rods calibration
+            (0: no automatic calibration; then ``calibration_bias`` or :meth:`request_calibration`).
+    """
+
+    def __init__(self, params: dict[str, Any], rods_s: float = 1.0) -> None:
+        self.params = SCHEMA.validate(params)
+        if rods_s < 0:
+            raise ValueError(f"rods_s={rods_s}: expected seconds >= 0")
+        self.config = RigidModuleConfig.from_params(self.params)
+        self.estimator = RigidModuleEstimator(self.config)
+        self.n = self.config.n_modules + 1
+        self.period_ns = round(1e9 / self.params["publish_rate"])
+        self.next_tick: int | None = None
+        self.latest_ns = -1
+        self.last_ns = np.full(self.n, -1, dtype=np.int64)
+        self.stats = _Stats()
+        self.rods_ns = round(rods_s * 1e9)
+        self.calibrated = bool(self.config.calibration_bias) or self.rods_ns == 0
+        self._cal_start: int | None = None
+        self._cal_end: int | None = None
+        self._cal_sum = np.zeros((self.n, 4))  # roll, pitch, cos(yaw), sin(yaw)
+        self._cal_count = np.zeros(self.n, dtype=int)
+        self.calibration_waiting_for: list[int] = []
+
+    def request_calibration(self, stamp_ns: int, duration_s: float) -> None:
+        """Average the readings from ``stamp_ns`` for ``duration_s`` as the rods calibration (the node's service)."""
+        self.calibrated = False
+        self._cal_start = stamp_ns
+        self._cal_end = stamp_ns + round(duration_s * 1e9)
+        self._cal_sum[:] = 0.0
+        self._cal_count[:] = 0
+
+    def _advance(self, stamp_ns: int) -> list[RigidModuleEstimate]:
+        out: list[RigidModuleEstimate] = []
+        if self.next_tick is None:
+            self.next_tick = (stamp_ns // self.period_ns + 1) * self.period_ns
+            if not self.calibrated and self._cal_start is None:
+                self._cal_start = stamp_ns
+                self._cal_end = stamp_ns + self.rods_ns
+            return out
+        while self.next_tick < stamp_ns:
+            tick = self.next_tick
+            self.next_tick += self.period_ns
+            est = self._estimate(tick)
+            if est is not None:
+                out.append(est)
+        return out
+
+    def _finish_calibration(self, tick: int) -> None:
+        if self.calibrated or self._cal_end is None or tick < self._cal_end:
+            return
+        if (self._cal_count == 0).any():
+            missing = np.flatnonzero(self._cal_count == 0).tolist()
+            self._cal_end = tick + self.period_ns  # keep averaging until every platform was seen
+            self.calibration_waiting_for = missing
+            return
+        mean = self._cal_sum / self._cal_count[:, None]
+        readings = np.column_stack([mean[:, 0], mean[:, 1], np.arctan2(mean[:, 3], mean[:, 2])])
+        self.estimator.calibrate(readings)
+        self.calibrated = True
+
+    def _estimate(self, tick: int) -> RigidModuleEstimate | None:
+        self._finish_calibration(tick)
+        if not self.calibrated or self.latest_ns < 0:
+            return None
+        est = self.estimator.estimate(self.latest_ns)
+        if self.stats.bad_samples or self.stats.out_of_order or self.stats.unknown_frame:
+            est.shape.diagnostics.append(
+                DiagnosticStatus(
+                    name="rigid_module/inputs",
+                    level=DiagnosticLevel.WARN,
+                    message="bad, out-of-order or unknown samples were skipped",
+                    values={k: str(v) for k, v in self.stats.__dict__.items()},
+                )
+            )
+        self.stats.estimates += 1
+        return est
+
+    def push_imu(self, sample: ImuSample, index: int | None = None) -> list[RigidModuleEstimate]:
+        """Add one platform's reading (index from the argument or the sample's frame id)."""
+        out = self._advance(sample.stamp_ns)
+        i = self.estimator.index_of(sample.frame_id) if index is None else index
+        if i is None or not 0 <= i < self.n:
+            self.stats.unknown_frame += 1
+            return out
+        q = sample.orientation
+        if q is None or not np.all(np.isfinite(q)) or not 0.5 < float(np.linalg.norm(q)) < 1.5:
+            self.stats.bad_samples += 1
+            return out
+        if sample.stamp_ns < self.last_ns[i]:
+            self.stats.out_of_order += 1
+            return out
+        euler = matrix_to_euler_zyx(quat_to_matrix(np.asarray(q, dtype=float)))
+        self.estimator.push_euler(i, euler, sample.stamp_ns)
+        self.last_ns[i] = sample.stamp_ns
+        self.latest_ns = max(self.latest_ns, sample.stamp_ns)
+        in_window = self._cal_start is not None and self._cal_end is not None
+        if not self.calibrated and in_window and self._cal_start <= sample.stamp_ns < self._cal_end:  # type: ignore[operator]
+            self._cal_sum[i] += [euler[0], euler[1], np.cos(euler[2]), np.sin(euler[2])]
+            self._cal_count[i] += 1
+        return out
+
+    def flush(self) -> list[RigidModuleEstimate]:
+        """Estimate at the last tick not yet fired (end of a recording)."""
+        if self.next_tick is None or self.latest_ns < 0:
+            return []
+        return self._advance(self.next_tick + 1)
+
+
+class EstimateWriter:
+    """Write estimates with the topics of a live run; markers throttled to ``marker_rate``."""
+
+    def __init__(
+        self, writer: BagWriter, namespace: str = DEFAULT_NAMESPACE, frame_prefix: str = "", marker_rate: float = 5.0
+    ) -> None:
+        self.writer = writer
+        self.namespace = namespace
+        self.prefix = frame_prefix
+        self.marker_period_ns = round(1e9 / marker_rate)
+        self._last_marker_ns: int | None = None
+
+    def write(self, est: RigidModuleEstimate) -> None:
+        """TF, joint states, path, end effector, diagnostics and (when due) markers."""
+        w, f, ns, p = self.writer, self.writer.factory, self.namespace, self.prefix
+        shape = est.shape
+        stamp = shape.stamp_ns
+        base = p + shape.parent_frame
+        w.write("/tf", msgs.tf_message(msgs.shape_transforms(shape, p), f), stamp)
+        names = hmsgs.joint_names(len(est.theta), p)
+        w.write(resolve_topic("joint_states", ns), hmsgs.joint_state_msg(stamp, names, est.theta, f), stamp)
+        w.write(resolve_topic("shape/path", ns), msgs.path_msg(stamp, base, shape.backbone, f), stamp)
+        w.write(
+            resolve_topic("shape/end_effector", ns),
+            msgs.pose_with_covariance_stamped(stamp, base, shape.tip_pose, est.tip_covariance, f),
+            stamp,
+        )
+        w.write("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f), stamp)
+        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
+            self._last_marker_ns = stamp
+            w.write(resolve_topic("shape/markers", ns), msgs.shape_markers(shape, frame_prefix=p, factory=f), stamp)
+
+
+@dataclass
+class Scores:
+    """Errors of estimates against ground truth (matched by stamp)."""
+
+    tip_mm: list[float] = field(default_factory=list)
+    tip_deg: list[float] = field(default_factory=list)
+    joint_sq: list[float] = field(default_factory=list)
+    nees: list[float] = field(default_factory=list)
+    twist_deg: list[float] = field(default_factory=list)
+    stamps: list[int] = field(default_factory=list)
+
+    def add(self, est: RigidModuleEstimate, true_tip: FloatArray, true_theta: FloatArray | None) -> None:
+        """Score one estimate."""
+        d = est.shape.tip_pose[:3, 3] - true_tip[:3, 3]
+        self.tip_mm.append(1000.0 * float(np.linalg.norm(d)))
+        self.tip_deg.append(float(np.degrees(rotation_angle(est.shape.tip_pose[:3, :3].T @ true_tip[:3, :3]))))
+        if true_theta is not None and true_theta.size == est.theta.size:
+            self.joint_sq.extend(np.degrees(est.theta.reshape(-1) - true_theta.reshape(-1)) ** 2)
+        if est.tip_covariance is not None:
+            P = est.tip_covariance[:3, :3]
+            if np.linalg.cond(P) < 1e12:
+                self.nees.append(float(d @ np.linalg.solve(P, d)))
+        self.twist_deg.append(float(np.degrees(np.max(np.abs(est.twist)))) if est.twist.size else 0.0)
+        self.stamps.append(est.shape.stamp_ns)
+
+    def metrics(self) -> dict[str, float | int]:
+        """Mean/max tip errors, joint RMSE, NEES, twist."""
+        if not self.tip_mm:
+            return {"estimates_scored": 0}
+        tip = np.asarray(self.tip_mm)
+        out: dict[str, float | int] = {
+            "estimates_scored": len(tip),
+            "tip_error_mean_mm": float(tip.mean()),
+            "tip_error_max_mm": float(tip.max()),
+            "tip_orientation_error_mean_deg": float(np.mean(self.tip_deg)),
+            "tip_orientation_error_max_deg": float(np.max(self.tip_deg)),
+            "twist_residual_max_deg": float(np.max(self.twist_deg)),
+        }
+        if self.joint_sq:
+            out["joint_angle_rmse_deg"] = float(np.sqrt(np.mean(self.joint_sq)))
+        if self.nees:
+            out["tip_position_nees_mean"] = float(np.mean(self.nees))
+        return out
+
+
+# -- replay ----------------------------------------------------------------------------------------------------------
+
+
+def matches(topics: dict[str, str]) -> bool:
+    """Whether a bag holds ``imu/platform_<i>`` IMU topics."""
+    return any(IMU_TOPIC_RE.search(t) and ty == "sensor_msgs/msg/Imu" for t, ty in topics.items())
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``shape-sensing replay`` for this pipeline."""
+    parser.add_argument(
+        "--hr-namespace", default=DEFAULT_NAMESPACE,
+        help=f"hyper-redundant robot: namespace of relative topics (default {DEFAULT_NAMESPACE})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--hr-rods-seconds", type=float, default=1.0,
+        help="hyper-redundant robot: seconds at the start held on the calibration rods (default 1.0; 0 = none)",
+    )  # fmt: skip
+
+
+def _params_from(config: Path | None, topics: Iterable[str]) -> dict[str, Any]:
+    if config is not None:
+        return load_param_file(config, SCHEMA.node)
+    idx = [int(m.group(1)) for t in topics if (m := IMU_TOPIC_RE.search(t))]
+    if not idx:
+        return {}
+    return {"n_modules": max(1, max(idx))}
+
+
+def replay(
+    messages: Iterator[BagMessage], writer: BagWriter, config: Path | None, args: argparse.Namespace
+) -> dict[str, Any] | None:
+    """Re-estimate a hyper-redundant bag (topics in the module docstring); metrics when truth is present."""
+    topics: dict[str, str] | None = getattr(args, "bag_topics", None)
+    ns = getattr(args, "hr_namespace", DEFAULT_NAMESPACE)
+    rods_s = float(getattr(args, "hr_rods_seconds", 1.0))
+    params = _params_from(config, (topics or {}).keys())
+    tracker = HyperRedundantTracker(params, rods_s=rods_s)
+    imu_index = {resolve_topic(f"imu/platform_{i}", ns): i for i in range(tracker.n)}
+    if topics is not None and not any(t in topics for t in imu_index):
+        raise ValueError(f"none of the IMU topics {sorted(imu_index)} is in the bag (namespace {ns!r})")
+    out_writer = EstimateWriter(writer, ns, tracker.params["frame_prefix"])
+    truth_tip: dict[int, FloatArray] = {}
+    truth_theta: dict[int, FloatArray] = {}
+    tip_name = resolve_topic("truth/end_effector", ns)
+    theta_name = resolve_topic("truth/joint_states", ns)
+    estimates: list[RigidModuleEstimate] = []
+    for bm in messages:
+        new: list[RigidModuleEstimate] = []
+        if bm.topic in imu_index:
+            writer.write(bm.topic, bm.msg, bm.stamp_ns, qos="sensor")
+            try:
+                sample = msgs.imu_from_msg(bm.msg)
+            except MessageError:
+                tracker.stats.bad_samples += 1
+                continue
+            new = tracker.push_imu(sample, imu_index[bm.topic])
+        elif bm.topic == tip_name:
+            stamp, T = hmsgs.pose_stamped_to_matrix(bm.msg)
+            truth_tip[stamp] = T
+            writer.write(bm.topic, bm.msg, bm.stamp_ns)
+        elif bm.topic == theta_name:
+            stamp, _, pos = hmsgs.joint_state_from_msg(bm.msg)
+            truth_theta[stamp] = pos
+            writer.write(bm.topic, bm.msg, bm.stamp_ns)
+        for est in new:
+            out_writer.write(est)
+            estimates.append(est)
+    for est in tracker.flush():
+        out_writer.write(est)
+        estimates.append(est)
+    if not truth_tip:
+        return None
+    scores = Scores()
+    for est in estimates:
+        T_true = truth_tip.get(est.shape.stamp_ns)
+        if T_true is not None:
+            scores.add(est, T_true, truth_theta.get(est.shape.stamp_ns))
+    return {"estimates": tracker.stats.estimates, **scores.metrics()}
