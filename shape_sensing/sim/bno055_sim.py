@@ -1,0 +1,250 @@
+"""Register-level BNO055 simulator (page 0), fed with a motion state.
+
+What it models (from BST-BNO055-DS000):
+
+* a 128-byte register file with the power-on values that matter (CHIP_ID
+  0xA0, ACC_ID 0xFB, MAG_ID 0x32, GYR_ID 0x0F, UNIT_SEL 0x80, OPR_MODE
+  CONFIG, AXIS_MAP_CONFIG 0x24, AXIS_MAP_SIGN 0x00);
+* a register pointer set by the first written byte, auto-incremented on
+  reads and writes;
+* CONFIGMODE: outputs read zero; only OPR_MODE (and SYS_TRIGGER, PAGE_ID)
+  may be written outside CONFIGMODE, other writes are ignored and counted;
+* mode switching times (19 ms into CONFIGMODE, 7 ms out of it): registers
+  touched before the switch completes count as timing violations;
+* RST_SYS in SYS_TRIGGER: power-on reset (CONFIGMODE, offsets cleared,
+  calibration levels 0), busy for 650 ms;
+* data in the units UNIT_SEL selects: quaternion 2^14 LSB, accel/linear/
+  gravity 100 LSB per m/s^2 (or 1 mg), gyro 16 LSB/dps (or 900 LSB/(rad/s)),
+  Euler 16 LSB/deg (or 900 LSB/rad), mag 16 LSB/uT, temperature 1 degC;
+* axis remap applied to vector outputs.
+
+Not modelled (stated): the fusion itself (the motion is given), sensor
+noise beyond the quantisation, the effect of offsets on the data, and
+page 1. The calibration levels are set by :meth:`SimBNO055.calibrate` and
+become full when a profile equal to the learned one is written back.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+
+from shape_sensing.drivers.bno055 import CALIBRATION_LENGTH, CalibrationProfile, Mode, Reg
+
+__all__ = ["SimBNO055"]
+
+_CONFIG_ONLY_OK = {Reg.OPR_MODE, Reg.SYS_TRIGGER, Reg.PAGE_ID, 0x3F}
+_GRAVITY = 9.80665
+_POR = {
+    Reg.CHIP_ID: 0xA0,
+    0x01: 0xFB,
+    0x02: 0x32,
+    0x03: 0x0F,
+    0x04: 0x11,
+    0x05: 0x03,
+    Reg.UNIT_SEL: 0x80,
+    Reg.OPR_MODE: 0x00,
+    Reg.AXIS_MAP_CONFIG: 0x24,
+    Reg.AXIS_MAP_SIGN: 0x00,
+    Reg.SYS_STATUS: 0x00,
+}
+
+
+def _i16(v: float) -> int:
+    return max(-32768, min(32767, round(v)))
+
+
+class SimBNO055:
+    """A simulated BNO055.
+
+    Args:
+        address: 0x28 or 0x29.
+        name: label for logs.
+        learned: the profile the chip would learn when calibrated (random if
+            ``None``, from ``seed``).
+        seed: seed for the learned profile.
+    """
+
+    def __init__(
+        self, address: int = 0x28, name: str = "", *, learned: CalibrationProfile | None = None, seed: int = 0
+    ) -> None:
+        if address not in (0x28, 0x29):
+            raise ValueError(f"BNO055 address {address:#04x} invalid: expected 0x28 or 0x29")
+        self.address = address
+        self.name = name or f"bno055@{address:#04x}"
+        rng = np.random.default_rng(seed)
+        self.learned = learned or CalibrationProfile(
+            tuple(int(x) for x in rng.integers(-60, 60, 3)),  # type: ignore[arg-type]
+            tuple(int(x) for x in rng.integers(-400, 400, 3)),  # type: ignore[arg-type]
+            tuple(int(x) for x in rng.integers(-5, 5, 3)),  # type: ignore[arg-type]
+            1000,
+            int(rng.integers(500, 900)),
+        )
+        self.regs = bytearray(0x80)
+        self.pointer = 0
+        self.busy_until_ns = 0
+        self.timing_violations = 0
+        self.ignored_writes = 0
+        self.resets = 0
+        self.dead = False
+        self.levels = (0, 0, 0, 0)
+        self.orientation = np.array([0.0, 0.0, 0.0, 1.0])
+        self.angular_velocity = np.zeros(3)
+        self.linear_acceleration = np.array([0.0, 0.0, _GRAVITY])
+        self.magnetic_field = np.array([20e-6, 0.0, -40e-6])
+        self.temperature = 25.0
+        self._dirty = True
+        self.power_on_reset()
+
+    # -- harness -------------------------------------------------------------------
+    def power_on_reset(self, now_ns: int = 0) -> None:
+        """Registers to power-on values, CONFIGMODE, calibration lost."""
+        self.regs[:] = bytes(0x80)
+        for reg, value in _POR.items():
+            self.regs[int(reg)] = value
+        self.levels = (0, 0, 0, 0)
+        self.busy_until_ns = now_ns
+        self._dirty = True
+
+    def set_motion(
+        self,
+        orientation: Sequence[float] | np.ndarray,
+        angular_velocity: Sequence[float] | np.ndarray | None = None,
+        linear_acceleration: Sequence[float] | np.ndarray | None = None,
+        magnetic_field: Sequence[float] | np.ndarray | None = None,
+        temperature: float | None = None,
+    ) -> None:
+        """The physical state the outputs report: ``[x, y, z, w]``, rad/s, m/s^2 (gravity in), T, degC."""
+        q = np.asarray(orientation, dtype=float)
+        self.orientation = q / np.linalg.norm(q)
+        if angular_velocity is not None:
+            self.angular_velocity = np.asarray(angular_velocity, dtype=float)
+        if linear_acceleration is not None:
+            self.linear_acceleration = np.asarray(linear_acceleration, dtype=float)
+        if magnetic_field is not None:
+            self.magnetic_field = np.asarray(magnetic_field, dtype=float)
+        if temperature is not None:
+            self.temperature = float(temperature)
+        self._dirty = True
+
+    def calibrate(self, levels: tuple[int, int, int, int] = (3, 3, 3, 3)) -> None:
+        """Pretend the user moved the chip until it reached ``levels`` (system, gyro, accel, mag)."""
+        self.levels = levels
+        if min(levels) == 3:
+            self.regs[Reg.CALIB_DATA : Reg.CALIB_DATA + CALIBRATION_LENGTH] = self.learned.to_bytes()
+        self._dirty = True
+
+    @property
+    def mode(self) -> int:
+        """OPR_MODE low nibble."""
+        return self.regs[Reg.OPR_MODE] & 0x0F
+
+    # -- bus side ------------------------------------------------------------------
+    def acks(self) -> bool:
+        """Whether the chip acknowledges its address."""
+        return not self.dead
+
+    def i2c_write(self, data: bytes, now_ns: int) -> None:
+        """Bytes after the address byte: register pointer, then values."""
+        self._check_timing(now_ns)
+        self.pointer = data[0] & 0x7F
+        for value in data[1:]:
+            self._write_reg(self.pointer, value, now_ns)
+            self.pointer = (self.pointer + 1) & 0x7F
+
+    def i2c_read(self, n: int, now_ns: int) -> bytes:
+        """Bytes from the register pointer on."""
+        self._check_timing(now_ns)
+        if self._dirty:
+            self._refresh()
+        start = self.pointer
+        end = start + n
+        out = bytes(self.regs[start:end]) if end <= 0x80 else bytes(self.regs[start:]) + bytes(end - 0x80)
+        self.pointer = end & 0x7F
+        return out
+
+    # -- internals -----------------------------------------------------------------
+    def _check_timing(self, now_ns: int) -> None:
+        if now_ns < self.busy_until_ns:
+            self.timing_violations += 1
+
+    def _write_reg(self, reg: int, value: int, now_ns: int) -> None:
+        if reg == Reg.SYS_TRIGGER:
+            if value & 0x20:
+                self.resets += 1
+                self.power_on_reset(now_ns)
+                self.busy_until_ns = now_ns + 650_000_000
+            return
+        if reg == Reg.OPR_MODE:
+            old, new = self.mode, value & 0x0F
+            self.regs[reg] = new
+            if old != new:
+                switch_ns = 19_000_000 if new == Mode.CONFIG else 7_000_000
+                self.busy_until_ns = now_ns + switch_ns
+                if old == Mode.CONFIG and new != Mode.CONFIG:
+                    self._leave_config()
+            self._dirty = True
+            return
+        if self.mode != Mode.CONFIG and reg not in _CONFIG_ONLY_OK:
+            self.ignored_writes += 1
+            return
+        if Reg.ACC_DATA <= reg < Reg.CALIB_STAT + 1 or reg == Reg.CHIP_ID:
+            self.ignored_writes += 1  # read-only
+            return
+        self.regs[reg] = value
+        self._dirty = True
+
+    def _leave_config(self) -> None:
+        raw = bytes(self.regs[Reg.CALIB_DATA : Reg.CALIB_DATA + CALIBRATION_LENGTH])
+        if raw == self.learned.to_bytes():
+            self.levels = (3, 3, 3, 3)
+
+    def _remap(self, v: np.ndarray) -> tuple[float, float, float]:
+        config, sign = self.regs[Reg.AXIS_MAP_CONFIG], self.regs[Reg.AXIS_MAP_SIGN]
+        if config == 0x24 and sign == 0:
+            return (float(v[0]), float(v[1]), float(v[2]))
+        out = []
+        for i, shift in enumerate((0, 2, 4)):
+            axis = (config >> shift) & 3
+            s = -1.0 if sign & (4 >> i) else 1.0
+            out.append(s * float(v[min(axis, 2)]))
+        return (out[0], out[1], out[2])
+
+    def _refresh(self) -> None:
+        r = self.regs
+        self._dirty = False
+        r[Reg.CALIB_STAT] = (self.levels[0] << 6) | (self.levels[1] << 4) | (self.levels[2] << 2) | self.levels[3]
+        fusion = self.mode >= Mode.IMU
+        r[Reg.SYS_STATUS] = 5 if fusion else (6 if self.mode != Mode.CONFIG else 0)
+        if self.mode == Mode.CONFIG:
+            r[Reg.ACC_DATA : Reg.CALIB_STAT] = bytes(Reg.CALIB_STAT - Reg.ACC_DATA)
+            return
+        unit = r[Reg.UNIT_SEL]
+        x, y, z, w = (float(c) for c in self.orientation)
+        acc_scale = 1.0 / 9.80665e-3 if unit & 0x01 else 100.0
+        gyr_scale = 900.0 if unit & 0x02 else 16.0 * 180.0 / math.pi
+        eul_scale = 900.0 if unit & 0x04 else 16.0 * 180.0 / math.pi
+        # gravity in the sensor frame: R^T [0, 0, g], R = world_from_sensor
+        g_s = _GRAVITY * np.array([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)])
+        acc = self.linear_acceleration
+        vec = {
+            Reg.ACC_DATA: acc * acc_scale,
+            Reg.MAG_DATA: self.magnetic_field * 1e6 * 16.0,
+            Reg.GYR_DATA: self.angular_velocity * gyr_scale,
+            Reg.LIA_DATA: (acc - g_s) * acc_scale,
+            Reg.GRV_DATA: g_s * acc_scale,
+        }
+        for reg, v in vec.items():
+            struct.pack_into("<3h", r, reg, *(_i16(c) for c in self._remap(v)))
+        heading = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+        roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
+        pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
+        struct.pack_into(
+            "<3h", r, Reg.EUL_DATA, _i16(heading * eul_scale), _i16(roll * eul_scale), _i16(pitch * eul_scale)
+        )
+        struct.pack_into("<4h", r, Reg.QUA_DATA, _i16(w * 16384), _i16(x * 16384), _i16(y * 16384), _i16(z * 16384))
+        t = self.temperature * 9 / 5 + 32 if unit & 0x10 else self.temperature
+        r[Reg.TEMP] = _i16(t / 2 if unit & 0x10 else t) & 0xFF

@@ -1,0 +1,180 @@
+"""Register-level IMU source: samples go through simulated BNO055 registers, muxes and the real driver.
+
+:class:`RegisterLevelSource` wraps any sample provider (``t -> list[ImuSample]``,
+e.g. :meth:`shape_sensing.sim.vine.VineSimulator.imu_samples`). Each call loads
+every sample into its simulated BNO055 (quantised as the chip stores it), runs
+one :meth:`~shape_sensing.drivers.bno055_chain.Bno055Chain.sweep` of the real
+driver over the simulated bus and mux tree, and returns what the driver read
+back, as ``ImuSample`` with the provider's frame ids.
+
+:func:`build_simulated_hardware` wires simulators for a topology; its
+:class:`SimulatedHardware` offers the fault switches the tests and demos use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from shape_sensing.drivers.bno055_chain import Bno055Chain, ChainOptions, example_topology_params
+from shape_sensing.drivers.errors import DriverConfigError
+from shape_sensing.drivers.i2c_topology import HOST, Topology
+from shape_sensing.geometry import quat_to_matrix
+from shape_sensing.sim.bno055_sim import SimBNO055
+from shape_sensing.sim.i2c_bus import Segment, SimI2CBus
+from shape_sensing.sim.tca9548a_sim import SimTCA9548A
+from shape_sensing.types import ImuSample
+
+__all__ = ["EARTH_FIELD", "RegisterLevelSource", "SimulatedHardware", "build_simulated_hardware"]
+
+EARTH_FIELD = np.array([0.0, 20e-6, -42e-6])  # T, world frame (ENU, mid-latitude)
+
+
+@dataclass
+class SimulatedHardware:
+    """A simulated bus with its muxes and sensors by name."""
+
+    bus: SimI2CBus
+    muxes: dict[str, SimTCA9548A]
+    sensors: dict[str, SimBNO055]
+
+    def set_mux_dead(self, name: str, dead: bool = True) -> None:
+        """Mux ``name`` stops (or resumes) answering; a dead switch connects nothing."""
+        self.muxes[name].dead = dead
+        self.bus.invalidate()
+
+    def set_mux_stuck(self, name: str, stuck: bool = True) -> None:
+        """Mux ``name`` acknowledges writes but keeps its control byte."""
+        self.muxes[name].stuck = stuck
+
+    def reset_sensor(self, name: str) -> None:
+        """Power-on reset of sensor ``name`` (as after a brown-out)."""
+        self.sensors[name].power_on_reset(self.bus.now_ns)
+
+    def set_nack_rate(self, name: str, rate: float) -> None:
+        """Probability that a transaction to sensor ``name`` (its address, wherever routed) is not acknowledged."""
+        self.bus.nack_rate[self.sensors[name].address] = rate
+
+    def set_dead(self, name: str, dead: bool = True) -> None:
+        """Sensor ``name`` stops (or resumes) answering."""
+        self.sensors[name].dead = dead
+
+
+def build_simulated_hardware(
+    topology: Topology, *, bitrate: float = 400_000.0, seed: int = 0, start_ns: int = 0
+) -> SimulatedHardware:
+    """Simulated TCA9548As and BNO055s wired as ``topology`` says."""
+    bus = SimI2CBus(bitrate=bitrate, seed=seed, start_ns=start_ns)
+    muxes = {name: SimTCA9548A(m.address, name) for name, m in topology.muxes.items()}
+
+    def segment(parent: str, channel: int) -> Segment:
+        return bus.host if parent == HOST else muxes[parent].channels[channel]
+
+    for name, m in topology.muxes.items():
+        segment(m.parent, m.channel).attach(muxes[name])
+    sensors = {}
+    for i, s in enumerate(topology.sensors):
+        sensors[s.name] = SimBNO055(s.address, s.name, seed=seed * 1000 + i)
+        segment(s.mux, s.channel).attach(sensors[s.name])
+    return SimulatedHardware(bus, muxes, sensors)
+
+
+class RegisterLevelSource:
+    """Samples from ``provider`` as the BNO055 driver reads them through simulated registers.
+
+    Args:
+        provider: ``t -> list[ImuSample]`` (ground-truth-side samples).
+        topology: mux tree; by default a two-level tree built from the
+            provider's frame ids on the first call. A given topology is
+            matched to the samples by frame id.
+        options: driver options (default: every Imu field each sweep, no
+            calibration capture).
+        seed: fault/learned-profile seed.
+        bitrate: bus bit rate (sets the read stamps' spacing).
+        stamps: ``"read"`` (the driver's read time, as on hardware) or
+            ``"provider"`` (the provider's stamps).
+        calibrated: start with every simulated sensor fully calibrated.
+    """
+
+    def __init__(
+        self,
+        provider: Callable[[float], list[ImuSample]],
+        topology: Topology | None = None,
+        *,
+        options: ChainOptions | None = None,
+        seed: int = 0,
+        bitrate: float = 400_000.0,
+        stamps: str = "read",
+        calibrated: bool = True,
+    ) -> None:
+        if stamps not in ("read", "provider"):
+            raise DriverConfigError(f"stamps {stamps!r} invalid: expected 'read' or 'provider'")
+        self.provider = provider
+        self.topology = topology
+        self.options = options or ChainOptions(capture_calibration=False)
+        self.seed = seed
+        self.bitrate = bitrate
+        self.stamps = stamps
+        self.calibrated = calibrated
+        self.hardware: SimulatedHardware | None = None
+        self.chain: Bno055Chain | None = None
+        self._by_frame: dict[str, str] = {}
+        self.reads = 0
+        self.missing = 0
+
+    def _setup(self, frame_ids: Sequence[str]) -> tuple[SimulatedHardware, Bno055Chain]:
+        if self.topology is None:
+            params = example_topology_params([f"imu_{i:02d}" for i in range(len(frame_ids))])
+            params["sensor_frames"] = list(frame_ids)
+            self.topology = Topology.from_params(params)
+        by_frame = {s.frame_id: s.name for s in self.topology.sensors}
+        unknown = [f for f in frame_ids if f not in by_frame]
+        if unknown:
+            raise DriverConfigError(
+                f"samples from frames {unknown} have no sensor in the topology (frames: {sorted(by_frame)})"
+            )
+        self._by_frame = by_frame
+        # Bring the chain up before time zero, so the first call at t = 0 reads data.
+        hw = build_simulated_hardware(self.topology, bitrate=self.bitrate, seed=self.seed, start_ns=-1_000_000_000)
+        if self.calibrated:
+            for chip in hw.sensors.values():
+                chip.calibrate()
+        chain = Bno055Chain(hw.bus, self.topology, self.options, clock=hw.bus.clock, sleep=hw.bus.sleep)
+        pending = chain.start(timeout=0.5)
+        if pending:
+            raise DriverConfigError(f"simulated sensors {pending} did not come up")
+        self.hardware, self.chain = hw, chain
+        return hw, chain
+
+    def __call__(self, t: float) -> list[ImuSample]:
+        """Samples at time ``t`` (s) as read back by the driver (sensors not read this sweep are left out)."""
+        samples = self.provider(t)
+        if self.hardware is None or self.chain is None:
+            hw, chain = self._setup([s.frame_id for s in samples])
+        else:
+            hw, chain = self.hardware, self.chain
+        hw.bus.now_ns = max(hw.bus.now_ns, round(t * 1e9))
+        for s in samples:
+            chip = hw.sensors[self._by_frame[s.frame_id]]
+            q = np.array([0.0, 0.0, 0.0, 1.0]) if s.orientation is None else np.asarray(s.orientation, dtype=float)
+            R = quat_to_matrix(q / np.linalg.norm(q))
+            chip.set_motion(q, s.angular_velocity, s.linear_acceleration, R.T @ EARTH_FIELD)
+        result = chain.sweep()
+        by_name = {r.name: r for r in result.readings}
+        out: list[ImuSample] = []
+        for s in samples:
+            r = by_name.get(self._by_frame[s.frame_id])
+            if r is None:
+                self.missing += 1
+                continue
+            sample = r.to_imu_sample()
+            sample.frame_id = s.frame_id
+            if self.stamps == "provider":
+                sample.stamp_ns = s.stamp_ns
+            out.append(sample)
+        self.reads += len(out)
+        return out
+
+    imu_samples = __call__
