@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -60,14 +59,30 @@ QOS_PROFILES: dict[str, Qos] = {
 }
 
 
-@dataclass(frozen=True)
 class BagMessage:
-    """One message read from a bag: its topic, type, log time (ns) and decoded object."""
+    """One message read from a bag: topic, type, log time (ns), raw CDR bytes, decoded on demand.
 
-    topic: str
-    msgtype: str
-    stamp_ns: int
-    msg: Any
+    ``msg`` decodes (once) with the definitions stored in the bag; ``raw`` is
+    the serialised message, which :meth:`BagWriter.write_raw` copies unchanged.
+    """
+
+    __slots__ = ("_msg", "_path", "_typestore", "msgtype", "raw", "stamp_ns", "topic")
+
+    def __init__(self, topic: str, msgtype: str, stamp_ns: int, raw: bytes, typestore: Any, path: Path) -> None:
+        self.topic = topic
+        self.msgtype = msgtype
+        self.stamp_ns = stamp_ns
+        self.raw = raw
+        self._typestore = typestore
+        self._path = path
+        self._msg: Any = None
+
+    @property
+    def msg(self) -> Any:
+        """The decoded message (raises :class:`BagError` if it does not decode)."""
+        if self._msg is None:
+            self._msg = _decode(self._typestore, self.raw, self.msgtype, self._path, self.topic)
+        return self._msg
 
 
 class BagWriter:
@@ -114,10 +129,17 @@ class BagWriter:
     def write(self, topic: str, msg: Any, stamp_ns: int, *, qos: str = "default") -> None:
         """Serialise ``msg`` (ROS 2 CDR) and append it on ``topic`` at ``stamp_ns``."""
         msgtype = msg.__msgtype__
+        conn = self._connection(topic, msgtype, qos)
+        self._writer.write(conn, int(stamp_ns), self.factory.typestore.serialize_cdr(msg, msgtype))
+        self.count += 1
+
+    def _connection(self, topic: str, msgtype: str, qos: str) -> Any:
         conn = self._connections.get(topic)
         if conn is None:
             if qos not in QOS_PROFILES:
                 raise BagError(f"QoS profile {qos!r} unknown; expected one of {sorted(QOS_PROFILES)}")
+            if msgtype not in self.factory.typestore.fielddefs:
+                raise BagError(f"cannot write {msgtype} on {topic}: not in the {self.factory.distro} definitions")
             conn = self._writer.add_connection(
                 topic, msgtype, typestore=self.factory.typestore, offered_qos_profiles=[QOS_PROFILES[qos]]
             )
@@ -125,8 +147,17 @@ class BagWriter:
             self._types[topic] = msgtype
         elif self._types[topic] != msgtype:
             raise BagError(f"topic {topic} holds {self._types[topic]}, cannot also write {msgtype}")
-        self._writer.write(conn, int(stamp_ns), self.factory.typestore.serialize_cdr(msg, msgtype))
+        return conn
+
+    def write_raw(self, topic: str, msgtype: str, raw: bytes, stamp_ns: int, *, qos: str = "default") -> None:
+        """Append an already serialised (ROS 2 CDR) message of ``msgtype``, e.g. copied from another bag."""
+        conn = self._connection(topic, msgtype, qos)
+        self._writer.write(conn, int(stamp_ns), raw)
         self.count += 1
+
+    def copy(self, message: BagMessage, *, qos: str = "default") -> None:
+        """Copy a message read from a bag unchanged."""
+        self.write_raw(message.topic, message.msgtype, message.raw, message.stamp_ns, qos=qos)
 
     def close(self) -> None:
         """Finish the bag (idempotent)."""
@@ -197,9 +228,7 @@ def _read_rosbag2(path: Path, wanted: set[str] | None) -> Iterator[BagMessage]:
             return
         try:
             for conn, stamp, raw in reader.messages(connections=conns):
-                yield BagMessage(
-                    conn.topic, conn.msgtype, stamp, _decode(typestore, raw, conn.msgtype, path, conn.topic)
-                )
+                yield BagMessage(conn.topic, conn.msgtype, stamp, raw, typestore, path)
         except (ReaderError, OSError, ValueError, KeyError, AssertionError) as exc:
             raise BagError(f"bag {path} is malformed or truncated: {exc}") from exc
     finally:
@@ -225,10 +254,7 @@ def _read_mcap(path: Path, wanted: set[str] | None) -> Iterator[BagMessage]:
                 if schema.id not in registered:
                     _register_from_bag(typestore, [(schema.name, schema.data.decode())], path)
                     registered.add(schema.id)
-                yield BagMessage(
-                    channel.topic, schema.name, message.log_time,
-                    _decode(typestore, message.data, schema.name, path, channel.topic),
-                )  # fmt: skip
+                yield BagMessage(channel.topic, schema.name, message.log_time, message.data, typestore, path)
         except (McapError, EOFError, ValueError, OSError, KeyError, AssertionError) as exc:
             raise BagError(f"bag {path} is malformed or truncated: {type(exc).__name__}: {exc}") from exc
 

@@ -85,13 +85,14 @@ def _cov9(cov: FloatArray | None, *, unknown: float = 0.0) -> FloatArray:
 
 
 @published_type("geometry_msgs/msg/Pose")
-def pose_msg(T: FloatArray, factory: MessageFactory | None = None) -> Any:
-    """geometry_msgs/Pose from a 4x4 transform."""
+def pose_msg(T: FloatArray, factory: MessageFactory | None = None, quat: FloatArray | None = None) -> Any:
+    """geometry_msgs/Pose from a 4x4 transform (``quat`` if its quaternion is already known)."""
     T = np.asarray(T, dtype=float)
+    q = matrix_to_quat(T[:3, :3]) if quat is None else quat
     return _f(factory).make(
         "geometry_msgs/msg/Pose",
         position=_vec3(T[:3, 3], factory, "geometry_msgs/msg/Point"),
-        orientation=_quat(matrix_to_quat(T[:3, :3]), factory),
+        orientation=_quat(q, factory),
     )
 
 
@@ -215,8 +216,13 @@ def path_msg(stamp_ns: int, frame_id: str, poses: FloatArray, factory: MessageFa
     if poses.ndim == 2 and poses.shape[1] == 3:
         poses = _poses_along(poses)
     hdr = header(stamp_ns, frame_id, factory)
-    stamped = [_f(factory).make("geometry_msgs/msg/PoseStamped", header=hdr, pose=pose_msg(T, factory)) for T in poses]
-    return _f(factory).make("nav_msgs/msg/Path", header=hdr, poses=stamped)
+    quats = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
+    make = _f(factory).make
+    stamped = [
+        make("geometry_msgs/msg/PoseStamped", header=hdr, pose=pose_msg(T, factory, q))
+        for T, q in zip(poses, quats, strict=True)
+    ]
+    return make("nav_msgs/msg/Path", header=hdr, poses=stamped)
 
 
 def _poses_along(points: FloatArray) -> FloatArray:
@@ -226,23 +232,20 @@ def _poses_along(points: FloatArray) -> FloatArray:
     out[:, :3, 3] = points
     if n < 2:
         return out
-    tangents = np.gradient(points, axis=0)
-    z = np.array([0.0, 0.0, 1.0])
-    for i, t in enumerate(tangents):
-        norm = np.linalg.norm(t)
-        if norm < 1e-12:
-            out[i, :3, :3] = out[i - 1, :3, :3] if i else np.eye(3)
-            continue
-        t = t / norm
-        axis = np.cross(z, t)
-        s = np.linalg.norm(axis)
-        c = float(z @ t)
-        if s < 1e-12:
-            out[i, :3, :3] = np.eye(3) if c > 0 else np.diag([1.0, -1.0, -1.0])
-            continue
-        axis /= s
-        K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
-        out[i, :3, :3] = np.eye(3) + s * K + (1 - c) * K @ K
+    t = np.gradient(points, axis=0)
+    norm = np.linalg.norm(t, axis=1)
+    t = np.where(norm[:, None] > 1e-12, t / np.maximum(norm, 1e-12)[:, None], [0.0, 0.0, 1.0])
+    # Rotation taking z to t: axis z x t = (-t_y, t_x, 0), Rodrigues with sin = |z x t|, cos = t_z.
+    c = t[:, 2]
+    axis = np.stack([-t[:, 1], t[:, 0], np.zeros(n)], axis=1)
+    K = np.zeros((n, 3, 3))
+    K[:, 0, 2], K[:, 1, 2] = axis[:, 1], -axis[:, 0]
+    K[:, 2, 0], K[:, 2, 1] = -axis[:, 1], axis[:, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(1.0 + c > 1e-9, 1.0 / (1.0 + c), 0.0)
+    R = np.eye(3) + K + f[:, None, None] * (K @ K)
+    R[1.0 + c <= 1e-9] = np.diag([1.0, -1.0, -1.0])  # tangent along -z
+    out[:, :3, :3] = R
     return out
 
 

@@ -40,6 +40,7 @@ from shape_sensing.config import load_param_file
 from shape_sensing.estimators.hinge_arc import SCHEMA, HingeArcConfig, HingeArcEstimator
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.bag import BagMessage, BagWriter
+from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
@@ -301,14 +302,13 @@ def replay(
     for bm in messages:
         new: list[ShapeEstimate] = []
         if bm.topic in imu_index:
+            writer.copy(bm, qos="sensor")
             try:
                 sample = msgs.imu_from_msg(bm.msg)
-            except MessageError:
+            except (MessageError, BagError):
                 tracker.stats.bad_samples += 1
-                writer.write(bm.topic, bm.msg, bm.stamp_ns, qos="sensor")
                 continue
             new = tracker.push_imu(imu_index[bm.topic], sample)
-            writer.write(bm.topic, bm.msg, bm.stamp_ns, qos="sensor")
         elif length_name is not None and bm.topic == length_name:
             pos = list(bm.msg.position)
             if pos:
@@ -316,12 +316,12 @@ def replay(
                 lengths[msgs.stamp_from_msg(bm.msg)] = float(pos[0])
             else:
                 tracker.stats.bad_samples += 1
-            writer.write(bm.topic, bm.msg, bm.stamp_ns, qos="sensor")
+            writer.copy(bm, qos="sensor")
         elif bm.topic in passthrough:
             if bm.topic == truth_tip_name:
                 p = bm.msg.pose.position
                 truth[msgs.stamp_from_msg(bm.msg)] = np.array([p.x, p.y, p.z])
-            writer.write(bm.topic, bm.msg, bm.stamp_ns, qos="static" if bm.topic == "/tf_static" else "default")
+            writer.copy(bm, qos="static" if bm.topic == "/tf_static" else "default")
         for est in new:
             shape_writer.write(est)
             estimates.append(est)
