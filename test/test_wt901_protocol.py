@@ -176,7 +176,8 @@ def test_emulator_obeys_commands_only_when_unlocked() -> None:
     emu = Wt901Emulator()
     emu.write(command(0x03, 0x09))  # locked: rejected
     assert emu.rate_hz == 10.0 and emu.rejected == 1
-    for c in configuration_sequence(output=["angle"], rate_hz=100, baud=115200, calibration=CalibrationMode.ACCELEROMETER):
+    cal = CalibrationMode.ACCELEROMETER
+    for c in configuration_sequence(output=["angle"], rate_hz=100, baud=115200, calibration=cal):
         emu.write(c[:2])  # commands split across writes
         emu.write(c[2:])
     assert (emu.rsw, emu.rate_hz, emu.baud, emu.calibration, emu.saved) == (0x08, 100.0, 115200, 1, 1)
