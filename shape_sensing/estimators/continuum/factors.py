@@ -90,6 +90,22 @@ def _sqrt_info(cov: FloatArray) -> FloatArray:
 def gp_sqrt_info(qc: FloatArray, h: FloatArray) -> FloatArray:
     """Square-root information ``(M, 12, 12)`` of the constant-rate GP over steps ``h`` (M,)."""
     h = np.asarray(h, dtype=np.float64).reshape(-1)
+    key = (np.asarray(qc, dtype=np.float64).tobytes(), h.tobytes())
+    hit = _GP_CACHE.get(key)
+    if hit is not None:
+        return hit
+    hu, inverse = np.unique(h, return_inverse=True)
+    out = _gp_sqrt_info_unique(np.asarray(qc, dtype=np.float64), hu)[inverse]
+    if len(_GP_CACHE) > 64:
+        _GP_CACHE.clear()
+    _GP_CACHE[key] = out
+    return out
+
+
+_GP_CACHE: dict[tuple[bytes, bytes], FloatArray] = {}
+
+
+def _gp_sqrt_info_unique(qc: FloatArray, h: FloatArray) -> FloatArray:
     Qc = np.diag(qc)
     cov = np.zeros((h.size, 12, 12))
     cov[:, :6, :6] = (h**3 / 3.0)[:, None, None] * Qc

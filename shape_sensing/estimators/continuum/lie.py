@@ -20,7 +20,7 @@ from scipy.spatial.transform import Rotation
 
 from shape_sensing.geometry import FloatArray
 
-__all__ = ["adj", "curly", "exp", "inv", "jl", "jl_inv", "jr", "jr_inv", "log", "skew"]
+__all__ = ["adj", "curly", "exp", "inv", "jl", "jl_inv", "jr", "jr_inv", "log", "skew", "so3_log"]
 
 _SMALL = 1e-5
 
@@ -100,9 +100,26 @@ def exp(xi: FloatArray) -> FloatArray:
 def log(T: FloatArray) -> FloatArray:
     """``(M, 4, 4)`` transforms -> ``(M, 6)`` twists ``[rho; phi]``."""
     T = np.asarray(T, dtype=np.float64)
-    phi = Rotation.from_matrix(T[..., :3, :3].reshape(-1, 3, 3)).as_rotvec().reshape(*T.shape[:-2], 3)
+    phi = so3_log(T[..., :3, :3])
     rho = np.einsum("...ij,...j->...i", _so3_jl_inv(phi), T[..., :3, 3])
     return np.concatenate([rho, phi], axis=-1)
+
+
+def so3_log(R: FloatArray) -> FloatArray:
+    """``(M, 3, 3)`` rotations -> ``(M, 3)`` rotation vectors (scipy for angles near pi)."""
+    R = np.asarray(R, dtype=np.float64)
+    tr = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
+    c = np.clip(0.5 * (tr - 1.0), -1.0, 1.0)
+    theta = np.arccos(c)
+    v = np.stack([R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]], axis=-1)
+    small = theta < 1e-4
+    th = np.where(small, 1.0, theta)
+    f = np.where(small, 0.5 + theta**2 / 12.0, 0.5 * th / np.sin(np.where(small, 1.0, th)))
+    out = f[..., None] * v
+    near_pi = theta > np.pi - 1e-3
+    if np.any(near_pi):
+        out[near_pi] = Rotation.from_matrix(R[near_pi].reshape(-1, 3, 3)).as_rotvec()
+    return np.asarray(out)
 
 
 def inv(T: FloatArray) -> FloatArray:

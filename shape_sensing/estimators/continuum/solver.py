@@ -206,13 +206,14 @@ def _prior_terms(state: GridState, prior: MarginalPrior) -> tuple[FloatArray, Fl
     J = np.zeros((n, DOF, DOF))
     J[:, :6, :6] = lie.jr_inv(dT)
     J[:, 6:, 6:] = np.eye(12)
-    from scipy.linalg import block_diag
-
-    Jd = block_diag(*J)
     dv = d.reshape(-1)
     grad = prior.g + prior.H @ dv
     cost = float(prior.g @ dv + 0.5 * dv @ prior.H @ dv)
-    return Jd.T @ prior.H @ Jd, Jd.T @ grad, cost
+    H4 = prior.H.reshape(n, DOF, n, DOF)
+    HJ = np.einsum("aibk,bkl->aibl", H4, J)
+    JHJ = np.einsum("aij,aibl->ajbl", J, HJ).reshape(n * DOF, n * DOF)
+    gJ = np.einsum("aij,ai->aj", J, grad.reshape(n, DOF)).reshape(-1)
+    return JHJ, gJ, cost
 
 
 def _weights(b: fac.FactorBatch) -> FloatArray:
@@ -227,6 +228,26 @@ def _cost(b: fac.FactorBatch) -> float:
     if b.cauchy is None:
         return float(0.5 * sq.sum())
     return float(0.5 * b.cauchy**2 * np.log1p(sq / b.cauchy**2).sum())
+
+
+_PATTERNS: dict[tuple[int, bytes], tuple[IntArray, NDArray[np.bool_]]] = {}
+
+
+def _lower_pattern(var: IntArray, nvar: int) -> tuple[IntArray, NDArray[np.bool_]]:
+    """Banded flat indices of the lower-triangle entries of the blocks ``var x var`` (cached: a window repeats them)."""
+    key = (nvar, var.tobytes())
+    hit = _PATTERNS.get(key)
+    if hit is not None:
+        return hit
+    rows = var[:, :, None]
+    cols = var[:, None, :]
+    diff = rows - cols
+    keep = diff >= 0
+    out = ((diff * nvar + cols)[keep], keep)
+    if len(_PATTERNS) > 256:
+        _PATTERNS.clear()
+    _PATTERNS[key] = out
+    return out
 
 
 def assemble(
@@ -247,36 +268,37 @@ def assemble(
     bw = DOF * (N + 1)
     flat: list[IntArray] = []
     vals: list[FloatArray] = []
-    g = np.zeros(nvar)
+    gidx: list[IntArray] = []
+    gval: list[FloatArray] = []
     cost = 0.0
     p = np.arange(DOF)
     for b in batches:
+        if b.size == 0:
+            continue
         wgt = _weights(b)
         cost += _cost(b)
-        S = len(b.nodes)
-        for i in range(S):
-            Ji = b.jac[i]
-            np.add.at(g, (b.nodes[i][:, None] * DOF + p[None, :]), wgt[:, None] * np.einsum("mdi,md->mi", Ji, b.r))
-            for j in range(S):
-                ni, nj = b.nodes[i], b.nodes[j]
-                blk = np.einsum("m,mdi,mdj->mij", wgt, Ji, b.jac[j])
-                rows = ni[:, None, None] * DOF + p[None, :, None]
-                cols = nj[:, None, None] * DOF + p[None, None, :]
-                rows, cols = np.broadcast_arrays(rows, cols)
-                keep = rows >= cols
-                flat.append(((rows - cols) * nvar + cols)[keep])
-                vals.append(blk[keep])
+        J = np.concatenate(b.jac, axis=2)  # (M, d, 18 S)
+        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in b.nodes], axis=1)  # (M, 18 S)
+        Jt = np.swapaxes(J, 1, 2) * wgt[:, None, None]
+        blk = Jt @ J
+        gidx.append(var.reshape(-1))
+        gval.append((Jt @ b.r[:, :, None]).reshape(-1))
+        fl, keep = _lower_pattern(var, nvar)
+        flat.append(fl)
+        vals.append(blk[keep])
     if extra is not None:
         He, ge = extra
         m = ge.size
-        g[:m] += ge
+        gidx.append(np.arange(m))
+        gval.append(ge)
         r, c = np.tril_indices(m)
         flat.append((r - c) * nvar + c)
         vals.append(He[r, c])
-    allf = np.concatenate(flat)
+    g = np.bincount(np.concatenate(gidx), weights=np.concatenate(gval), minlength=nvar) if gidx else np.zeros(nvar)
+    allf = np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64)
     if allf.size and allf.max() >= bw * nvar:
         raise ContinuumError("a factor couples nodes farther apart than the band allows")
-    ab = np.bincount(allf, weights=np.concatenate(vals), minlength=bw * nvar).reshape(bw, nvar)
+    ab = np.bincount(allf, weights=np.concatenate(vals) if vals else None, minlength=bw * nvar).reshape(bw, nvar)
     return ab, g, cost
 
 
@@ -299,11 +321,12 @@ def solve_banded(ab: FloatArray, g: FloatArray, damping: float = 0.0) -> FloatAr
 def banded_to_dense(ab: FloatArray) -> FloatArray:
     """Dense symmetric matrix from lower-banded storage."""
     bw, n = ab.shape
+    d, j = np.nonzero(np.ones((bw, n), dtype=bool))
+    ok = j + d < n
+    d, j = d[ok], j[ok]
     H = np.zeros((n, n))
-    for d in range(bw):
-        idx = np.arange(n - d)
-        H[idx + d, idx] = ab[d, : n - d]
-        H[idx, idx + d] = ab[d, : n - d]
+    H[j + d, j] = ab[d, j]
+    H[j, j + d] = ab[d, j]
     return H
 
 

@@ -1,0 +1,212 @@
+"""Fixed-lag sliding-window continuum estimator with Schur-complement marginalisation.
+
+The window holds the newest ``size`` time slices. Each :meth:`SlidingWindow.step`
+adds a slice ``1/rate`` after the newest (initialised by constant-velocity
+extrapolation), attaches the measurements that arrived since, and runs a few
+Gauss-Newton iterations on the window (banded, with the marginal prior on its
+oldest slice). When the window is over size, its oldest slice is marginalised:
+the factors touching it (its along-s priors, the time priors to the next
+slice, the measurements between them, the previous marginal prior) are
+linearised, and the Schur complement of the oldest slice's block leaves a
+Gaussian prior on the next slice. The oldest slice is then final: it is the
+fixed-lag smoother output, ``(size - 1) / rate`` seconds behind the newest
+data.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.linalg import cho_factor, cho_solve
+
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.errors import ContinuumError
+from shape_sensing.estimators.continuum.model import DOF, GridState, Measurements, Weights, straight_state
+from shape_sensing.estimators.continuum.solver import (
+    MarginalPrior,
+    _prior_terms,
+    assemble,
+    assign_measurements,
+    banded_to_dense,
+    build_factors,
+    gauss_newton,
+)
+from shape_sensing.geometry import FloatArray
+
+__all__ = ["SlidingWindow", "StepInfo"]
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class StepInfo:
+    """What one window step did."""
+
+    t: float
+    iterations: int
+    converged: bool
+    cost: float
+    finalized: list[float] = field(default_factory=list)
+
+
+class SlidingWindow:
+    """Online fixed-lag smoother.
+
+    Args:
+        weights: noise model.
+        s_nodes: arc lengths of the nodes.
+        rate: time slices per second.
+        t0: time of the first slice.
+        size: slices in the window (lag = ``(size - 1) / rate``).
+        iterations: Gauss-Newton iterations per step (at most).
+        tol: convergence threshold on the largest step entry.
+        init: optional ``(T (N,4,4), eps (N,6), varpi (N,6))`` of the first slice; straight at rest otherwise.
+    """
+
+    def __init__(
+        self,
+        weights: Weights,
+        s_nodes: FloatArray,
+        rate: float,
+        t0: float,
+        *,
+        size: int = 4,
+        iterations: int = 3,
+        tol: float = 1e-5,
+        init: tuple[FloatArray, FloatArray, FloatArray] | None = None,
+    ) -> None:
+        s_nodes = np.asarray(s_nodes, dtype=np.float64)
+        if s_nodes.ndim != 1 or s_nodes.size < 2 or np.any(np.diff(s_nodes) <= 0):
+            raise ContinuumError(f"arc-length nodes must be >= 2 increasing values, got {s_nodes.tolist()}")
+        if size < 2:
+            raise ContinuumError(f"window size must be >= 2 slices, got {size}")
+        if not rate > 0:
+            raise ContinuumError(f"time-node rate must be > 0, got {rate}")
+        if iterations < 1:
+            raise ContinuumError(f"iterations must be >= 1, got {iterations}")
+        self.weights = weights
+        self.rate = float(rate)
+        self.size = int(size)
+        self.iterations = int(iterations)
+        self.tol = tol
+        st = straight_state(np.array([t0]), s_nodes, weights.T0, weights.epsilon0)
+        if init is not None:
+            st.T[0], st.eps[0], st.varpi[0] = init
+        self.state: GridState = st
+        self.prior: MarginalPrior | None = None
+        self.buffer = Measurements()
+        self.first_slice_index = 0  # global index of the window's oldest slice
+        self.final_t: list[float] = []
+        self.final_T: list[FloatArray] = []
+        self.final_eps: list[FloatArray] = []
+        self.final_varpi: list[FloatArray] = []
+        self.steps = 0
+        self.converged_steps = 0
+
+    @property
+    def t_newest(self) -> float:
+        """Time of the newest slice."""
+        return float(self.state.t[-1])
+
+    def _base_slices(self, K: int) -> range:
+        if self.weights.fixed_base:
+            return range(K)
+        return range(1) if self.first_slice_index == 0 else range(0)
+
+    def add_measurements(self, meas: Measurements) -> None:
+        """Queue measurements (those older than the window's oldest slice are dropped)."""
+        t_old = float(self.state.t[0])
+        self.buffer = Measurements.concat([self.buffer, meas.between(t_old, np.inf, include_end=True)])
+
+    def step(self, meas: Measurements | None = None) -> StepInfo:
+        """Add the next slice, attach queued measurements up to it, solve, and marginalise if over size."""
+        if meas is not None:
+            self.add_measurements(meas)
+        dt = 1.0 / self.rate
+        st = self.state
+        t_new = float(st.t[-1]) + dt
+        T_new = st.T[-1] @ lie.exp(dt * st.varpi[-1])
+        self.state = GridState(
+            np.append(st.t, t_new),
+            st.s,
+            np.concatenate([st.T, T_new[None]]),
+            np.concatenate([st.eps, st.eps[-1:]]),
+            np.concatenate([st.varpi, st.varpi[-1:]]),
+        )
+        am = assign_measurements(self.state, self.buffer.between(float(self.state.t[0]), t_new, include_end=True))
+        res = gauss_newton(
+            self.state,
+            self.weights,
+            am,
+            prior=self.prior,
+            max_iterations=self.iterations,
+            tol=self.tol,
+            base_slices=self._base_slices(self.state.K),
+        )
+        self.state = res.state
+        self.steps += 1
+        self.converged_steps += int(res.converged)
+        info = StepInfo(t_new, res.iterations, res.converged, res.cost)
+        while self.state.K > self.size:
+            info.finalized.append(self._marginalize_oldest())
+        return info
+
+    def _marginalize_oldest(self) -> float:
+        st = self.state
+        N = st.N
+        t0, t1 = float(st.t[0]), float(st.t[1])
+        two = GridState(st.t[:2].copy(), st.s, st.T[:2].copy(), st.eps[:2].copy(), st.varpi[:2].copy())
+        am = assign_measurements(two, self.buffer.between(t0, t1))
+        base = self._base_slices(2)
+        batches = build_factors(two, self.weights, am, slice_factors=range(1), base_slices=range(1) if 0 in base else range(0))
+        extra = None
+        if self.prior is not None:
+            Hp, gp, _ = _prior_terms(two, self.prior)
+            extra = (Hp, gp)
+        ab, g, _ = assemble(2 * N, N, batches, extra)
+        H = banded_to_dense(ab)
+        m = N * DOF
+        Hmm, Hmr, Hrr = H[:m, :m], H[:m, m:], H[m:, m:]
+        cf = cho_factor(Hmm, lower=True, check_finite=False)
+        X = cho_solve(cf, np.column_stack([Hmr, g[:m]]), check_finite=False)
+        Hn = Hrr - Hmr.T @ X[:, :m]
+        gn = g[m:] - Hmr.T @ X[:, m]
+        self.prior = MarginalPrior(st.T[1].copy(), st.eps[1].copy(), st.varpi[1].copy(), 0.5 * (Hn + Hn.T), gn)
+        self.final_t.append(t0)
+        self.final_T.append(st.T[0].copy())
+        self.final_eps.append(st.eps[0].copy())
+        self.final_varpi.append(st.varpi[0].copy())
+        self.state = GridState(st.t[1:].copy(), st.s, st.T[1:].copy(), st.eps[1:].copy(), st.varpi[1:].copy())
+        self.buffer = self.buffer.between(t1, np.inf, include_end=True)
+        self.first_slice_index += 1
+        return t0
+
+    def finalized(self, include_window: bool = False) -> GridState:
+        """The slices already marginalised (fixed-lag output), optionally followed by the current window."""
+        t = list(self.final_t)
+        T = list(self.final_T)
+        e = list(self.final_eps)
+        v = list(self.final_varpi)
+        if include_window:
+            t += list(self.state.t)
+            T += list(self.state.T)
+            e += list(self.state.eps)
+            v += list(self.state.varpi)
+        if not t:
+            raise ContinuumError("no slice finalised yet")
+        return GridState(np.asarray(t), self.state.s.copy(), np.asarray(T), np.asarray(e), np.asarray(v))
+
+    def run(self, meas: Measurements, t_end: float) -> GridState:
+        """Offline replay: feed ``meas`` slice by slice up to ``t_end``; return every slice (marginalised + last window).
+
+        Each step receives the measurements in ``[t_newest, t_new)``, so a
+        measurement exactly at ``t_end`` is not used.
+        """
+        dt = 1.0 / self.rate
+        n = int(np.ceil((t_end - self.t_newest) / dt - 1e-9))
+        for _ in range(n):
+            t_new = self.t_newest + dt
+            self.step(meas.between(self.t_newest, t_new))
+        return self.finalized(include_window=True)

@@ -1,0 +1,344 @@
+"""``shape-sensing eval-continuum``: run the continuum estimator on a space_time_continuum trial and score it.
+
+For every Vicon sample with ``s > 0`` inside the trial window the estimate is
+interpolated at that ``(t, s)``; the position error is the distance between
+the two positions, the rotation error the angle of the relative rotation.
+MAE and RMSE are reported per arc length and pooled over all of them, next
+to the authors' own estimator's figures measured on this kind of machine
+(dataset README). The sliding window is scored on the fixed-lag output (each
+slice as it leaves the window), as the original scores its window. Vicon
+frames are used as recorded: the dataset's base frame is the robot base.
+
+Outputs in ``--out``: ``<trial>_<estimator>.png`` (errors over time and
+shapes) and ``<trial>_<estimator>_bag/`` (rosbag2 MCAP: ``/tf`` per node,
+``shape/path``, ``shape/markers``, ``shape/tip_pose`` with covariance,
+``vicon/path``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.covariance import node_covariances
+from shape_sensing.estimators.continuum.estimator import (
+    BatchEstimator,
+    Tuning,
+    measurements_from_trial,
+    weights_from_trial,
+)
+from shape_sensing.estimators.continuum.model import GridState
+from shape_sensing.estimators.continuum.query import query_poses
+from shape_sensing.estimators.continuum.window import SlidingWindow
+from shape_sensing.geometry import FloatArray
+from shape_sensing.io.space_time_dataset import Trial, load_trial
+
+__all__ = [
+    "AUTHORS",
+    "DEFAULT_TUNING",
+    "EvalResult",
+    "add_arguments",
+    "evaluate_trial",
+    "run",
+    "run_estimator",
+    "score",
+]
+
+_log = logging.getLogger(__name__)
+
+#: The authors' C++ estimator on this kind of machine (dataset README): RMSE pooled over all Vicon s.
+AUTHORS: dict[tuple[str, str], dict[str, float]] = {
+    ("slow_free_space", "batch"): {"tip_mm": 5.42, "tip_deg": 2.42, "all_mm": 10.26, "all_deg": 6.30, "rtf": 6.5},
+    ("slow_free_space", "window"): {"tip_mm": 5.42, "tip_deg": 2.42, "all_mm": 9.99, "all_deg": 6.42, "rtf": 3.5},
+    ("fast_contact", "batch"): {"tip_mm": 6.06, "tip_deg": 2.51, "all_mm": 9.43, "all_deg": 4.51, "rtf": 6.5},
+    ("fast_contact", "window"): {"tip_mm": 6.04, "tip_deg": 2.47, "all_mm": 9.47, "all_deg": 4.57, "rtf": 3.8},
+    ("impulse_1", "batch"): {"tip_mm": 7.91, "tip_deg": 2.49, "all_mm": 12.59, "all_deg": 6.20, "rtf": 6.6},
+    ("impulse_1", "window"): {"tip_mm": 7.91, "tip_deg": 2.46, "all_mm": 12.60, "all_deg": 6.26, "rtf": 3.9},
+    ("extensible", "batch"): {"tip_mm": 2.26, "tip_deg": 1.29, "all_mm": 2.84, "all_deg": 1.18, "rtf": 0.22},
+}
+
+#: Tuning used for the README figures (per robot config name).
+DEFAULT_TUNING: dict[str, Tuning] = {}
+
+
+@dataclass
+class EvalResult:
+    """Estimate and timing of one run."""
+
+    state: GridState
+    runtime: float
+    iterations: int
+    converged_fraction: float
+    tip_cov: FloatArray | None
+    dropped_gyro: int
+
+
+def single_thread_blas() -> Any:
+    """Context limiting BLAS to one thread (small banded solves lose time to thread hand-offs)."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def run_estimator(
+    trial: Trial,
+    estimator: str = "batch",
+    *,
+    tuning: Tuning | None = None,
+    window_size: int = 4,
+    iterations: int = 1,
+    covariance: bool = True,
+    t_end: float | None = None,
+) -> EvalResult:
+    """Run the batch or window estimator over the trial window (optionally cut at ``t_end``)."""
+    tn = tuning or DEFAULT_TUNING.get(trial.robot.name, Tuning())
+    t0 = trial.config.start_time
+    t1 = trial.config.end_time if t_end is None else min(t_end, trial.config.end_time)
+    w = weights_from_trial(trial, tn)
+    meas, dropped = measurements_from_trial(trial, t0, t1, tn)
+    s = np.linspace(0.0, trial.robot.length, trial.robot.N)
+    rate = trial.robot.K_per_second
+    with single_thread_blas():
+        if estimator == "batch":
+            est = BatchEstimator(w, s, rate)
+            tic = time.perf_counter()
+            res = est.solve(meas, t0, t1)
+            runtime = time.perf_counter() - tic
+            tip_cov = None
+            if covariance and res.ab is not None:
+                K = res.state.K
+                stride = max(1, K // 50)
+                nodes = np.arange(0, K, stride) * res.state.N + res.state.N - 1
+                c = node_covariances(res.ab, nodes, slice(0, 6))
+                tip_cov = np.repeat(c, stride, axis=0)[:K]
+            return EvalResult(res.state, runtime, res.iterations, float(res.converged), tip_cov, dropped)
+        if estimator == "window":
+            win = SlidingWindow(w, s, rate, t0, size=window_size, iterations=iterations)
+            tic = time.perf_counter()
+            state = win.run(meas, t1)
+            runtime = time.perf_counter() - tic
+            return EvalResult(state, runtime, win.steps * iterations, win.converged_steps / max(win.steps, 1), None, dropped)
+    raise ValueError(f"--estimator must be 'batch' or 'window', got {estimator!r}")
+
+
+def _stats(x: FloatArray) -> dict[str, float]:
+    return {"rmse": float(np.sqrt(np.mean(x**2))), "mae": float(np.mean(x)), "max": float(np.max(x))}
+
+
+def score(trial: Trial, state: GridState, t0: float, t1: float) -> dict[str, Any]:
+    """MAE/RMSE of position (mm) and rotation (deg) at every Vicon arc length ``s > 0`` in ``[t0, t1]``."""
+    per_s: dict[str, Any] = {}
+    allp: list[FloatArray] = []
+    allr: list[FloatArray] = []
+    t_lo, t_hi = float(state.t[0]), float(state.t[-1])
+    for st in trial.of_kind("vicon"):
+        v = st.window(max(t0, t_lo), min(t1, t_hi))
+        v = type(v)(v.name, v.kind, v.t[v.s > 0], v.s[v.s > 0], v.values[v.s > 0])
+        if v.t.size == 0:
+            continue
+        Te = query_poses(state, v.t, v.s)
+        Tv = lie.exp(v.values)
+        pe = 1000.0 * np.linalg.norm(Te[:, :3, 3] - Tv[:, :3, 3], axis=1)
+        re = np.degrees(np.linalg.norm(lie.so3_log(np.swapaxes(Tv[:, :3, :3], 1, 2) @ Te[:, :3, :3]), axis=1))
+        per_s[f"{float(v.s[0]):.4f}"] = {"n": int(v.t.size), "pos_mm": _stats(pe), "rot_deg": _stats(re)}
+        allp.append(pe)
+        allr.append(re)
+    if not allp:
+        return {"per_s": per_s, "all": None}
+    p, r = np.concatenate(allp), np.concatenate(allr)
+    return {"per_s": per_s, "all": {"n": int(p.size), "pos_mm": _stats(p), "rot_deg": _stats(r)}}
+
+
+def evaluate_trial(
+    dataset_dir: str | Path,
+    trial_name: str,
+    estimator: str = "batch",
+    *,
+    tuning: Tuning | None = None,
+    window_size: int = 4,
+    iterations: int = 1,
+    t_end: float | None = None,
+    covariance: bool = True,
+) -> tuple[dict[str, Any], Trial, EvalResult]:
+    """Load, estimate, score; returns the metrics, the trial and the raw result."""
+    trial = load_trial(dataset_dir, trial_name)
+    res = run_estimator(
+        trial, estimator, tuning=tuning, window_size=window_size, iterations=iterations, t_end=t_end, covariance=covariance
+    )
+    t0 = trial.config.start_time
+    t1 = float(res.state.t[-1])
+    sc = score(trial, res.state, t0, t1)
+    span = t1 - t0
+    metrics: dict[str, Any] = {
+        "trial": trial_name,
+        "robot": trial.robot.name,
+        "estimator": estimator,
+        "span_s": span,
+        "runtime_s": res.runtime,
+        "rtf": span / res.runtime if res.runtime > 0 else float("inf"),
+        "iterations": res.iterations,
+        "converged_fraction": res.converged_fraction,
+        "dropped_saturated_gyro": res.dropped_gyro,
+        "nodes": trial.robot.N,
+        "slices": int(res.state.K),
+        **sc,
+    }
+    ref = AUTHORS.get((trial_name, estimator))
+    if ref is not None:
+        metrics["authors"] = ref
+        if sc["all"] is not None:
+            metrics["beats_authors_all_s"] = bool(
+                sc["all"]["pos_mm"]["rmse"] < ref["all_mm"] and sc["all"]["rot_deg"]["rmse"] < ref["all_deg"]
+            )
+    return metrics, trial, res
+
+
+def _plot(path: Path, trial: Trial, res: EvalResult, metrics: dict[str, Any]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    state = res.state
+    t0, t1 = float(state.t[0]), float(state.t[-1])
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    for st in trial.of_kind("vicon"):
+        v = st.window(t0, t1)
+        if v.t.size == 0 or v.s[0] <= 0:
+            continue
+        Te = query_poses(state, v.t, v.s)
+        pe = 1000.0 * np.linalg.norm(Te[:, :3, 3] - lie.exp(v.values)[:, :3, 3], axis=1)
+        axes[0].plot(v.t, pe, label=f"s = {v.s[0]:.3f}")
+    axes[0].set_xlabel("t (s)")
+    axes[0].set_ylabel("position error (mm)")
+    axes[0].legend()
+    axes[0].set_title(f"{metrics['trial']} {metrics['estimator']}")
+    s_fine = np.linspace(state.s[0], state.s[-1], 40)
+    for i, tq in enumerate(np.linspace(t0, t1, 6)):
+        Tq = query_poses(state, np.full(s_fine.size, tq), s_fine)
+        axes[1].plot(Tq[:, 0, 3], Tq[:, 2, 3], color=f"C{i}", label=f"t = {tq:.1f}")
+        axes[2].plot(Tq[:, 1, 3], Tq[:, 2, 3], color=f"C{i}")
+        for st in trial.of_kind("vicon"):
+            j = np.argmin(np.abs(st.t - tq))
+            if abs(st.t[j] - tq) < 0.05:
+                p = lie.exp(st.values[j : j + 1])[0, :3, 3]
+                axes[1].plot(p[0], p[2], "x", color=f"C{i}")
+                axes[2].plot(p[1], p[2], "x", color=f"C{i}")
+    for ax, lab in ((axes[1], "x"), (axes[2], "y")):
+        ax.set_xlabel(f"{lab} (m)")
+        ax.set_ylabel("z (m)")
+        ax.set_aspect("equal")
+    axes[1].legend(fontsize=7)
+    axes[1].set_title("estimate (lines) and Vicon (x)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def write_bag(path: Path, trial: Trial, res: EvalResult, *, distro: str = "jazzy", frame_prefix: str = "") -> int:
+    """Write the estimate (one message set per slice) and the Vicon path to a rosbag2 MCAP; returns messages written."""
+    from shape_sensing.io.bag import BagWriter
+    from shape_sensing.messages import common as mc
+    from shape_sensing.types import ShapeEstimate, TransformStamped
+
+    state = res.state
+    names = [f"node_{n}" for n in range(state.N)]
+    count = 0
+    s_fine = np.linspace(state.s[0], state.s[-1], 30)
+    with BagWriter(path, distro=distro, overwrite=True) as bag:
+        for k in range(state.K):
+            stamp = int(round(state.t[k] * 1e9))
+            poses = state.T[k]
+            backbone = query_poses(state, np.full(s_fine.size, state.t[k]), s_fine)[:, :3, 3]
+            cov = res.tip_cov[k] if res.tip_cov is not None else None
+            pos_cov = None
+            if cov is not None:
+                R = poses[-1, :3, :3]
+                pos_cov = np.zeros((state.N, 3, 3))
+                pos_cov[-1] = R @ cov[:3, :3] @ R.T
+            shape = ShapeEstimate(stamp, "base", names, poses, pos_cov, backbone, 0.01, float(state.s[-1]))
+            tfs = [TransformStamped(stamp, frame_prefix + "base", frame_prefix + n, T) for n, T in zip(names, poses, strict=True)]
+            bag.write("/tf", mc.tf_message(tfs), stamp)
+            bag.write("shape/path", mc.path_msg(stamp, frame_prefix + "base", backbone), stamp)
+            bag.write("shape/markers", mc.shape_markers(shape, frame_prefix=frame_prefix), stamp)
+            cov6 = None
+            if cov is not None:
+                A = np.zeros((6, 6))
+                A[:3, :3] = A[3:, 3:] = poses[-1, :3, :3]
+                cov6 = A @ cov @ A.T
+            bag.write("shape/tip_pose", mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", poses[-1], cov6), stamp)
+            count += 4
+        vic = [st for st in trial.of_kind("vicon") if st.s[0] > 0]
+        if vic:
+            tip = max(vic, key=lambda st: float(st.s[0])).window(float(state.t[0]), float(state.t[-1]))
+            if tip.t.size:
+                Tv = lie.exp(tip.values)
+                stamp = int(round(tip.t[-1] * 1e9))
+                bag.write("vicon/path", mc.path_msg(stamp, frame_prefix + "base", Tv), stamp)
+                count += 1
+    return count
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Arguments of ``eval-continuum``."""
+    parser.add_argument("dataset_dir", type=Path, help="space_time_continuum dataset root (config/ and data/)")
+    parser.add_argument("trial", help="trial name (config/trial/<trial>.json)")
+    parser.add_argument("--estimator", choices=["batch", "window"], default="batch", help="default batch")
+    parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
+    parser.add_argument("--out", type=Path, default=Path("out/eval_continuum"), help="plot and bag directory")
+    parser.add_argument("--window-size", type=int, default=4, help="slices in the window (lag = (size-1)/rate)")
+    parser.add_argument("--iterations", type=int, default=1, help="Gauss-Newton iterations per window step")
+    parser.add_argument("--duration", type=float, default=None, help="only the first DURATION seconds of the trial")
+    parser.add_argument("--no-outputs", action="store_true", help="skip the plot and the bag")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``eval-continuum``."""
+    import json
+
+    t_end = None
+    trial_probe = None
+    if args.duration is not None:
+        if args.duration <= 0:
+            raise ValueError(f"--duration must be > 0, got {args.duration}")
+        trial_probe = load_trial(args.dataset_dir, args.trial)
+        t_end = trial_probe.config.start_time + args.duration
+    metrics, trial, res = evaluate_trial(
+        args.dataset_dir, args.trial, args.estimator, window_size=args.window_size, iterations=args.iterations, t_end=t_end
+    )
+    if not args.no_outputs:
+        args.out.mkdir(parents=True, exist_ok=True)
+        png = args.out / f"{args.trial}_{args.estimator}.png"
+        _plot(png, trial, res, metrics)
+        bag = args.out / f"{args.trial}_{args.estimator}_bag"
+        write_bag(bag, trial, res)
+        metrics["plot"] = str(png)
+        metrics["bag"] = str(bag)
+    if args.json:
+        print(json.dumps(metrics, sort_keys=True))
+        return 0
+    a = metrics["all"]
+    print(f"{metrics['trial']} ({metrics['robot']}), {metrics['estimator']}: {metrics['span_s']:.2f} s of data "
+          f"in {metrics['runtime_s']:.2f} s (RTF {metrics['rtf']:.2f}), {metrics['slices']} slices x {metrics['nodes']} nodes")
+    print(f"{'s (m)':>8} {'n':>5} {'pos RMSE mm':>12} {'pos MAE mm':>11} {'rot RMSE deg':>13} {'rot MAE deg':>12}")
+    for s, d in metrics["per_s"].items():
+        print(f"{s:>8} {d['n']:>5} {d['pos_mm']['rmse']:12.2f} {d['pos_mm']['mae']:11.2f} "
+              f"{d['rot_deg']['rmse']:13.2f} {d['rot_deg']['mae']:12.2f}")
+    if a is not None:
+        print(f"{'all':>8} {a['n']:>5} {a['pos_mm']['rmse']:12.2f} {a['pos_mm']['mae']:11.2f} "
+              f"{a['rot_deg']['rmse']:13.2f} {a['rot_deg']['mae']:12.2f}")
+    ref = metrics.get("authors")
+    if ref:
+        print(f"authors' {metrics['estimator']}: all s {ref['all_mm']:.2f} mm / {ref['all_deg']:.2f} deg RMSE, "
+              f"tip {ref['tip_mm']:.2f} mm / {ref['tip_deg']:.2f} deg, RTF {ref['rtf']}; "
+              f"beaten on all s: {metrics.get('beats_authors_all_s')}")
+    if "plot" in metrics:
+        print(f"plot: {metrics['plot']}\nbag:  {metrics['bag']}")
+    return 0
