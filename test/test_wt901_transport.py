@@ -1,0 +1,208 @@
+"""WT901 over real pyserial (loop://, pty) and real python-can (virtual bus), with faults."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import Any
+
+import can
+import numpy as np
+import pytest
+import serial
+
+from shape_sensing.drivers.errors import BusError, DriverConfigError
+from shape_sensing.drivers.wt901 import quat_to_euler
+from shape_sensing.drivers.wt901_can import Wt901Can, can_data_to_frame, frame_to_can_data, frame_to_can_message
+from shape_sensing.drivers.wt901_serial import Wt901Serial, Wt901SerialGroup, open_port
+from shape_sensing.sim.wt901_emulator import Wt901CanEmulator, Wt901Emulator, open_pty
+from shape_sensing.types import DiagnosticLevel
+
+LSB = math.radians(180 / 32768)
+
+
+def _clock() -> Any:
+    t = iter(range(1_000_000_000, 10**12, 10_000_000))
+    return lambda: next(t)
+
+
+def test_loop_url_configure_then_stream() -> None:
+    port = open_port("loop://", 921600)
+    drv = Wt901Serial(port, "platform_0", clock=_clock())
+    emu = Wt901Emulator()
+    for cmd in drv.configure(output=["accel", "gyro", "angle"], rate_hz=100):
+        emu.write(cmd)
+    assert (emu.rsw, emu.rate_hz, emu.saved) == (0x0E, 100.0, 1)
+    euler = [[0.1, -0.2, 0.3], [0.2, 0.1, -1.0]]
+    for e in euler:
+        port.write(emu.cycle_bytes(e))
+    samples = drv.poll()
+    # The echoed configuration commands (loop://) are skipped as garbage.
+    assert drv.parser.stats.skipped_bytes == 20
+    assert [s.frame_id for s in samples] == ["platform_0", "platform_0"]
+    np.testing.assert_allclose([quat_to_euler(s.orientation) for s in samples], euler, atol=LSB)
+    assert drv.diagnostics(samples[-1].stamp_ns).level == DiagnosticLevel.OK
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="pty test needs Linux")
+def test_pty_stream_split_across_reads() -> None:
+    master, path = open_pty()
+    try:
+        port = serial.Serial(path, 115200, timeout=0)
+        drv = Wt901Serial(port, "platform_1")
+        data = Wt901Emulator().cycle_bytes([0.5, 0.25, -0.75]) * 3
+        os.write(master, data[:17])
+        got = []
+        for _ in range(2000):  # bounded wait for the tty to deliver
+            got += drv.poll()
+            if drv.parser.stats.frames >= 1:
+                break
+        os.write(master, data[17:])
+        for _ in range(2000):
+            got += drv.poll()
+            if len(got) == 3:
+                break
+        assert len(got) == 3
+        np.testing.assert_allclose(quat_to_euler(got[-1].orientation), [0.5, 0.25, -0.75], atol=LSB)
+        port.close()
+    finally:
+        os.close(master)
+
+
+class _BrokenPort:
+    @property
+    def in_waiting(self) -> int:
+        raise serial.SerialException("device reports readiness to read but returned no data")
+
+    def read(self, size: int = 1) -> bytes:
+        return b""
+
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+def test_group_keeps_streaming_when_one_port_fails() -> None:
+    good = open_port("loop://", 9600)
+    group = Wt901SerialGroup(
+        [Wt901Serial(_BrokenPort(), "platform_0"), Wt901Serial(good, "platform_1")], backoff_s=60.0
+    )
+    good.write(Wt901Emulator().cycle_bytes([0.0, 0.1, 0.0]))
+    samples = group.poll()
+    assert [s.frame_id for s in samples] == ["platform_1"]
+    assert group.failed == [True, False] and group.errors == [1, 0]
+    diags = group.diagnostics(samples[0].stamp_ns)
+    assert diags[0].level == DiagnosticLevel.ERROR and "port failed" in diags[0].message
+    assert diags[1].level == DiagnosticLevel.OK
+    good.write(Wt901Emulator().cycle_bytes([0.0, 0.2, 0.0]))
+    assert len(group.poll()) == 1  # the failed port waits for its backoff; the other goes on
+
+
+def test_group_reopens_failed_port() -> None:
+    fresh = open_port("loop://", 9600)
+    group = Wt901SerialGroup([Wt901Serial(_BrokenPort(), "platform_0")], reopen=lambda i: fresh, backoff_s=0.0)
+    assert group.poll() == [] and group.failed == [True]
+    fresh.write(Wt901Emulator().cycle_bytes([0.0, 0.0, 0.1]))
+    assert len(group.poll()) == 1 and group.failed == [False]
+
+
+def test_open_port_errors_are_named() -> None:
+    with pytest.raises(BusError, match="baud 12345"):
+        open_port("loop://", 12345)
+    with pytest.raises(BusError, match="cannot open serial port '/dev/does-not-exist"):
+        open_port("/dev/does-not-exist-wt901", 9600)
+
+
+# -- CAN ---------------------------------------------------------------------------------------------------------------
+
+
+def test_can_layout_round_trip() -> None:
+    frame = Wt901Emulator().frames([0.1, 0.2, 0.3])[2]  # the angle frame
+    data = frame_to_can_data(frame)
+    assert data == frame[:8] and data[0] == 0x55 and data[1] == 0x53
+    back = can_data_to_frame(data)
+    expected = tuple(int.from_bytes(frame[k : k + 2], "little", signed=True) for k in (2, 4, 6))
+    assert back is not None and back.raw[:3] == expected
+    assert can_data_to_frame(b"\x55\x59" + bytes(6)) is None  # quaternions do not fit the CAN layout
+    assert can_data_to_frame(b"\x54\x53" + bytes(6)) is None
+    with pytest.raises(DriverConfigError, match="11-byte frame"):
+        frame_to_can_data(b"\x55\x53")
+
+
+@pytest.mark.parametrize("extended", [False, True])
+def test_can_virtual_bus_several_modules(extended: bool) -> None:
+    channel = f"wt901-modules-{extended}"
+    ids = [0x101, 0x102, 0x103] if not extended else [0x18FF0101, 0x18FF0102, 0x18FF0103]
+    tx = can.Bus(interface="virtual", channel=channel)
+    rx = can.Bus(interface="virtual", channel=channel)
+    try:
+        reader = Wt901Can(rx, {cid: f"platform_{k}" for k, cid in enumerate(ids)}, extended=extended, clock=_clock())
+        emu = Wt901CanEmulator(tx, ids, extended=extended)
+        eulers = np.array([[0.1, 0.0, 0.5], [0.0, -0.3, 0.2], [0.4, 0.2, -0.1]])
+        emu.send_cycle(eulers)
+        # Noise on the bus: an error frame, a foreign ID, and a message in the wrong layout.
+        tx.send(can.Message(is_error_frame=True, arbitration_id=0, is_extended_id=extended))
+        tx.send(can.Message(arbitration_id=0x7F, is_extended_id=extended, data=bytes(8)))
+        tx.send(can.Message(arbitration_id=ids[0], is_extended_id=extended, data=b"\x00\x53\x00\x00"))
+        emu.send_cycle(eulers + 0.01, skip=[1])  # module 1 silent this cycle
+        samples = reader.poll()
+        assert [s.frame_id for s in samples] == ["platform_0", "platform_1", "platform_2", "platform_0", "platform_2"]
+        np.testing.assert_allclose(quat_to_euler(samples[1].orientation), eulers[1], atol=LSB)
+        assert (reader.stats.error_frames, reader.stats.unknown_id, reader.stats.bad_layout) == (1, 1, 1)
+        diags = reader.diagnostics(samples[-1].stamp_ns, stale_after_ns=100_000_000)
+        assert diags[0].level == DiagnosticLevel.WARN  # error frames seen, bus still up
+        assert [d.level for d in diags[1:]] == [DiagnosticLevel.OK, DiagnosticLevel.WARN, DiagnosticLevel.OK]
+    finally:
+        tx.shutdown()
+        rx.shutdown()
+
+
+def test_can_standard_reader_ignores_extended_ids() -> None:
+    tx = can.Bus(interface="virtual", channel="wt901-mixed")
+    rx = can.Bus(interface="virtual", channel="wt901-mixed")
+    try:
+        reader = Wt901Can(rx, {0x101: "platform_0"})
+        frame = Wt901Emulator().frames([0.0, 0.0, 0.0])[2]
+        tx.send(frame_to_can_message(frame, 0x101, extended=True))
+        assert reader.poll() == [] and reader.stats.unknown_id == 1
+    finally:
+        tx.shutdown()
+        rx.shutdown()
+
+
+class _BusOff(can.BusABC):
+    """A bus whose controller went bus-off: every receive raises."""
+
+    def __init__(self) -> None:
+        super().__init__(channel="bus-off")
+
+    def _recv_internal(self, timeout: float | None) -> tuple[can.Message | None, bool]:
+        raise can.CanOperationError("bus-off")
+
+    def send(self, msg: can.Message, timeout: float | None = None) -> None:
+        raise can.CanOperationError("bus-off")
+
+
+def test_can_bus_off_is_reported_and_recovered() -> None:
+    tx = can.Bus(interface="virtual", channel="wt901-recover")
+    rx = can.Bus(interface="virtual", channel="wt901-recover")
+    dead = _BusOff()
+    try:
+        reader = Wt901Can(dead, {0x101: "platform_0", 0x102: "platform_1"}, reopen=lambda: rx, backoff_s=0.0)
+        assert reader.poll() == []
+        assert not reader.bus_ok and reader.stats.bus_errors == 1
+        diag = reader.diagnostics(0)[0]
+        assert diag.level == DiagnosticLevel.ERROR and "bus-off" in diag.message
+        Wt901CanEmulator(tx, [0x101, 0x102]).send_cycle([[0.0, 0.0, 0.0], [0.1, 0.0, 0.0]])
+        samples = reader.poll()
+        assert reader.bus_ok and [s.frame_id for s in samples] == ["platform_0", "platform_1"]
+    finally:
+        tx.shutdown()
+        rx.shutdown()
+
+
+def test_can_bad_ids_are_named() -> None:
+    with pytest.raises(DriverConfigError, match=r"CAN ID 0x800 does not fit a standard \(11-bit\)"):
+        Wt901Can(None, {0x800: "platform_0"})
+    with pytest.raises(DriverConfigError, match="at least one CAN ID"):
+        Wt901Can(None, {})
