@@ -32,7 +32,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,17 +43,26 @@ from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
+from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
+
+if TYPE_CHECKING:
+    from shape_sensing.sim.vine import VineTruth
 
 __all__ = [
     "NAME",
+    "SHAPE_TOPICS",
+    "TRUTH_TOPICS",
+    "ShapeMessages",
     "ShapeWriter",
     "TipErrors",
     "VineImuTracker",
     "add_replay_arguments",
+    "length_message",
     "matches",
     "replay",
     "resolve_topic",
+    "truth_messages",
 ]
 
 NAME = "vine-imu"
@@ -180,32 +189,99 @@ class VineImuTracker:
         return self._advance(self.next_tick + 1)
 
 
+# Topics of one estimate (relative to the robot namespace unless absolute) -> message type.
+SHAPE_TOPICS: dict[str, str] = {
+    "/tf": "tf2_msgs/msg/TFMessage",
+    "shape/path": "nav_msgs/msg/Path",
+    "shape/tip": "geometry_msgs/msg/PoseWithCovarianceStamped",
+    "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
+    "shape/markers": "visualization_msgs/msg/MarkerArray",
+}
+
+# Ground-truth and length topics of the simulator (relative to the robot namespace) -> message type.
+TRUTH_TOPICS: dict[str, str] = {
+    "truth/tip": "geometry_msgs/msg/PoseStamped",
+    "truth/path": "nav_msgs/msg/Path",
+    "truth/sensors": "geometry_msgs/msg/PoseArray",
+}
+
+
+class ShapeMessages:
+    """The messages of each estimate, with the topics of :data:`SHAPE_TOPICS`; publisher-agnostic.
+
+    :class:`ShapeWriter` writes them to a bag and the ``hinge_arc_estimator``
+    node publishes them, so both emit the same messages. Body markers are
+    throttled to ``marker_rate`` (by estimate stamps).
+
+    Args:
+        factory: builds the messages (rosbags for bags, rclpy in nodes).
+        marker_rate: body marker rate, Hz.
+    """
+
+    def __init__(self, factory: MessageFactory, marker_rate: float = 5.0) -> None:
+        self.factory = factory
+        self.marker_period_ns = round(1e9 / marker_rate)
+        self._last_marker_ns: int | None = None
+
+    def build(self, shape: ShapeEstimate) -> list[tuple[str, Any]]:
+        """``(topic, message)`` pairs of one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
+        f, stamp = self.factory, shape.stamp_ns
+        cov6 = np.zeros((6, 6))  # orientation covariance is not estimated: left zero
+        if shape.position_covariance is not None:
+            cov6[:3, :3] = shape.position_covariance[-1]
+        out = [
+            ("/tf", msgs.tf_message(msgs.shape_transforms(shape), f)),
+            ("shape/path", msgs.path_msg(stamp, shape.parent_frame, shape.backbone, f)),
+            ("shape/tip", msgs.pose_with_covariance_stamped(stamp, shape.parent_frame, shape.tip_pose, cov6, f)),
+            ("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f)),
+        ]
+        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
+            self._last_marker_ns = stamp
+            out.append(("shape/markers", msgs.shape_markers(shape, factory=f)))
+        return out
+
+
+def length_message(stamp_ns: int, frame_id: str, length: float, velocity: float, factory: MessageFactory) -> Any:
+    """The ``base/length`` sensor_msgs/JointState: position[0] = robot length (m), velocity[0] in m/s."""
+    return factory.make(
+        "sensor_msgs/msg/JointState",
+        header=msgs.header(stamp_ns, frame_id, factory),
+        name=["vine_length"],
+        position=np.array([float(length)]),
+        velocity=np.array([float(velocity)]),
+        effort=np.zeros(0),
+    )
+
+
+def truth_messages(
+    truth: VineTruth, stamp_ns: int, base_frame: str, factory: MessageFactory, *, full: bool = True
+) -> list[tuple[str, Any]]:
+    """``(topic, message)`` pairs of the simulator's ground truth (:data:`TRUTH_TOPICS`).
+
+    The tip pose always; the backbone path and sensor poses only when ``full``.
+    """
+    f = factory
+    hdr = msgs.header(stamp_ns, base_frame, f)
+    out = [("truth/tip", f.make("geometry_msgs/msg/PoseStamped", header=hdr, pose=msgs.pose_msg(truth.tip_pose, f)))]
+    if full:
+        out.append(("truth/path", msgs.path_msg(stamp_ns, base_frame, truth.backbone[::5], f)))
+        poses = [msgs.pose_msg(T, f) for T in truth.sensor_poses[truth.everted]]
+        out.append(("truth/sensors", f.make("geometry_msgs/msg/PoseArray", header=hdr, poses=poses)))
+    return out
+
+
 class ShapeWriter:
     """Writes estimates with the topics of a live run; body markers throttled to ``marker_rate``."""
 
     def __init__(self, writer: BagWriter, namespace: str = DEFAULT_NAMESPACE, marker_rate: float = 5.0) -> None:
         self.writer = writer
         self.namespace = namespace
-        self.marker_period_ns = round(1e9 / marker_rate)
-        self._last_marker_ns: int | None = None
+        self.messages = ShapeMessages(writer.factory, marker_rate)
 
     def write(self, shape: ShapeEstimate) -> None:
         """Write one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
-        w, f, stamp, ns = self.writer, self.writer.factory, shape.stamp_ns, self.namespace
-        w.write("/tf", msgs.tf_message(msgs.shape_transforms(shape), f), stamp)
-        w.write(resolve_topic("shape/path", ns), msgs.path_msg(stamp, shape.parent_frame, shape.backbone, f), stamp)
-        cov6 = np.zeros((6, 6))  # orientation covariance is not estimated: left zero
-        if shape.position_covariance is not None:
-            cov6[:3, :3] = shape.position_covariance[-1]
-        w.write(
-            resolve_topic("shape/tip", ns),
-            msgs.pose_with_covariance_stamped(stamp, shape.parent_frame, shape.tip_pose, cov6, f),
-            stamp,
-        )
-        w.write("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f), stamp)
-        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
-            self._last_marker_ns = stamp
-            w.write(resolve_topic("shape/markers", ns), msgs.shape_markers(shape, factory=f), stamp)
+        for topic, msg in self.messages.build(shape):
+            self.writer.write(resolve_topic(topic, self.namespace), msg, shape.stamp_ns)
 
 
 @dataclass
