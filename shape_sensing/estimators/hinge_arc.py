@@ -377,7 +377,7 @@ class HingeArcEstimator:
         self, chords: FloatArray, wall: FloatArray, tip_chord: FloatArray, stamp_ns: int, m: int
     ) -> FloatArray:
         cfg = self.config
-        dt = max(0.0, (stamp_ns - (self.offset_stamp_ns or stamp_ns)) * 1e-9)
+        dt = max(0.0, (stamp_ns - (stamp_ns if self.offset_stamp_ns is None else self.offset_stamp_ns)) * 1e-9)
         var = np.full(m, 2.0 * cfg.orientation_noise**2 + (cfg.drift_rate * dt) ** 2)
         # u for node j (1..m) as an interior node: half of both adjacent chords.
         half = 0.5 * chords  # segment k = node k -> k+1, k = 0..m-1
@@ -446,7 +446,7 @@ class HingeArcEstimator:
         if over.any():
             level = max(level, DiagnosticLevel.WARN)
             msgs.append(f"{int(over.sum())} segment(s) bent past L/D (inner wall fully buckled)")
-        dt = (stamp_ns - (self.offset_stamp_ns or stamp_ns)) * 1e-9
+        dt = (stamp_ns - (stamp_ns if self.offset_stamp_ns is None else self.offset_stamp_ns)) * 1e-9
         return DiagnosticStatus(
             name="hinge_arc_estimator: shape",
             level=DiagnosticLevel(level),

@@ -1,0 +1,242 @@
+"""Hinge-arc estimator against analytic shapes, Monte Carlo and its own documented rules."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from shape_sensing.estimators.hinge_arc import (
+    SCHEMA,
+    HingeArcConfig,
+    HingeArcEstimator,
+    NotOffsetError,
+    segment_displacements,
+)
+from shape_sensing.types import DiagnosticLevel
+
+D = 0.129
+L = 0.102
+
+
+def _estimator(n: int = 6, **params: object) -> HingeArcEstimator:
+    p = SCHEMA.defaults() | {"imu_topics": [f"imu_{i}/data" for i in range(n)], "spacing": L, "diameter": D}
+    p |= params
+    cfg = HingeArcConfig.from_params(p)
+    return HingeArcEstimator(cfg, [f"imu_{i}" for i in range(n)])
+
+
+def _quats(angles: np.ndarray, axis: tuple[float, float, float] = (1.0, 0.0, 0.0)) -> np.ndarray:
+    """World orientations of sensors whose backbone frames are rotated by ``angles`` about ``axis``."""
+    return Rotation.from_rotvec(np.outer(angles, axis)).as_quat()
+
+
+def _offset(est: HingeArcEstimator) -> None:
+    est.capture_offset(_quats(np.zeros(est.n)), np.ones(est.n, dtype=bool), 0)
+
+
+def test_straight_robot() -> None:
+    est = _estimator(6, tip_offset=0.05)
+    _offset(est)
+    shape = est.update(_quats(np.zeros(6)), np.ones(6, dtype=bool), 0)
+    sensors = shape.poses[:-1, :3, 3]
+    assert np.allclose(sensors[:, 2], L * np.arange(6))
+    assert np.allclose(sensors[:, 0], D / 2) and np.allclose(sensors[:, 1], 0)
+    assert np.allclose(shape.tip_pose[:3, 3], [0, 0, 5 * L + 0.05])
+    assert shape.diagnostics[0].level == DiagnosticLevel.OK
+
+
+def test_one_known_bend_matches_hand_geometry() -> None:
+    theta = 0.5  # < L/D = 0.79
+    angles = np.array([0, 0, theta, theta])  # bend between sensors 1 and 2
+    est = _estimator(4)
+    _offset(est)
+    shape = est.update(_quats(angles), np.ones(4, dtype=bool), 0)
+    # By hand, in the y-z plane (rotation about +x turns the tangent z towards -y):
+    l_run = (L - D * theta) / 2
+    r = D / 2
+    p1 = np.array([0.0, L])  # (y, z) of the centreline at sensor 1
+    p_arc_end = p1 + [0, l_run] + [-r * (1 - np.cos(theta)), r * np.sin(theta)]
+    tangent = np.array([-np.sin(theta), np.cos(theta)])
+    p2 = p_arc_end + l_run * tangent
+    p3 = p2 + L * tangent
+    centre = shape.backbone
+    # sensor 2 sits on the wall, D/2 along its x axis, which a bend about x leaves at +x
+    assert np.allclose(shape.poses[2, :3, 3], [D / 2, *p2], atol=1e-12)
+    assert np.allclose(shape.tip_pose[1:3, 3], p3, atol=1e-12)
+    # the centreline between sensors 1 and 2 is L - D*theta/2 long
+    seg = centre[(centre[:, 2] >= L - 1e-12)]
+    assert np.isclose(centre[-1, 1], p3[0])
+    assert np.isclose(np.sum(np.linalg.norm(np.diff(seg, axis=0), axis=1)), (L - D * theta / 2) + L, rtol=2e-3)
+
+
+@pytest.mark.parametrize("theta", [0.2, 0.6, 1.0, 1.4])
+def test_centreline_length_formula_and_continuity_past_L_over_D(theta: float) -> None:
+    rel = Rotation.from_rotvec([[theta, 0, 0]]).as_matrix()
+    d, th, r_c = segment_displacements(rel, np.array([L]), D)
+    assert np.isclose(th[0], theta)
+    # arc length of the model's centreline: 2 l + r_c theta
+    l_run = max(L - D * theta, 0) / 2
+    assert np.isclose(2 * l_run + r_c[0] * theta, L - D * theta / 2)
+    if theta > L / D:
+        assert np.isclose(r_c[0], L / theta - D / 2)
+
+
+def test_continuous_at_L_over_D_and_pivot_beyond_2L_over_D() -> None:
+    t0 = L / D
+    rel = Rotation.from_rotvec([[t0 - 1e-9, 0, 0], [t0 + 1e-9, 0, 0]]).as_matrix()
+    d, _, _ = segment_displacements(rel, np.array([L, L]), D)
+    assert np.allclose(d[0], d[1], atol=1e-8)
+    rel = Rotation.from_rotvec([[2 * L / D + 0.1, 0, 0]]).as_matrix()
+    d, _, r_c = segment_displacements(rel, np.array([L]), D)
+    assert r_c[0] == 0 and np.allclose(d, 0)
+
+
+def test_over_bend_is_reported() -> None:
+    est = _estimator(3)
+    _offset(est)
+    shape = est.update(_quats(np.array([0, 0, 1.2])), np.ones(3, dtype=bool), 0)
+    assert shape.diagnostics[0].level == DiagnosticLevel.WARN
+    assert "past L/D" in shape.diagnostics[0].message
+    assert shape.diagnostics[0].values["segments_past_L_over_D"] == "1"
+
+
+def _arc_error(n_segments: int, total_material: float, kappa: float) -> float:
+    """Tip error of the model against its own continuum limit, an exact circle."""
+    spacing = total_material / n_segments
+    est = _estimator(n_segments + 1, spacing=spacing)
+    _offset(est)
+    sigma = spacing * np.arange(n_segments + 1)
+    shape = est.update(_quats(kappa * sigma), np.ones(n_segments + 1, dtype=bool), 0)
+    # Continuum limit: heading kappa per unit material, centreline (1 - kappa D / 2) per unit material.
+    big_theta = kappa * total_material
+    radius = (1 - kappa * D / 2) / kappa
+    tip = np.array([-radius * (1 - np.cos(big_theta)), radius * np.sin(big_theta)])
+    return float(np.linalg.norm(shape.tip_pose[1:3, 3] - tip))
+
+
+def test_constant_curvature_error_shrinks_with_spacing() -> None:
+    errors = np.array([_arc_error(n, 1.2, 2.0) for n in (3, 6, 12, 24, 48)])
+    # Second order in the spacing: halving L quarters the error.
+    ratios = errors[:-1] / errors[1:]
+    assert np.all((ratios > 3.5) & (ratios < 4.5)), ratios
+    assert errors[-1] < 2e-4
+
+
+def test_offsetting_removes_arbitrary_mounting_rotations() -> None:
+    rng = np.random.default_rng(3)
+    n = 8
+    angles = np.linspace(0, 1.5, n)
+    bent = Rotation.from_rotvec(np.outer(angles, [0.6, 0.8, 0]))
+    mounts = Rotation.from_rotvec(rng.normal(0, 0.5, (n, 3)))
+    world = Rotation.from_rotvec(rng.normal(0, 1.0, 3))  # the IMUs' shared world frame vs the base
+    ref = _estimator(n)
+    _offset(ref)
+    expected = ref.update(bent.as_quat(), np.ones(n, dtype=bool), 0)
+    # The first IMU's mounting is the one known (nominal) value; the others are captured.
+    est = _estimator(n, first_mount_rpy=mounts[0].as_euler("xyz").tolist())
+    est.capture_offset((world * mounts).as_quat(), np.ones(n, dtype=bool), 0)
+    got = est.update((world * bent * mounts).as_quat(), np.ones(n, dtype=bool), 0)
+    assert np.allclose(got.backbone, expected.backbone, atol=1e-9)
+    assert np.allclose(got.tip_pose, expected.tip_pose, atol=1e-9)
+    assert np.allclose(est.mountings(), mounts.as_matrix(), atol=1e-9)
+    # sensor frames carry their mounting: rotation = backbone rotation * M_i
+    assert np.allclose(got.poses[3, :3, :3], (bent[3] * mounts[3]).as_matrix(), atol=1e-9)
+
+
+def test_missing_sensor_is_bridged_and_reported() -> None:
+    n = 7
+    angles = np.array([0, 0.1, 0.25, 0.3, 0.5, 0.55, 0.6])
+    est = _estimator(n)
+    _offset(est)
+    valid = np.ones(n, dtype=bool)
+    valid[3] = False
+    got = est.update(_quats(angles), valid, 0)
+    # Reference: an estimator that never had sensor 3, with the merged 2L segment.
+    keep = [0, 1, 2, 4, 5, 6]
+    ref = _estimator(6, sensor_positions=(L * np.array(keep)).tolist())
+    _offset(ref)
+    expected = ref.update(_quats(angles[keep]), np.ones(6, dtype=bool), 0)
+    assert np.allclose(got.tip_pose, expected.tip_pose, atol=1e-12)
+    assert "imu_3" not in got.frame_ids
+    assert got.diagnostics[0].level == DiagnosticLevel.WARN and "imu_3" in got.diagnostics[0].message
+
+
+def test_subsets_every_k_and_explicit_list_agree() -> None:
+    angles = np.linspace(0, 1.0, 9)
+    a = _estimator(9, every_k=2)
+    b = _estimator(9, use_sensors=[0, 2, 4, 6, 8])
+    for e in (a, b):
+        _offset(e)
+    sa = a.update(_quats(angles), np.ones(9, dtype=bool), 0)
+    sb = b.update(_quats(angles), np.ones(9, dtype=bool), 0)
+    assert sa.frame_ids == sb.frame_ids == ["imu_0", "imu_2", "imu_4", "imu_6", "imu_8", "vine_tip"]
+    assert np.allclose(sa.poses, sb.poses)
+    assert sa.diagnostics[0].level == DiagnosticLevel.OK  # unselected sensors are not "missing"
+
+
+def test_partial_growth_uses_everted_sensors_and_a_partial_last_segment() -> None:
+    n = 6
+    angles = np.array([0, 0.2, 0.4, 0.6, 0.0, 0.0])
+    quats = _quats(angles)
+    quats[4:] = Rotation.from_rotvec([[2.0, 1.0, 0.0], [0.0, 3.0, 0.0]]).as_quat()  # garbage inside the body
+    est = _estimator(n)
+    _offset(est)
+    length = 3 * L + 0.04  # sensors 0..3 out, 4 cm of the next segment
+    got = est.update(quats, np.ones(n, dtype=bool), 0, length=length)
+    assert got.frame_ids[:-1] == ["imu_0", "imu_1", "imu_2", "imu_3"]
+    tangent = Rotation.from_rotvec([0.6, 0, 0]).apply([0, 0, 1])
+    centre3 = got.poses[3, :3, 3] - Rotation.from_rotvec([0.6, 0, 0]).apply([D / 2, 0, 0])
+    assert np.allclose(got.tip_pose[:3, 3], centre3 + 0.04 * tangent, atol=1e-12)
+
+
+def test_before_offset_and_capture_errors() -> None:
+    est = _estimator(3)
+    with pytest.raises(NotOffsetError, match="straight reference"):
+        est.update(_quats(np.zeros(3)), np.ones(3, dtype=bool), 0)
+    with pytest.raises(ValueError, match="no sensor has a valid reading"):
+        est.capture_offset(_quats(np.zeros(3)), np.zeros(3, dtype=bool), 0)
+
+
+def test_config_errors() -> None:
+    with pytest.raises(ValueError, match="'sensor_positions' has 2 values: expected one per IMU topic"):
+        _estimator(3, sensor_positions=[0.0, 0.1])
+    with pytest.raises(ValueError, match="expected strictly increasing"):
+        _estimator(3, sensor_positions=[0.0, 0.2, 0.1])
+    with pytest.raises(ValueError, match=r"'use_sensors' = \[0, 5\]: indices \[5\] >= 3 sensors"):
+        _estimator(3, use_sensors=[0, 5])
+    with pytest.raises(ValueError, match="parameter 'imu_topics'.*values must be unique"):
+        SCHEMA.validate({"imu_topics": ["a", "a"]})
+
+
+def test_covariance_matches_monte_carlo() -> None:
+    n = 10
+    sigma = np.deg2rad(1.0)
+    angles = np.linspace(0, 1.2, n)
+    est = _estimator(n, orientation_noise_deg=1.0, drift_deg_per_min=0.0)
+    _offset(est)
+    base = Rotation.from_rotvec(np.outer(angles, [1, 0, 0]))
+    predicted = est.update(base.as_quat(), np.ones(n, dtype=bool), 0).position_covariance
+    assert predicted is not None
+    rng = np.random.default_rng(0)
+    tips = []
+    for _ in range(3000):
+        # the model's error: each backbone frame off by a small world rotation of variance 2 sigma^2
+        noise = Rotation.from_rotvec(rng.normal(0, sigma * np.sqrt(2), (n, 3)))
+        tips.append(est.update((noise * base).as_quat(), np.ones(n, dtype=bool), 0).tip_pose[:3, 3])
+    emp = np.cov(np.asarray(tips).T)
+    pred = predicted[-1]
+    # compare the spread along the principal directions (first-order model: within 25 %)
+    w_emp = np.linalg.eigvalsh(emp)
+    w_pred = np.linalg.eigvalsh(pred)
+    assert np.allclose(np.sqrt(w_pred[1:]), np.sqrt(w_emp[1:]), rtol=0.25), (w_pred, w_emp)
+
+
+def test_uncertainty_grows_with_time_since_offset() -> None:
+    est = _estimator(5, drift_deg_per_min=1.33)
+    _offset(est)
+    q = _quats(np.linspace(0, 0.5, 5))
+    c0 = est.update(q, np.ones(5, dtype=bool), 0).position_covariance
+    c1 = est.update(q, np.ones(5, dtype=bool), 120_000_000_000).position_covariance
+    assert c0 is not None and c1 is not None
+    assert np.trace(c1[-1]) > 2 * np.trace(c0[-1])
