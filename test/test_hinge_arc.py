@@ -73,7 +73,7 @@ def test_one_known_bend_matches_hand_geometry() -> None:
 @pytest.mark.parametrize("theta", [0.2, 0.6, 1.0, 1.4])
 def test_centreline_length_formula_and_continuity_past_L_over_D(theta: float) -> None:
     rel = Rotation.from_rotvec([[theta, 0, 0]]).as_matrix()
-    d, th, r_c = segment_displacements(rel, np.array([L]), D)
+    _d, th, r_c = segment_displacements(rel, np.array([L]), D)
     assert np.isclose(th[0], theta)
     # arc length of the model's centreline: 2 l + r_c theta
     l_run = max(L - D * theta, 0) / 2
