@@ -1,0 +1,247 @@
+"""BNO055 and TCA9548A drivers against hand-built bytes and the datasheet scales."""
+
+from __future__ import annotations
+
+import glob
+import inspect
+import math
+import os
+import struct
+
+import numpy as np
+import pytest
+import smbus2
+
+from shape_sensing.drivers.bno055 import (
+    BNO055,
+    FIELDS,
+    BlockRead,
+    CalibrationProfile,
+    CalibrationStatus,
+    Mode,
+    Reg,
+    decode_block,
+    plan_reads,
+)
+from shape_sensing.drivers.errors import DriverConfigError, ProtocolError
+from shape_sensing.drivers.tca9548a import TCA9548A
+from shape_sensing.sim.bno055_sim import SimBNO055
+from shape_sensing.sim.i2c_bus import SimI2CBus
+from shape_sensing.sim.tca9548a_sim import SimTCA9548A
+
+
+class RecordingBus:
+    """Records smbus2 calls and answers reads from a register dict."""
+
+    def __init__(self, regs: dict[int, int] | None = None) -> None:
+        self.calls: list[tuple] = []
+        self.regs = regs or {}
+
+    def write_byte(self, addr: int, value: int, force: bool | None = None) -> None:
+        self.calls.append(("write_byte", addr, value))
+
+    def read_byte(self, addr: int, force: bool | None = None) -> int:
+        self.calls.append(("read_byte", addr))
+        return 0x05
+
+    def write_byte_data(self, addr: int, reg: int, value: int, force: bool | None = None) -> None:
+        self.calls.append(("write_byte_data", addr, reg, value))
+        self.regs[reg] = value
+
+    def read_byte_data(self, addr: int, reg: int, force: bool | None = None) -> int:
+        self.calls.append(("read_byte_data", addr, reg))
+        return self.regs.get(reg, 0)
+
+    def read_i2c_block_data(self, addr: int, reg: int, length: int, force: bool | None = None) -> list[int]:
+        self.calls.append(("read_i2c_block_data", addr, reg, length))
+        return [self.regs.get(reg + i, 0) for i in range(length)]
+
+    def write_i2c_block_data(self, addr: int, reg: int, data: list[int], force: bool | None = None) -> None:
+        self.calls.append(("write_i2c_block_data", addr, reg, list(data)))
+        for i, d in enumerate(data):
+            self.regs[reg + i] = d
+
+
+def test_tca9548a_writes_one_control_byte_per_selection():
+    bus = RecordingBus()
+    mux = TCA9548A(bus, 0x71)
+    mux.select(3)
+    mux.select_mask(0b1000_0001)
+    mux.deselect()
+    assert bus.calls == [("write_byte", 0x71, 0x08), ("write_byte", 0x71, 0x81), ("write_byte", 0x71, 0x00)]
+    assert mux.channels() == [0, 2]  # read_byte answers 0x05
+
+
+def test_tca9548a_rejects_bad_address_and_channel():
+    with pytest.raises(DriverConfigError, match="0x6f invalid: expected 0x70-0x77"):
+        TCA9548A(RecordingBus(), 0x6F)
+    with pytest.raises(DriverConfigError, match="channel 8 invalid"):
+        TCA9548A(RecordingBus(), 0x70).select(8)
+
+
+def test_tca9548a_sim_keeps_last_byte_and_reads_it_back():
+    bus = SimI2CBus()
+    sim = bus.host.attach(SimTCA9548A(0x70))
+    bus.write_i2c_block_data(0x70, 0x01, [0x02, 0x04])  # several bytes: the last one is kept
+    assert sim.control == 0x04
+    assert TCA9548A(bus, 0x70).read_control() == 0x04
+
+
+def _le16(v: int) -> list[int]:
+    return list(struct.pack("<h", v))
+
+
+def test_decode_scales_and_signs_from_hand_built_bytes():
+    # Quaternion w=0.5, x=-0.5, y=0.5, z=-0.5 at 2^14 LSB; gyro -1 rad/s at 900 LSB; accel 9.81 m/s^2 at 100 LSB;
+    # mag -25 uT at 16 LSB; temperature -5 degC.
+    regs = {}
+    for i, v in enumerate([8192, -8192, 8192, -8192]):
+        regs[Reg.QUA_DATA + 2 * i], regs[Reg.QUA_DATA + 2 * i + 1] = _le16(v)
+    for i, v in enumerate([-900, 450, 0]):
+        regs[Reg.GYR_DATA + 2 * i], regs[Reg.GYR_DATA + 2 * i + 1] = _le16(v)
+    for i, v in enumerate([0, -100, 981]):
+        regs[Reg.ACC_DATA + 2 * i], regs[Reg.ACC_DATA + 2 * i + 1] = _le16(v)
+    for i, v in enumerate([-400, 16, 0]):
+        regs[Reg.MAG_DATA + 2 * i], regs[Reg.MAG_DATA + 2 * i + 1] = _le16(v)
+    regs[Reg.TEMP] = (-5) & 0xFF
+    regs[Reg.CALIB_STAT] = 0b11_10_01_00
+    chip = BNO055(RecordingBus(regs), 0x28)
+    fields = ["orientation", "angular_velocity", "linear_acceleration", "magnetic_field", "temperature", "calibration"]
+    assert set(fields) <= set(FIELDS)
+    d = chip.read(plan_reads(fields))
+    np.testing.assert_allclose(d.orientation, [-0.5, 0.5, -0.5, 0.5])  # x, y, z, w
+    np.testing.assert_allclose(d.angular_velocity, [-1.0, 0.5, 0.0])
+    np.testing.assert_allclose(d.linear_acceleration, [0.0, -1.0, 9.81])
+    np.testing.assert_allclose(d.magnetic_field, [-25e-6, 1e-6, 0.0])
+    assert d.temperature == -5.0
+    assert d.calibration == CalibrationStatus(3, 2, 1, 0)
+
+
+def test_decode_dps_and_mg_units():
+    plan = plan_reads(["angular_velocity", "linear_acceleration"])
+    gyr = bytes(_le16(16) + _le16(-32) + _le16(0))
+    acc = bytes(_le16(1000) + _le16(0) + _le16(-500))
+    blocks = {r.start: (acc if r.start == Reg.ACC_DATA else gyr) for r in plan.reads}
+    d = decode_block(plan, [blocks[r.start] for r in plan.reads], unit_sel=0x00 | 0x01)  # dps, mg
+    np.testing.assert_allclose(d.angular_velocity, np.deg2rad([1.0, -2.0, 0.0]))
+    np.testing.assert_allclose(d.linear_acceleration, [9.80665, 0.0, -4.903325])
+
+
+def test_plan_reads_merges_only_when_cheaper():
+    # QUA (8) + LIA (6) + GRV (6) are contiguous: one read.
+    p = plan_reads(["orientation", "free_acceleration", "gravity"])
+    assert p.reads == (BlockRead(0x20, 20),)
+    # ACC and GYR are 6 bytes apart (MAG between): a gap of 54 bits costs more than a read's 30 overhead bits.
+    p = plan_reads(["linear_acceleration", "angular_velocity"])
+    assert p.reads == (BlockRead(0x08, 6), BlockRead(0x14, 6))
+    # Status fields 0x34-0x35, 0x39-0x3A, 0x3D: gaps of 3 and 2 bytes are cheaper than reads.
+    p = plan_reads(["temperature", "calibration", "system_status", "mode"])
+    assert p.reads == (BlockRead(0x34, 10),)
+    assert p.wire_bits == 30 + 9 * 10
+    # Never beyond the 32-byte SMBus block.
+    p = plan_reads(["linear_acceleration", "magnetic_field", "angular_velocity", "euler", "orientation", "gravity"])
+    assert all(r.length <= 32 for r in p.reads)
+    with pytest.raises(DriverConfigError, match="unknown BNO055 field"):
+        plan_reads(["heading"])
+
+
+def test_calibration_profile_bytes_round_trip_and_layout():
+    prof = CalibrationProfile((1, -2, 3), (-400, 250, 7), (0, -1, 2), 1000, 640)
+    raw = prof.to_bytes()
+    assert len(raw) == 22
+    assert raw[:2] == bytes([1, 0]) and raw[2:4] == bytes([0xFE, 0xFF])  # little-endian int16, accel x first
+    assert struct.unpack("<h", raw[20:22])[0] == 640  # mag radius last (0x69-0x6A)
+    assert CalibrationProfile.from_bytes(raw) == prof
+    assert CalibrationProfile.from_dict(prof.to_dict()) == prof
+
+
+def test_calibration_profile_bad_values():
+    with pytest.raises(DriverConfigError, match="accel_radius"):
+        CalibrationProfile((0, 0, 0), (0, 0, 0), (0, 0, 0), 5000, 0)
+    with pytest.raises(DriverConfigError, match="mag_offset"):
+        CalibrationProfile((0, 0, 0), (0, 0, 40000), (0, 0, 0), 0, 0)
+    with pytest.raises(ProtocolError, match="21 bytes, expected 22"):
+        CalibrationProfile.from_bytes(bytes(21))
+    with pytest.raises(DriverConfigError, match="expected a list of 3 integers"):
+        CalibrationProfile.from_dict(
+            {"accel_offset": [1, 2], "mag_offset": [0, 0, 0], "gyro_offset": [0, 0, 0], "accel_radius": 0, "mag_radius": 0}
+        )
+
+
+def test_bno055_configure_sequence_and_chip_id():
+    bus = RecordingBus({Reg.CHIP_ID: 0xA0})
+    slept: list[float] = []
+    chip = BNO055(bus, 0x29, sleep=slept.append)
+    chip.check_chip_id()
+    prof = CalibrationProfile((1, 2, 3), (4, 5, 6), (7, 8, 9), 10, 11)
+    chip.configure(Mode.NDOF, calibration=prof)
+    writes = [c for c in bus.calls if c[0].startswith("write")]
+    assert writes[0] == ("write_byte_data", 0x29, Reg.OPR_MODE, 0x00)
+    assert ("write_byte_data", 0x29, Reg.UNIT_SEL, 0x06) in writes
+    assert ("write_i2c_block_data", 0x29, 0x55, list(prof.to_bytes())) in writes
+    assert writes[-1] == ("write_byte_data", 0x29, Reg.OPR_MODE, 0x0C)
+    assert slept == [0.019, 0.007]  # datasheet switching times
+    bus.regs[Reg.CHIP_ID] = 0x55
+    with pytest.raises(ProtocolError, match="CHIP_ID 0x55, expected 0xa0"):
+        chip.check_chip_id()
+    with pytest.raises(DriverConfigError, match="AXIS_MAP_CONFIG 0x25"):
+        chip.set_axis_remap(0x25, 0)
+
+
+def test_sim_bno055_quantises_like_the_chip():
+    bus = SimI2CBus()
+    sim = bus.host.attach(SimBNO055(0x28))
+    chip = BNO055(bus, 0x28, sleep=bus.sleep)
+    chip.configure(Mode.NDOF)
+    q = np.array([0.1, -0.2, 0.3, 0.9])
+    q /= np.linalg.norm(q)
+    sim.set_motion(q, [0.123, -0.5, 2.0], [0.01, -9.8, 0.333])
+    d = chip.read(plan_reads(["orientation", "angular_velocity", "linear_acceleration"]))
+    assert np.max(np.abs(d.orientation - q)) <= 0.5 / 2**14 + 1e-12
+    assert np.max(np.abs(d.angular_velocity - [0.123, -0.5, 2.0])) <= 0.5 / 900 + 1e-12
+    np.testing.assert_allclose(d.linear_acceleration, [0.01, -9.8, 0.33])
+    assert sim.timing_violations == 0
+
+
+def test_sim_bno055_ignores_config_writes_outside_configmode():
+    bus = SimI2CBus()
+    sim = bus.host.attach(SimBNO055(0x28))
+    chip = BNO055(bus, 0x28, sleep=bus.sleep)
+    chip.configure(Mode.NDOF)
+    chip.write_calibration(CalibrationProfile((9, 9, 9), (9, 9, 9), (9, 9, 9), 9, 9))
+    assert sim.ignored_writes == 22
+    chip.set_mode(Mode.CONFIG)
+    assert chip.read_calibration() == CalibrationProfile((0, 0, 0), (0, 0, 0), (0, 0, 0), 0, 0)
+
+
+def test_smbus2_has_the_calls_the_drivers_use():
+    """The fakes mirror real smbus2 signatures: check them against the installed library."""
+    for name in ("write_byte", "read_byte", "write_byte_data", "read_byte_data", "read_i2c_block_data",
+                 "write_i2c_block_data"):  # fmt: skip
+        real = list(inspect.signature(getattr(smbus2.SMBus, name)).parameters)
+        sim = list(inspect.signature(getattr(SimI2CBus, name)).parameters)
+        assert real == sim, name
+
+
+@pytest.mark.skipif(not glob.glob("/dev/i2c-*"), reason="no /dev/i2c-* on this machine")
+def test_real_smbus2_bus_runs_the_same_driver():
+    """On a machine with an I2C adapter: run the chain on it (config from SHAPE_SENSING_BNO055_CONFIG)."""
+    from shape_sensing.drivers.bno055_chain import SCHEMA, Bno055Chain, ChainOptions
+    from shape_sensing.drivers.i2c_topology import Topology
+
+    config = os.environ.get("SHAPE_SENSING_BNO055_CONFIG")
+    if not config:
+        pytest.skip("set SHAPE_SENSING_BNO055_CONFIG to a bno055_chain parameter file describing the wired tree")
+    params = SCHEMA.load_yaml(config)
+    with smbus2.SMBus(params["bus"]) as bus:
+        chain = Bno055Chain(bus, Topology.from_params(params), ChainOptions.from_params(params))
+        try:
+            pending = chain.start(timeout=3.0)
+            assert pending == []
+            result = chain.sweep()
+            assert {r.name for r in result.readings} == {s.name for s in chain.topology.sensors}
+            for r in result.readings:
+                if r.orientation is not None:
+                    assert math.isclose(float(np.linalg.norm(r.orientation)), 1.0, abs_tol=1e-6)
+        finally:
+            chain.close()
