@@ -608,6 +608,9 @@ class Bno055Chain:
         if h.phase != "ok" and now < h.ready_at_ns:
             return None
         try:
+            for mux, _ in path:
+                if self.mux_health[mux].down:
+                    self.router.exercise(mux)  # a stuck mux must not pass by holding the byte we want
             self.router.open(path, spec.address)
             self._verify_muxes(path, now)
             reading = self._step(spec, h)

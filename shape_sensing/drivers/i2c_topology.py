@@ -362,6 +362,17 @@ class MuxRouter:
             self.invalidate(mux)
             raise MuxError(mux, f"holds control byte {got:#04x}, expected {expected:#04x} (stuck?)")
 
+    def exercise(self, mux: str) -> None:
+        """Prove ``mux`` follows writes: close it, read back 0 (its byte is then known).
+
+        Raises:
+            MuxError: no answer or a wrong read-back.
+        """
+        self.open(self.topology.mux_path(mux), self.topology.muxes[mux].address)
+        self.invalidate(mux)
+        self._set(mux, 0)
+        self.verify(mux)
+
     def close_all(self) -> None:
         """Write 0 to every mux, leaves first (best effort: errors are logged)."""
         order = sorted(self.topology.muxes, key=lambda n: -len(self.topology.mux_path(n)))
