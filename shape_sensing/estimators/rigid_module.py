@@ -27,11 +27,12 @@ Method:
 
 Heading. The WT901's yaw comes from its magnetometer, which the robot's own
 magnetic parts disturb (seed 003). In ``heading_mode="roll_pitch"`` (the
-default) the measured yaw is not used: the base platform's heading defines
-the frame (yaw 0) and each further platform's yaw is solved from the joint
-constraint itself -- a universal joint cannot twist, so ``R_rel[0, 1] = 0``,
-which fixes the one unknown yaw from the platform's roll and pitch. The
-solution closest to a straight joint is taken. It degrades when a lower
+default) the measured yaw's value is not used: the base platform's heading
+defines the frame (yaw 0) and each further platform's yaw is solved from the
+joint constraint itself -- a universal joint cannot twist, so
+``R_rel[0, 1] = 0``, which fixes the one unknown yaw from the platform's roll
+and pitch up to a two-fold ambiguity; the measured (disturbed) yaw only picks
+the nearer of the two solutions (see :func:`solve_headings`). It degrades when a lower
 platform's x axis or an upper platform's y axis points near vertical (tilts
 near 90 deg); the conditioning is reported per module. In
 ``heading_mode="full"`` the measured yaw is used and the twist residual shows
@@ -219,11 +220,20 @@ def chain_transforms(T_modules: ArrayLike) -> FloatArray:
     return out
 
 
-def solve_headings(euler: ArrayLike) -> tuple[FloatArray, FloatArray]:
-    """World attitudes from roll and pitch alone, headings solved from the no-twist joint constraint.
+def solve_headings(euler: ArrayLike, *, yaw_hint: bool = True) -> tuple[FloatArray, FloatArray]:
+    """World attitudes from roll and pitch, headings solved from the no-twist joint constraint.
+
+    For each joint the constraint has two heading solutions (roll and pitch
+    alone cannot tell them apart: they are two joint configurations that tilt
+    the upper platform the same way). With ``yaw_hint`` the solution whose
+    heading is nearer the measured one (relative to the base's) is taken, so
+    the measured yaw only picks the branch and its error does not enter the
+    estimate; without it, or where the measured yaw is not finite, the
+    solution nearer a straight joint is taken.
 
     Args:
-        euler: ``(..., m, 3)`` ``[roll, pitch, yaw]``; yaw is ignored.
+        euler: ``(..., m, 3)`` ``[roll, pitch, yaw]``.
+        yaw_hint: use the measured yaw to choose between the two solutions.
 
     Returns:
         ``(R, conditioning)``: ``(..., m, 3, 3)`` attitudes with the base's yaw
@@ -232,6 +242,8 @@ def solve_headings(euler: ArrayLike) -> tuple[FloatArray, FloatArray]:
         tilt-only y axis; near 0 the heading is undetermined).
     """
     e = np.asarray(euler, dtype=float).copy()
+    hint = e[..., 2] - e[..., :1, 2]
+    use_hint = np.isfinite(hint) & yaw_hint
     e[..., 2] = 0.0
     Rp = euler_zyx_to_matrix(e)  # tilt-only attitudes Ry(p) Rx(r)
     m = e.shape[-2]
@@ -250,6 +262,7 @@ def solve_headings(euler: ArrayLike) -> tuple[FloatArray, FloatArray]:
         best = None
         best_tr = None
         for psi in (phi + delta, phi - delta):
+            miss = np.abs((psi - np.where(use_hint[..., j], hint[..., j], 0.0) + np.pi) % (2 * np.pi) - np.pi)
             c, s = np.cos(psi), np.sin(psi)
             Rz = np.zeros((*psi.shape, 3, 3))
             Rz[..., 0, 0] = c
@@ -259,6 +272,8 @@ def solve_headings(euler: ArrayLike) -> tuple[FloatArray, FloatArray]:
             Rz[..., 2, 2] = 1.0
             Rj = Rz @ Rp[..., j, :, :]
             tr = np.einsum("...ik,...ik->...", R[..., j - 1, :, :], Rj)  # trace(R_{j-1}^T R_j)
+            # Score: nearest measured heading where hinted, else largest trace (nearest straight joint).
+            tr = np.where(use_hint[..., j], -miss, tr)
             if best is None:
                 best, best_tr = Rj, tr
             else:
@@ -417,8 +432,6 @@ class RigidModuleEstimator:
             raise ValueError(f"cannot calibrate: no reading from platform(s) {missing}")
         bias = r - r[0]
         bias[:, 2] = (bias[:, 2] + np.pi) % (2 * np.pi) - np.pi
-        if self.config.heading_mode == "roll_pitch":
-            bias[:, 2] = 0.0
         self.bias = bias
         return bias.copy()
 
@@ -450,9 +463,6 @@ class RigidModuleEstimator:
         """The shape from the held readings at ``stamp_ns`` (stale sensors reported, last reading held)."""
         cfg = self.config
         e, statuses, _ = self._inputs()
-        if cfg.heading_mode == "roll_pitch":
-            e = e.copy()
-            e[:, 2] = 0.0
         sig = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, cfg.yaw_stddev_deg])
         use = [0, 1] if cfg.heading_mode == "roll_pitch" else [0, 1, 2]
         if cfg.covariance:

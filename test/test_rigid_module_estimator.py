@@ -1,0 +1,222 @@
+"""Rigid-module estimator against an independent chain built with scipy's Rotation (seed 003, Eq. 5-6)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from shape_sensing.config import ConfigError
+from shape_sensing.estimators.rigid_module import (
+    SCHEMA,
+    RigidModuleConfig,
+    RigidModuleEstimator,
+    joint_angles,
+    relative_rotations,
+    solve_headings,
+)
+from shape_sensing.types import DiagnosticLevel
+
+D1, D2 = 0.04, 0.05
+
+
+def independent_chain(theta: np.ndarray, base: Rotation, tool: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """World attitudes as z-y-x Euler angles, and platform + tool poses in the base frame, by plain loops."""
+    eulers = [base.as_euler("ZYX")[::-1]]
+    att = base
+    poses = [np.eye(4)]
+    T = np.eye(4)
+    for tx, ty in theta:
+        joint = Rotation.from_rotvec([tx, 0, 0]) * Rotation.from_rotvec([0, ty, 0])
+        up = np.eye(4)
+        up[2, 3] = D1
+        rot = np.eye(4)
+        rot[:3, :3] = joint.as_matrix()
+        down = np.eye(4)
+        down[2, 3] = D2
+        T = T @ up @ rot @ down
+        poses.append(T.copy())
+        att = att * joint
+        eulers.append(att.as_euler("ZYX")[::-1])
+    poses.append(T @ tool)
+    return np.asarray(eulers), np.asarray(poses)
+
+
+def _estimator(n: int, mode: str, **kw: object) -> RigidModuleEstimator:
+    params = {"n_modules": n, "d1": D1, "d2": D2, "heading_mode": mode, "tool_offset": [0.01, 0.0, 0.03, 0.0, 0.2, 0.0]}
+    return RigidModuleEstimator(RigidModuleConfig.from_params(params | kw))
+
+
+def _tool() -> np.ndarray:
+    T = np.eye(4)
+    T[:3, :3] = Rotation.from_euler("ZYX", [0.0, 0.2, 0.0]).as_matrix()
+    T[:3, 3] = [0.01, 0.0, 0.03]
+    return T
+
+
+@pytest.mark.parametrize("mode", ["full", "roll_pitch"])
+@pytest.mark.parametrize("n", [4, 20])
+def test_forward_kinematics_exact_without_noise(mode: str, n: int) -> None:
+    rng = np.random.default_rng(n)
+    theta = rng.uniform(-0.6, 0.6, (n, 2))
+    base = Rotation.from_euler("ZYX", [1.1, 0.15, -0.1])
+    eulers, poses = independent_chain(theta, base, _tool())
+    est = _estimator(n, mode)
+    for i, e in enumerate(eulers):
+        est.push_euler(i, e, 1000)
+    r = est.estimate(1000)
+    np.testing.assert_allclose(r.theta, theta, atol=1e-9)
+    np.testing.assert_allclose(r.shape.poses, poses, atol=1e-9)
+    np.testing.assert_allclose(r.twist, 0.0, atol=1e-9)
+    assert r.shape.frame_ids[0] == "platform_0" and r.shape.frame_ids[-1] == "end_effector"
+
+
+def test_world_frame_formula_differs_once_bent() -> None:
+    # Two joints bent: the paper's R_j R_{j-1}^T is a world-frame increment; the joint angles are body-frame.
+    theta = np.array([[0.5, 0.0], [0.0, 0.4]])
+    eulers, _ = independent_chain(theta, Rotation.identity(), np.eye(4))
+    R = Rotation.from_euler("ZYX", eulers[:, ::-1]).as_matrix()
+    body = joint_angles(relative_rotations(R, "body"))
+    world = joint_angles(relative_rotations(R, "world"))
+    np.testing.assert_allclose(body[:, :2], theta, atol=1e-12)
+    np.testing.assert_allclose(body[:, 2], 0.0, atol=1e-12)
+    # First module: the lower platform is the level base, both agree.
+    np.testing.assert_allclose(world[0], body[0], atol=1e-12)
+    # Second module: the world-frame increment tilts the y axis by the first joint's 0.5 rad.
+    assert abs(world[1, 0] - theta[1, 0]) > 0.05 or abs(world[1, 2]) > 0.05
+    assert np.degrees(np.abs(world[1] - body[1]).max()) > 5.0
+    with pytest.raises(ValueError, match="frame 'sideways'"):
+        relative_rotations(R, "sideways")
+
+
+def test_twist_is_reported_never_dropped() -> None:
+    theta = np.array([[0.2, -0.1], [0.3, 0.2], [-0.1, 0.1], [0.0, 0.25]])
+    eulers, _ = independent_chain(theta, Rotation.identity(), np.eye(4))
+    R = Rotation.from_euler("ZYX", eulers[:, ::-1])
+    # A 6 deg twist inside module 3 (play in the joint): platforms 3 and 4 turn with it.
+    kink = Rotation.from_rotvec([0, 0, math.radians(6)])
+    twisted = [R[0], R[1], R[2], R[3] * kink]
+    twisted.append(twisted[3] * (R[3].inv() * R[4]))
+    est = _estimator(4, "full", twist_warn_deg=3.0)
+    for i, r in enumerate(twisted):
+        est.push_euler(i, r.as_euler("ZYX")[::-1], 0)
+    out = est.estimate(0)
+    np.testing.assert_allclose(np.degrees(out.twist), [0, 0, 6, 0], atol=1e-9)
+    joints = next(d for d in out.shape.diagnostics if d.name == "rigid_module/joints")
+    assert joints.level == DiagnosticLevel.WARN and "module 3" in joints.message
+
+
+def test_rods_calibration_removes_euler_bias() -> None:
+    theta = np.array([[0.3, -0.2], [0.1, 0.4], [-0.3, 0.2], [0.2, 0.1]])
+    bias = np.radians(np.random.default_rng(1).normal(0, 0.8, (5, 3)))
+    straight, _ = independent_chain(np.zeros((4, 2)), Rotation.from_euler("ZYX", [0.3, 0, 0]), _tool())
+    bent, poses = independent_chain(theta, Rotation.from_euler("ZYX", [0.3, 0, 0]), _tool())
+    est = _estimator(4, "full")
+    for i, e in enumerate(straight + bias):
+        est.push_euler(i, e, 0)
+    b = est.calibrate()
+    np.testing.assert_allclose(b, bias - bias[0], atol=1e-12)
+    for i, e in enumerate(bent + bias):
+        est.push_euler(i, e, 1)
+    out = est.estimate(1)
+    # Exact up to the base sensor's own bias, which is common to all and not observable from the rods.
+    uncal = _estimator(4, "full")
+    for i, e in enumerate(bent + bias):
+        uncal.push_euler(i, e, 1)
+    err_cal = np.abs(out.shape.poses[-1, :3, 3] - poses[-1, :3, 3]).max()
+    err_raw = np.abs(uncal.estimate(1).shape.poses[-1, :3, 3] - poses[-1, :3, 3]).max()
+    assert err_cal < 0.2 * err_raw
+
+
+def test_missing_and_stale_sensors_degrade_with_diagnostics() -> None:
+    eulers, _ = independent_chain(np.full((4, 2), 0.1), Rotation.identity(), np.eye(4))
+    est = _estimator(4, "roll_pitch", stale_timeout=0.1)
+    for i in (0, 1, 3, 4):
+        est.push_euler(i, eulers[i], 0 if i != 4 else 1_000_000_000)
+    out = est.estimate(1_000_000_000)
+    status = {d.name: d.level for d in out.shape.diagnostics}
+    assert status["rigid_module/platform_2"] == DiagnosticLevel.ERROR  # never seen: bridged straight
+    assert status["rigid_module/platform_0"] == DiagnosticLevel.WARN  # 1 s old: held, stale
+    assert status["rigid_module/platform_4"] == DiagnosticLevel.OK
+    assert np.all(np.isfinite(out.shape.poses))
+
+
+def test_covariance_matches_monte_carlo() -> None:
+    n = 4
+    theta = np.array([[0.3, -0.2], [0.2, 0.3], [-0.25, 0.1], [0.15, 0.2]])
+    eulers, _ = independent_chain(theta, Rotation.from_euler("ZYX", [0.5, 0.05, 0.02]), np.eye(4))
+    for mode in ("full", "roll_pitch"):
+        est = _estimator(n, mode)
+        for i, e in enumerate(eulers):
+            est.push_euler(i, e, 0)
+        P = est.estimate(0).tip_covariance
+        assert P is not None
+        mc = _estimator(n, mode, covariance=False)
+        rng = np.random.default_rng(7)
+        sig = np.radians([0.05, 0.05, 1.0])
+        tips = []
+        for _ in range(400):
+            for i, e in enumerate(eulers):
+                mc.push_euler(i, e + rng.normal(0, 1, 3) * sig, 0)
+            tips.append(mc.estimate(0).shape.poses[-1, :3, 3])
+        C = np.cov(np.asarray(tips).T)
+        np.testing.assert_allclose(np.sqrt(np.diag(C)), np.sqrt(np.diag(P[:3, :3])), rtol=0.2)
+
+
+def test_heading_solution_and_conditioning() -> None:
+    theta = np.array([[1.2, 0.0], [0.0, 0.3]])  # first joint tilts the next platform far over
+    eulers, _ = independent_chain(theta, Rotation.identity(), np.eye(4))
+    R, cond = solve_headings(eulers)
+    np.testing.assert_allclose(joint_angles(relative_rotations(R))[:, :2], theta, atol=1e-9)
+    assert cond.shape == (2,) and np.all(cond > 0) and cond[1] < cond[0]
+
+
+@pytest.mark.parametrize(
+    ("params", "match"),
+    [
+        ({"n_modules": 0}, "'n_modules' = 0"),
+        ({"tool_offset": [0, 0, 0.1]}, "'tool_offset'.*expected 6 values"),
+        ({"heading_mode": "magnetic"}, "'heading_mode' = 'magnetic'"),
+        ({"n_modules": 4, "calibration_bias": [0.0] * 6}, "'calibration_bias' has 6 values.*15"),
+        ({"d1": -0.1}, "'d1' = -0.1"),
+        ({"n_modules": 4, "bogus": 1}, r"unknown parameter\(s\) \['bogus'\]"),
+    ],
+)
+def test_bad_config_is_named(params: dict, match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        RigidModuleConfig.from_params(params)
+
+
+def test_bad_input_is_named() -> None:
+    est = _estimator(4, "full")
+    with pytest.raises(ValueError, match="platform index 5 out of range"):
+        est.push_euler(5, [0, 0, 0], 0)
+    with pytest.raises(ValueError, match="not 3 finite angles"):
+        est.push_euler(1, [0, float("nan"), 0], 0)
+    with pytest.raises(ValueError, match=r"no reading from platform\(s\) \[0, 1, 2, 3, 4\]"):
+        est.calibrate()
+    with pytest.raises(ValueError, match="expected \\(5, 3\\)"):
+        est.calibrate(np.zeros((4, 3)))
+    assert SCHEMA.node == "rigid_module_estimator"
+
+
+def test_roll_pitch_mode_ignores_disturbed_yaw_value() -> None:
+    # Magnetic disturbance of up to 8 deg on every yaw: roll_pitch mode stays exact (yaw only picks the branch).
+    n = 20
+    rng = np.random.default_rng(n)
+    theta = rng.uniform(-0.6, 0.6, (n, 2))
+    eulers, poses = independent_chain(theta, Rotation.from_euler("ZYX", [0.4, 0.1, 0.0]), _tool())
+    disturbed = eulers.copy()
+    disturbed[:, 2] += np.radians(rng.uniform(-8, 8, n + 1))
+    est = _estimator(n, "roll_pitch")
+    for i, e in enumerate(disturbed):
+        est.push_euler(i, e, 0)
+    out = est.estimate(0)
+    np.testing.assert_allclose(out.theta, theta, atol=1e-9)
+    np.testing.assert_allclose(out.shape.poses, poses, atol=1e-9)
+    # Without the hint, roll and pitch alone admit a second, straighter solution at some joint.
+    R_free, _ = solve_headings(disturbed, yaw_hint=False)
+    free = joint_angles(relative_rotations(R_free))[:, :2]
+    assert np.abs(free - theta).max() > 0.1
