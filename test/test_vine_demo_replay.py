@@ -1,0 +1,125 @@
+"""The vine-imu demo end to end, and replay reproducing it exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from shape_sensing.cli import main
+from shape_sensing.demos.vine_imu import run_demo
+from shape_sensing.io.bag import BagWriter, bag_topics, read_bag
+
+ESTIMATE_TOPICS = ["/vine/shape/tip", "/vine/shape/path", "/tf", "/diagnostics", "/vine/shape/markers"]
+
+
+@pytest.fixture(scope="module")
+def demo_bag(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("demo")
+    metrics = run_demo(out, scenario="passive", duration=3.0, seed=1, progress=False)
+    return out / "vine-imu.mcap", metrics
+
+
+def test_demo_writes_bag_picture_and_metrics(demo_bag: tuple[Path, dict]) -> None:
+    bag, metrics = demo_bag
+    assert bag.is_file() and Path(metrics["picture"]).stat().st_size > 10_000
+    topics = bag_topics(bag)
+    assert topics["/vine/imu_00/data"] == "sensor_msgs/msg/Imu"
+    assert topics["/vine/base/length"] == "sensor_msgs/msg/JointState"
+    assert topics["/tf_static"] == "tf2_msgs/msg/TFMessage"
+    assert topics["/vine/shape/markers"] == "visualization_msgs/msg/MarkerArray"
+    assert topics["/vine/shape/path"] == "nav_msgs/msg/Path"
+    assert topics["/vine/truth/tip"] == "geometry_msgs/msg/PoseStamped"
+    assert sum(t.endswith("/data") for t in topics) == 18
+    assert metrics["estimates_scored"] > 80
+    assert 0 <= metrics["tip_error_mean_m"] <= metrics["tip_error_max_m"] < 0.5
+    assert metrics["tip_error_mean_pct"] == pytest.approx(100 * metrics["tip_error_mean_m"] / 1.754, rel=0.01)
+
+
+def test_replay_reproduces_live_estimates_exactly(demo_bag: tuple[Path, dict], tmp_path: Path) -> None:
+    bag, _ = demo_bag
+    out = tmp_path / "replayed.mcap"
+    assert main(["replay", str(bag), "--out", str(out), "--json"]) == 0
+    live = [(m.topic, m.stamp_ns, m.raw) for m in read_bag(bag, ESTIMATE_TOPICS)]
+    again = [(m.topic, m.stamp_ns, m.raw) for m in read_bag(out, ESTIMATE_TOPICS)]
+    assert len(live) > 100 and live == again
+    raw_in = [(m.topic, m.raw) for m in read_bag(bag, ["/vine/imu_05/data"])]
+    raw_out = [(m.topic, m.raw) for m in read_bag(out, ["/vine/imu_05/data"])]
+    assert raw_in == raw_out
+
+
+def test_replay_of_sqlite3_bag_prints_same_metrics(
+    demo_bag: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bag, metrics = demo_bag
+    sqlite_bag = tmp_path / "sq"
+    with BagWriter(sqlite_bag, storage="sqlite3") as w:
+        for m in read_bag(bag):
+            if not m.topic.startswith(("/vine/shape", "/tf", "/diagnostics")) or m.topic == "/tf_static":
+                w.copy(m)
+    capsys.readouterr()
+    assert main(["replay", str(sqlite_bag), "--out", str(tmp_path / "o.mcap"), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["tip_error_mean_m"] == pytest.approx(metrics["tip_error_mean_m"], rel=1e-12)
+    assert printed["estimates_scored"] == metrics["estimates_scored"]
+
+
+def test_replay_with_every_other_sensor_config(demo_bag: tuple[Path, dict], tmp_path: Path) -> None:
+    bag, _ = demo_bag
+    cfg = tmp_path / "c.yaml"
+    topics = ", ".join(f"imu_{i:02d}/data" for i in range(18))
+    cfg.write_text(f"hinge_arc_estimator:\n  ros__parameters:\n    imu_topics: [{topics}]\n    every_k: 2\n")
+    out = tmp_path / "k2.mcap"
+    assert main(["replay", str(bag), "--out", str(out), "--config", str(cfg)]) == 0
+    tf = next(m.msg for m in read_bag(out, ["/tf"]))
+    assert [t.child_frame_id for t in tf.transforms][:3] == ["vine_imu_00", "vine_imu_02", "vine_imu_04"]
+
+
+def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", str(tmp_path / "none.mcap"), "--out", str(tmp_path / "o.mcap")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    empty = tmp_path / "empty.mcap"
+    with BagWriter(empty) as w:
+        from shape_sensing.messages import common as c
+
+        w.write("/chatter", c.header(0, "x"), 0)
+    assert main(["replay", str(empty), "--out", str(tmp_path / "o2.mcap")]) == 2
+    assert "no pipeline recognises the bag's topics (/chatter [std_msgs/msg/Header])" in capsys.readouterr().err
+    assert main(["demo", "vine-imu", "--duration", "-1", "--out", str(tmp_path)]) == 2
+    assert "--duration -1.0: expected a positive number" in capsys.readouterr().err
+    bad_cfg = tmp_path / "bad.yaml"
+    bad_cfg.write_text("hinge_arc_estimator:\n  ros__parameters:\n    spacing: 0\n")
+    assert (
+        main(
+            [
+                "replay",
+                str(empty),
+                "--out",
+                str(tmp_path / "o3.mcap"),
+                "--pipeline",
+                "vine-imu",
+                "--config",
+                str(bad_cfg),
+            ]
+        )
+        == 2
+    )
+    assert "parameter 'spacing' = 0: expected float >= 0.001" in capsys.readouterr().err
+
+
+def test_truncated_bag_replay_fails_clearly(
+    demo_bag: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bag, _ = demo_bag
+    cut = tmp_path / "cut.mcap"
+    cut.write_bytes(bag.read_bytes()[: bag.stat().st_size // 3])
+    assert main(["replay", str(cut), "--out", str(tmp_path / "o.mcap")]) == 2
+    assert "cut.mcap" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("scenario", ["active", "growth"])
+def test_other_scenarios_run(scenario: str, tmp_path: Path) -> None:
+    metrics = run_demo(tmp_path, scenario=scenario, duration=2.0, progress=False, picture=False)
+    assert metrics["estimates_scored"] > 40
+    assert metrics["tip_error_max_m"] < 1.0

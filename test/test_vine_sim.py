@@ -1,0 +1,61 @@
+"""Vine simulator: its physics and its stated sensor error model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.spatial.transform import Rotation
+
+from shape_sensing.sim.vine import VineSimConfig, VineSimulator
+
+
+def test_drift_rates_average_the_papers_figure() -> None:
+    sim = VineSimulator(VineSimConfig(scenario="active", orientation_noise_deg=0.0, duration=600.0))
+    # Active steering starts straight and eases in, so compare readings at t=0 and t=1 s to the truth:
+    t = 60.0
+    measured = Rotation.from_quat([s.orientation for s in sim.imu_samples(t)])
+    true = sim.true_sensor_rotations(t)
+    drift_deg = np.rad2deg((measured * true.inv()).magnitude())
+    assert np.isclose(drift_deg.mean(), 1.33, rtol=1e-6)  # deg after one minute
+    assert drift_deg.std() > 0.1  # sensor-dependent, as the paper observed
+
+
+def test_orientation_noise_has_the_stated_std() -> None:
+    cfg = VineSimConfig(scenario="passive", orientation_noise_deg=0.5, drift_deg_per_min=0.0, n_sensors=40)
+    sim = VineSimulator(cfg)
+    errs = []
+    for k in range(50):
+        measured = Rotation.from_quat([s.orientation for s in sim.imu_samples(0.01 * k)])
+        errs.append((sim.true_sensor_rotations(0.01 * k).inv() * measured).as_rotvec())
+    assert np.isclose(np.rad2deg(np.std(np.concatenate(errs))), 0.5, rtol=0.05)
+
+
+def test_outer_wall_is_inextensible_for_constant_curvature() -> None:
+    sim = VineSimulator(VineSimConfig(scenario="active", duration=10.0))
+    truth = sim.truth(5.0)  # peak curvature 15 1/m
+    kappa = 15.0
+    seg = np.linalg.norm(np.diff(truth.backbone, axis=0), axis=1).sum()
+    assert np.isclose(seg, truth.length / (1 + kappa * sim.config.diameter / 2), rtol=1e-3)
+    # sensors sit D/2 from the centreline
+    for T in truth.sensor_poses:
+        d = np.min(np.linalg.norm(truth.backbone - T[:3, 3], axis=1))
+        assert np.isclose(d, sim.config.diameter / 2, rtol=0.05)
+
+
+def test_growth_everts_sensors_progressively() -> None:
+    sim = VineSimulator(VineSimConfig(scenario="growth", duration=30.0))
+    assert np.isclose(sim.truth(0.0).length, 0.30)
+    assert sim.truth(30.0).length >= 1.75  # 1.75 m, or just past the last IMU
+    counts = [int(sim.truth(t).everted.sum()) for t in (0.0, 10.0, 20.0, 30.0)]
+    assert counts == sorted(counts) and counts[0] == 3 and counts[-1] == 18
+
+
+def test_passive_bend_reaches_ninety_degrees() -> None:
+    sim = VineSimulator(VineSimConfig(scenario="passive", duration=10.0))
+    tip = sim.truth(10.0).tip_pose
+    assert np.isclose(np.degrees(np.arccos(tip[2, 2])), 90.0, atol=0.01)
+
+
+def test_bad_scenario() -> None:
+    with pytest.raises(ValueError, match="scenario 'flying' unknown"):
+        VineSimulator(VineSimConfig(scenario="flying"))
