@@ -1,0 +1,293 @@
+"""rclpy plumbing shared by the nodes: parameters from a schema, QoS profiles, logging, ``main``.
+
+Helpers take a node rather than subclass one (the tf2_ros_py way), so a node
+module is a small class holding a plain ``rclpy.node.Node``. rclpy is imported
+inside the helpers: the pure parts of this module (type tables, value
+normalisation) import and test without ROS 2.
+
+A bad parameter raises :class:`~shape_sensing.config.ConfigError` naming the
+parameter, the value and what was expected; :func:`run` logs it on the node's
+logger and returns a non-zero exit status (the console script exits with it).
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from shape_sensing.config import ConfigError, Param, Schema
+
+__all__ = [
+    "PARAMETER_TYPES",
+    "RclpyLogHandler",
+    "declare_schema",
+    "describe",
+    "from_ros_value",
+    "reliable_qos",
+    "route_logging",
+    "run",
+    "sensor_qos",
+    "static_qos",
+    "tf_qos",
+    "unknown_overrides",
+]
+
+# Schema parameter type -> rcl_interfaces/ParameterType constant (and rclpy Parameter.Type name without PARAMETER_).
+PARAMETER_TYPES: dict[Any, str] = {
+    bool: "PARAMETER_BOOL",
+    int: "PARAMETER_INTEGER",
+    float: "PARAMETER_DOUBLE",
+    str: "PARAMETER_STRING",
+    "bool[]": "PARAMETER_BOOL_ARRAY",
+    "int[]": "PARAMETER_INTEGER_ARRAY",
+    "float[]": "PARAMETER_DOUBLE_ARRAY",
+    "str[]": "PARAMETER_STRING_ARRAY",
+}
+
+EXIT_BAD_CONFIG = 2
+
+
+def describe(param: Param) -> str:
+    """The text ``ros2 param describe`` shows for a schema parameter."""
+    unit = f" [{param.unit}]" if param.unit else ""
+    return f"{param.description}{unit}"
+
+
+def from_ros_value(value: Any) -> Any:
+    """A parameter value as rclpy hands it over, in the plain Python types :class:`Schema` validates.
+
+    rclpy gives arrays as ``array.array`` (from parameter files) or lists.
+    """
+    if isinstance(value, (array.array, np.ndarray, tuple)):
+        return [v.item() if isinstance(v, np.generic) else v for v in list(value)]
+    return value
+
+
+def unknown_overrides(schema: Schema, overrides: Mapping[str, Any]) -> list[str]:
+    """Override names (from parameter files or ``-p``) that ``schema`` does not declare.
+
+    ``use_sim_time`` and ``qos_overrides.*`` belong to rclpy itself and are not reported.
+    """
+    known = set(schema.names()) | {"use_sim_time"}
+    return sorted(n for n in overrides if n not in known and not n.startswith("qos_overrides."))
+
+
+def _parameter_exceptions() -> tuple[type[BaseException], ...]:
+    import rclpy.exceptions as rex
+
+    names = ("InvalidParameterTypeException", "InvalidParameterValueException", "InvalidParameterException")
+    return tuple(getattr(rex, n) for n in names if hasattr(rex, n))
+
+
+def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict[str, Any]:
+    """Declare every parameter of ``schema`` on ``node`` and return the validated values.
+
+    Each parameter gets a descriptor with its description, type and accepted
+    range (``additional_constraints``). Empty-array defaults are declared by
+    type only (rclpy cannot infer an array type from ``[]``) and fall back to
+    the schema default when not overridden. Parameters are read once at start,
+    so they are declared read-only by default.
+
+    Args:
+        node: an ``rclpy.node.Node``.
+        schema: the node's schema (:mod:`shape_sensing.schemas`).
+        read_only: declare the parameters read-only.
+
+    Raises:
+        ConfigError: a value of the wrong type or out of range; the message
+            names the parameter, the value and what was expected.
+    """
+    from rcl_interfaces.msg import ParameterDescriptor, ParameterType
+    from rclpy.parameter import Parameter
+
+    bad_value = _parameter_exceptions()
+    raw: dict[str, Any] = {}
+    for p in schema.params:
+        type_name = PARAMETER_TYPES[p.type]
+        descriptor = ParameterDescriptor(
+            name=p.name,
+            type=getattr(ParameterType, type_name),
+            description=describe(p),
+            additional_constraints=f"expected {p.expected()}",
+            read_only=read_only,
+        )
+        default: Any = p.default
+        if isinstance(default, list) and not default:
+            default = getattr(Parameter.Type, type_name[len("PARAMETER_") :])
+        try:
+            declared = node.declare_parameter(p.name, default, descriptor)
+        except bad_value as exc:
+            hint = " (write floating-point values with a decimal point, e.g. 1.0)" if "float" in p.expected() else ""
+            raise ConfigError(
+                f"node {node.get_name()}: parameter '{p.name}' rejected by ROS 2: {exc}; "
+                f"expected {p.expected()}{hint}"
+            ) from exc
+        value = getattr(declared, "value", None)
+        raw[p.name] = p.default if value is None else from_ros_value(value)
+    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps them only privately
+    unknown = unknown_overrides(schema, overrides)
+    if unknown:
+        node.get_logger().warning(
+            f"ignoring parameter(s) {unknown} not declared by {schema.node}; known: {sorted(schema.names())}"
+        )
+    return schema.validate(raw, where=f"node {node.get_name()}")
+
+
+# -- QoS ------------------------------------------------------------------
+
+
+def sensor_qos() -> Any:
+    """Raw high-rate streams: best effort, volatile, keep last 5 (rclpy's sensor-data profile)."""
+    from rclpy.qos import qos_profile_sensor_data
+
+    return qos_profile_sensor_data
+
+
+def reliable_qos(depth: int = 10) -> Any:
+    """Estimates and ground truth: reliable, volatile, keep last ``depth``."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=depth,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.VOLATILE,
+    )
+
+
+def tf_qos() -> Any:
+    """``/tf``: reliable, volatile, keep last 100 (as tf2_ros's TransformBroadcaster)."""
+    return reliable_qos(100)
+
+
+def static_qos() -> Any:
+    """``/tf_static`` and latched configuration: reliable, transient local, keep last 1."""
+    from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+
+    return QoSProfile(
+        history=HistoryPolicy.KEEP_LAST,
+        depth=1,
+        reliability=ReliabilityPolicy.RELIABLE,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL,
+    )
+
+
+# -- logging --------------------------------------------------------------
+
+
+class RclpyLogHandler(logging.Handler):
+    """Forwards stdlib ``logging`` records of the core to an rclpy logger.
+
+    rclpy refuses a change of severity from one call site, so every severity
+    is forwarded from its own line.
+    """
+
+    def __init__(self, logger: Any) -> None:
+        super().__init__()
+        self._logger = logger
+        self._warning = getattr(logger, "warning", None) or logger.warn
+        self.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Forward one record at the matching severity."""
+        try:
+            text = self.format(record)
+        except Exception:  # formatting errors are reported by logging itself
+            self.handleError(record)
+            return
+        if record.levelno >= logging.CRITICAL:
+            self._logger.fatal(text)
+        elif record.levelno >= logging.ERROR:
+            self._logger.error(text)
+        elif record.levelno >= logging.WARNING:
+            self._warning(text)
+        elif record.levelno >= logging.INFO:
+            self._logger.info(text)
+        else:
+            self._logger.debug(text)
+
+
+def route_logging(node: Any, logger_name: str = "shape_sensing") -> Callable[[], None]:
+    """Send the core's stdlib logging (``logger_name`` and below) to ``node``'s rclpy logger.
+
+    The stdlib level follows the rclpy logger's (DEBUG when it is enabled for
+    debug, else INFO). Returns a function that undoes the routing.
+    """
+    rcl_logger = node.get_logger()
+    handler = RclpyLogHandler(rcl_logger)
+    target = logging.getLogger(logger_name)
+    previous = (target.level, target.propagate)
+    level = logging.INFO
+    with contextlib.suppress(AttributeError, TypeError, ValueError):
+        from rclpy.logging import LoggingSeverity
+
+        if int(rcl_logger.get_effective_level()) <= int(LoggingSeverity.DEBUG):
+            level = logging.DEBUG
+    target.addHandler(handler)
+    target.setLevel(level)
+    target.propagate = False
+
+    def undo() -> None:
+        target.removeHandler(handler)
+        target.setLevel(previous[0])
+        target.propagate = previous[1]
+
+    return undo
+
+
+# -- main -----------------------------------------------------------------
+
+
+def _try_shutdown() -> None:
+    import rclpy
+
+    if hasattr(rclpy, "try_shutdown"):
+        rclpy.try_shutdown()
+    elif rclpy.ok():
+        rclpy.shutdown()
+
+
+def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None = None) -> int:
+    """Init rclpy, create node ``node_name``, ``build(node)``, spin until shut down.
+
+    ``with rclpy.init():`` is used where rclpy offers it (Jazzy and later);
+    elsewhere the context is shut down in a ``finally``. Ctrl-C and an external
+    shutdown end the spin quietly.
+
+    Returns:
+        0 after a normal shutdown, 2 when the configuration was rejected
+        (the error is logged on the node's logger).
+    """
+    import rclpy
+    import rclpy.executors
+
+    external = getattr(rclpy.executors, "ExternalShutdownException", None)
+    quiet_end: tuple[type[BaseException], ...] = (KeyboardInterrupt,) + ((external,) if external else ())
+    try:
+        with contextlib.ExitStack() as stack:
+            init = rclpy.init(args=None if args is None else list(args))
+            if hasattr(init, "__enter__") and hasattr(init, "__exit__"):
+                stack.enter_context(init)  # shuts the context down on exit
+            else:
+                stack.callback(_try_shutdown)
+            node = rclpy.create_node(node_name)
+            stack.callback(node.destroy_node)
+            stack.callback(route_logging(node))
+            try:
+                app = build(node)
+            except ConfigError as exc:
+                node.get_logger().error(f"bad configuration: {exc}")
+                return EXIT_BAD_CONFIG
+            close = getattr(app, "close", None)
+            if callable(close):
+                stack.callback(close)
+            with contextlib.suppress(*quiet_end):
+                rclpy.spin(node)
+    except KeyboardInterrupt:
+        pass
+    return 0

@@ -1,0 +1,176 @@
+"""``hinge_arc_estimator`` node: IMU topics of a vine robot -> hinge-arc shape on TF, Path, markers, tip pose.
+
+Thin rclpy layer over :class:`shape_sensing.pipelines.vine_imu.VineImuTracker`
+(the same stamp-driven pipeline as the demo and ``shape-sensing replay``).
+
+Subscribes (relative names, sensor-data QoS):
+    ``imu_topics`` (sensor_msgs/Imu, base to tip), ``length_topic``
+    (sensor_msgs/JointState, position[0] = robot length in m; '' for none).
+
+Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
+    ``/tf`` (``vine_base`` -> ``vine_imu_NN``, ``vine_tip``, all with
+    ``frame_prefix``), ``shape/path`` (nav_msgs/Path), ``shape/tip``
+    (geometry_msgs/PoseWithCovarianceStamped), ``shape/markers``
+    (visualization_msgs/MarkerArray, at ``marker_rate``), ``/diagnostics``.
+    While no estimate comes out (no straight reference yet, no data) a
+    ``/diagnostics`` status says why, once per second of node time.
+
+Service:
+    ``~/offset`` (std_srvs/Trigger): capture the straight reference at the
+    next publishing tick at which every used IMU is fresh.
+
+Time: only message stamps drive the estimator, so ``use_sim_time`` and
+``ros2 bag play --clock`` work unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from shape_sensing.config import ConfigError
+from shape_sensing.estimators.hinge_arc import SCHEMA
+from shape_sensing.messages import common as msgs
+from shape_sensing.messages.errors import MessageError
+from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.pipelines.vine_imu import SHAPE_TOPICS, ShapeMessages, VineImuTracker
+from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
+
+__all__ = ["NODE_NAME", "HingeArcEstimatorNode", "main"]
+
+NODE_NAME = "hinge_arc_estimator"
+STATUS_PERIOD_S = 1.0
+
+
+class HingeArcEstimatorNode:
+    """Wires a :class:`VineImuTracker` to an rclpy node.
+
+    Args:
+        node: the ``rclpy.node.Node`` to declare parameters on and publish from.
+
+    Raises:
+        ConfigError: a parameter is missing its type, out of range or inconsistent.
+    """
+
+    def __init__(self, node: Any) -> None:
+        from std_srvs.srv import Trigger
+
+        self.node = node
+        self.params = declare_schema(node, SCHEMA)
+        try:
+            self.tracker = VineImuTracker(self.params)
+        except ValueError as exc:  # inconsistent parameters (e.g. use_sensors beyond the IMU count)
+            raise ConfigError(f"node {node.get_name()}: {exc}") from exc
+        self.factory = MessageFactory("rclpy")
+        self.messages = ShapeMessages(self.factory, self.params["marker_rate"])
+        self.publishers = {
+            topic: node.create_publisher(
+                self.factory.cls(typename), topic, tf_qos() if topic == "/tf" else reliable_qos()
+            )
+            for topic, typename in SHAPE_TOPICS.items()
+        }
+        imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
+        self.subscriptions = [
+            node.create_subscription(imu_cls, topic, functools.partial(self._on_imu, i), sensor_qos())
+            for i, topic in enumerate(self.params["imu_topics"])
+        ]
+        if self.params["length_topic"]:
+            self.subscriptions.append(
+                node.create_subscription(
+                    self.factory.cls("sensor_msgs/msg/JointState"),
+                    self.params["length_topic"],
+                    self._on_length,
+                    sensor_qos(),
+                )
+            )
+        self.offset_service = node.create_service(Trigger, "~/offset", self._on_offset)
+        self.estimates_since_status = 0
+        self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
+        log = node.get_logger()
+        log.info(
+            f"{len(self.params['imu_topics'])} IMU topics ({int(self.tracker.config.used.sum())} used), "
+            f"length topic {self.params['length_topic'] or '(none)'}, publishing at {self.params['publish_rate']} Hz; "
+            + ("offset captured from the first complete set" if self.params["auto_offset"] else "call ~/offset")
+        )
+
+    # -- inputs -----------------------------------------------------------
+    def _on_imu(self, index: int, msg: Any) -> None:
+        try:
+            sample = msgs.imu_from_msg(msg)
+        except MessageError as exc:
+            self.tracker.stats.bad_samples += 1
+            self._warn_throttled(f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}")
+            return
+        self.publish(self.tracker.push_imu(index, sample))
+
+    def _on_length(self, msg: Any) -> None:
+        position = list(msg.position)
+        if not position:
+            self.tracker.stats.bad_samples += 1
+            self._warn_throttled(f"skipped a JointState on {self.params['length_topic']} with no position")
+            return
+        self.publish(self.tracker.push_length(msgs.stamp_from_msg(msg), float(position[0])))
+
+    def _on_offset(self, request: Any, response: Any) -> Any:
+        self.tracker.request_offset()
+        used = int(self.tracker.config.used.sum())
+        response.success = True
+        response.message = (
+            f"straight reference requested: captured at the next tick at which all {used} used IMUs are fresh; "
+            "keep the robot straight until then"
+        )
+        self.node.get_logger().info(response.message)
+        return response
+
+    # -- outputs ----------------------------------------------------------
+    def publish(self, estimates: Sequence[ShapeEstimate]) -> None:
+        """Publish the messages of each estimate (see :class:`ShapeMessages`)."""
+        for est in estimates:
+            for topic, msg in self.messages.build(est):
+                self.publishers[topic].publish(msg)
+            self.estimates_since_status += 1
+
+    def _on_status(self) -> None:
+        if self.estimates_since_status:
+            self.estimates_since_status = 0
+            return
+        tracker = self.tracker
+        heard = int((tracker.last_ns >= 0).sum())
+        if heard == 0:
+            reason = "no IMU message received yet"
+        elif not tracker.estimator.is_offset:
+            reason = (
+                f"waiting for the straight reference: {heard}/{tracker.n} IMUs heard, "
+                "all used IMUs must be fresh at one tick"
+            )
+        else:
+            reason = "no new IMU data"
+        status = DiagnosticStatus(
+            name=f"{NODE_NAME}: status",
+            level=DiagnosticLevel.WARN,
+            message=f"no estimate in the last {STATUS_PERIOD_S:g} s: {reason}",
+            values={
+                "imus_heard": str(heard),
+                "imus": str(tracker.n),
+                "offset_captured": str(tracker.estimator.is_offset),
+                "bad_samples": str(tracker.stats.bad_samples),
+                "out_of_order": str(tracker.stats.out_of_order),
+                "estimates": str(tracker.stats.estimates),
+            },
+        )
+        now_ns = self.node.get_clock().now().nanoseconds
+        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+
+    def _warn_throttled(self, text: str) -> None:
+        self.node.get_logger().warning(text, throttle_duration_sec=5.0)
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Console-script entry: run the node until shut down; non-zero exit on a bad configuration."""
+    return run(NODE_NAME, HingeArcEstimatorNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
