@@ -51,11 +51,14 @@ from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages import hyper_redundant as hmsgs
 from shape_sensing.messages.errors import MessageError
+from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample
 
 __all__ = [
     "DEFAULT_NAMESPACE",
     "NAME",
+    "SHAPE_TOPICS",
+    "EstimateMessages",
     "EstimateWriter",
     "HyperRedundantTracker",
     "Scores",
@@ -199,37 +202,73 @@ class HyperRedundantTracker:
         return self._advance(self.next_tick + 1)
 
 
+# Estimate topics (relative to the robot namespace unless absolute) -> message type.
+SHAPE_TOPICS: dict[str, str] = {
+    "/tf": "tf2_msgs/msg/TFMessage",
+    "joint_states": "sensor_msgs/msg/JointState",
+    "shape/path": "nav_msgs/msg/Path",
+    "shape/end_effector": "geometry_msgs/msg/PoseWithCovarianceStamped",
+    "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
+    "shape/markers": "visualization_msgs/msg/MarkerArray",
+}
+
+
+class EstimateMessages:
+    """The messages of each estimate, on the topics of :data:`SHAPE_TOPICS`; publisher-agnostic.
+
+    :class:`EstimateWriter` writes them to a bag and the ``rigid_module_estimator``
+    node publishes them, so both emit the same messages. Markers are throttled
+    to ``marker_rate`` (by estimate stamps).
+
+    Args:
+        factory: builds the messages (rosbags for bags, rclpy in nodes).
+        frame_prefix: prefix of every frame id.
+        marker_rate: marker rate, Hz.
+    """
+
+    def __init__(self, factory: MessageFactory, frame_prefix: str = "", marker_rate: float = 5.0) -> None:
+        self.factory = factory
+        self.prefix = frame_prefix
+        self.marker_period_ns = round(1e9 / marker_rate)
+        self._last_marker_ns: int | None = None
+
+    def build(self, est: RigidModuleEstimate) -> list[tuple[str, Any]]:
+        """``(topic, message)`` pairs: TF, joint states, path, end effector, diagnostics, markers when due."""
+        f, p = self.factory, self.prefix
+        shape = est.shape
+        stamp = shape.stamp_ns
+        base = p + shape.parent_frame
+        names = hmsgs.joint_names(len(est.theta), p)
+        out = [
+            ("/tf", msgs.tf_message(msgs.shape_transforms(shape, p), f)),
+            ("joint_states", hmsgs.joint_state_msg(stamp, names, est.theta, f, frame_id=base)),
+            ("shape/path", msgs.path_msg(stamp, base, shape.backbone, f)),
+            (
+                "shape/end_effector",
+                msgs.pose_with_covariance_stamped(stamp, base, shape.tip_pose, est.tip_covariance, f),
+            ),
+            ("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f)),
+        ]
+        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
+            self._last_marker_ns = stamp
+            out.append(("shape/markers", msgs.shape_markers(shape, frame_prefix=p, factory=f)))
+        return out
+
+
 class EstimateWriter:
-    """Write estimates with the topics of a live run; markers throttled to ``marker_rate``."""
+    """Write estimates to a bag with the topics of a live run (under ``namespace``)."""
 
     def __init__(
         self, writer: BagWriter, namespace: str = DEFAULT_NAMESPACE, frame_prefix: str = "", marker_rate: float = 5.0
     ) -> None:
         self.writer = writer
         self.namespace = namespace
-        self.prefix = frame_prefix
-        self.marker_period_ns = round(1e9 / marker_rate)
-        self._last_marker_ns: int | None = None
+        self.messages = EstimateMessages(writer.factory, frame_prefix, marker_rate)
 
     def write(self, est: RigidModuleEstimate) -> None:
-        """TF, joint states, path, end effector, diagnostics and (when due) markers."""
-        w, f, ns, p = self.writer, self.writer.factory, self.namespace, self.prefix
-        shape = est.shape
-        stamp = shape.stamp_ns
-        base = p + shape.parent_frame
-        w.write("/tf", msgs.tf_message(msgs.shape_transforms(shape, p), f), stamp)
-        names = hmsgs.joint_names(len(est.theta), p)
-        w.write(resolve_topic("joint_states", ns), hmsgs.joint_state_msg(stamp, names, est.theta, f), stamp)
-        w.write(resolve_topic("shape/path", ns), msgs.path_msg(stamp, base, shape.backbone, f), stamp)
-        w.write(
-            resolve_topic("shape/end_effector", ns),
-            msgs.pose_with_covariance_stamped(stamp, base, shape.tip_pose, est.tip_covariance, f),
-            stamp,
-        )
-        w.write("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f), stamp)
-        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
-            self._last_marker_ns = stamp
-            w.write(resolve_topic("shape/markers", ns), msgs.shape_markers(shape, frame_prefix=p, factory=f), stamp)
+        """Write every message of one estimate at its stamp."""
+        for topic, msg in self.messages.build(est):
+            self.writer.write(resolve_topic(topic, self.namespace), msg, est.shape.stamp_ns)
 
 
 @dataclass
