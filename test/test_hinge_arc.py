@@ -240,3 +240,15 @@ def test_uncertainty_grows_with_time_since_offset() -> None:
     c1 = est.update(q, np.ones(5, dtype=bool), 120_000_000_000).position_covariance
     assert c0 is not None and c1 is not None
     assert np.trace(c1[-1]) > 2 * np.trace(c0[-1])
+
+
+def test_twist_residual_is_reported_and_does_not_move_the_centreline() -> None:
+    n = 4
+    bend = Rotation.from_rotvec(np.outer([0, 0, 0.4, 0.4], [1, 0, 0]))
+    twist = Rotation.from_rotvec(np.outer([0, 0, 0, 0.3], [0, 0, 1]))
+    est = _estimator(n)
+    _offset(est)
+    plain = est.update(bend.as_quat(), np.ones(n, dtype=bool), 0)
+    twisted = est.update((bend * twist).as_quat(), np.ones(n, dtype=bool), 0)
+    assert np.allclose(plain.backbone, twisted.backbone)
+    assert float(twisted.diagnostics[0].values["max_twist_residual_deg"]) == pytest.approx(np.degrees(0.3), abs=0.01)

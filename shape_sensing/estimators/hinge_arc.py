@@ -409,21 +409,14 @@ class HingeArcEstimator:
 
     @staticmethod
     def _twist(rel: FloatArray) -> FloatArray:
-        """Twist about the tangent left after removing the swing (rad), per segment."""
-        if len(rel) == 0:
-            return np.zeros(0)
-        t = rel[:, :, 2]
-        # swing maps z to t; twist = angle between swing(x) and rel(x) about t
-        s = np.hypot(t[:, 0], t[:, 1])
-        c = np.clip(t[:, 2], -1, 1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            a = np.stack([-t[:, 1], t[:, 0], np.zeros_like(s)], axis=1) / np.where(s > 1e-12, s, 1.0)[:, None]
-        # Rodrigues of swing applied to x = (1, 0, 0)
-        x = np.array([1.0, 0.0, 0.0])
-        ax = a @ x
-        sx = c[:, None] * x + s[:, None] * np.cross(a, x) + ((1 - c) * ax)[:, None] * a
-        rx = rel[:, :, 0]
-        return np.arctan2(np.einsum("ij,ij->i", np.cross(sx, rx), t), np.einsum("ij,ij->i", sx, rx))
+        """Twist about the tangent left after removing the swing (rad), per segment.
+
+        With ``rel = swing * twist`` and the swing axis normal to z, the
+        quaternion of ``rel`` has ``z / w = tan(twist / 2)``; from the matrix,
+        ``z / w = (R10 - R01) / (1 + trace)``.
+        """
+        trace = rel[:, 0, 0] + rel[:, 1, 1] + rel[:, 2, 2]
+        return 2.0 * np.arctan2(rel[:, 1, 0] - rel[:, 0, 1], 1.0 + trace)
 
     def _summary(
         self,
