@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
-from shape_sensing.drivers.wt901 import RATE_CODES, Wt901Assembler, Wt901Parser
+from shape_sensing.drivers.wt901 import RATE_CODES
 from shape_sensing.estimators.rigid_module import SCHEMA as ESTIMATOR_SCHEMA
 from shape_sensing.estimators.rigid_module import RigidModuleEstimate
 from shape_sensing.io.bag import BagWriter
@@ -30,8 +30,7 @@ from shape_sensing.pipelines.hyper_redundant import (
     Scores,
     resolve_topic,
 )
-from shape_sensing.sim.hyper_redundant import HyperRedundantSim, SimSnapshot
-from shape_sensing.sim.wt901_emulator import Corruptor, Wt901Emulator
+from shape_sensing.sim.hyper_redundant import EmulatedSensors, HyperRedundantSim, SimSnapshot
 
 __all__ = ["add_arguments", "run", "run_demo"]
 
@@ -80,11 +79,7 @@ def run_demo(
     tracker = HyperRedundantTracker(params, rods_s=rods_s)
     ns = DEFAULT_NAMESPACE
     n = modules + 1
-    emulator = Wt901Emulator(rate_hz=rate, baud=921600)
-    rng = np.random.default_rng(seed + 1)
-    line = [Corruptor(rng, flip_rate=byte_error_rate, drop_rate=byte_error_rate, garbage_rate=0.01) for _ in range(n)]
-    parsers = [Wt901Parser() for _ in range(n)]
-    assemblers = [Wt901Assembler(f"platform_{i}") for i in range(n)]
+    sensors = EmulatedSensors(n, rate_hz=rate, byte_error_rate=byte_error_rate, seed=seed + 1)
     imu_topics = [resolve_topic(f"imu/platform_{i}", ns) for i in range(n)]
     names = hmsgs.joint_names(modules)
     scores = Scores()
@@ -130,21 +125,14 @@ def run_demo(
                 hmsgs.pose_stamped_msg(stamp, "base_link", snap.poses[-1], f),
                 stamp,
             )
-            for i in range(n):
-                data = line[i].apply(emulator.cycle_bytes(snap.readings[i], time_ms=int(t * 1000)))
-                for frame in parsers[i].feed(data):
-                    sample = assemblers[i].push(frame, stamp)
-                    if sample is None:
-                        continue
-                    m = msgs.imu_to_msg(sample, f)
-                    writer.write(imu_topics[i], m, stamp, qos="sensor")
-                    samples_in += 1
-                    consume(tracker.push_imu(msgs.imu_from_msg(m), i))
+            for i, sample in sensors.samples(snap, stamp):
+                m = msgs.imu_to_msg(sample, f)
+                writer.write(imu_topics[i], m, stamp, qos="sensor")
+                samples_in += 1
+                consume(tracker.push_imu(msgs.imu_from_msg(m), i))
             prog.update(k + 1)
         consume(tracker.flush())
     runtime = time.perf_counter() - wall0
-    frames = sum(p.stats.frames for p in parsers)
-    bad = sum(p.stats.bad_checksum for p in parsers)
     metrics: dict[str, Any] = {
         "modules": modules,
         "heading_mode": heading_mode,
@@ -152,9 +140,7 @@ def run_demo(
         "sensor_rate_hz": rate,
         "d1_m": tracker.config.d1,
         "d2_m": tracker.config.d2,
-        "frames_parsed": frames,
-        "frames_bad_checksum": bad,
-        "bytes_skipped": sum(p.stats.skipped_bytes for p in parsers),
+        **sensors.stats(),
         "samples": samples_in,
         "samples_expected": steps * n,
         "estimates": tracker.stats.estimates,

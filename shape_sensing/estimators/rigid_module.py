@@ -116,6 +116,15 @@ SCHEMA = Schema(
         Param("frame_prefix", str, "", "prefix of every published frame id (several robots in one TF tree)"),
         Param("radius", float, 0.035, "body radius for markers", min=0.0, unit="m"),
         Param("publish_rate", float, 20.0, "estimate rate of the node", min=0.1, max=1000.0, unit="Hz"),
+        Param("marker_rate", float, 5.0, "marker rate of the node", min=0.1, max=100.0, unit="Hz"),
+        Param(
+            "calibrate_on_start", bool, False,
+            "average the first calibration_duration seconds as the rods calibration (rig held straight at start)",
+        ),
+        Param(
+            "calibration_duration", float, 1.0, "averaging time of the rods calibration (start or ~/calibrate)",
+            min=0.0, max=60.0, unit="s",
+        ),
     ),
 )  # fmt: skip
 

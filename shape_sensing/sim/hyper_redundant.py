@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from shape_sensing.config import Param, Schema
+from shape_sensing.drivers.wt901 import RATE_CODES
 from shape_sensing.estimators.rigid_module import (
     chain_transforms,
     euler_zyx_to_matrix,
@@ -23,8 +25,27 @@ from shape_sensing.estimators.rigid_module import (
     ujoint_rotation,
 )
 from shape_sensing.geometry import FloatArray
+from shape_sensing.types import ImuSample
 
-__all__ = ["HyperRedundantSim", "SimSnapshot"]
+__all__ = ["SCHEMA", "EmulatedSensors", "HyperRedundantSim", "SimSnapshot"]
+
+SCHEMA = Schema(
+    node="hyper_redundant_simulator",
+    description="Simulated hyper-redundant robot: WT901 readings through the emulator and parser, and ground truth.",
+    params=(
+        Param("n_modules", int, 4, "number of modules", min=4, max=20),
+        Param("d1", float, 0.040, "universal joint height above the lower platform", min=0.0, max=2.0, unit="m"),
+        Param("d2", float, 0.040, "upper platform height above the universal joint", min=0.0, max=2.0, unit="m"),
+        Param("rate", float, 100.0, "WT901 output rate", choices=tuple(sorted(RATE_CODES)), unit="Hz"),
+        Param("amplitude_deg", float, 20.0, "peak joint angle", min=0.0, max=80.0, unit="deg"),
+        Param("mount_deg", float, 0.5, "sensor mounting misalignment (std)", min=0.0, max=10.0, unit="deg"),
+        Param("yaw_disturbance_deg", float, 5.0, "magnetic yaw disturbance amplitude", min=0.0, max=90.0, unit="deg"),
+        Param("rods_seconds", float, 1.0, "time held straight on the calibration rods at start", min=0.0, unit="s"),
+        Param("byte_error_rate", float, 1e-4, "UART bit-flip and byte-loss probability per byte", min=0.0, max=0.1),
+        Param("seed", int, 0, "random seed", min=0),
+        Param("frame_prefix", str, "", "prefix of the published frame ids"),
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -124,3 +145,54 @@ class HyperRedundantSim:
         readings[:, 2] += dist
         readings[:, 2] = (readings[:, 2] + np.pi) % (2 * np.pi) - np.pi
         return SimSnapshot(t=t, theta=theta, attitudes=R, poses=poses, readings=readings)
+
+
+@dataclass
+class EmulatedSensors:
+    """The robot's WT901s seen through the protocol: emulator -> line faults -> parser -> assembler.
+
+    Args:
+        n_platforms: sensors (one per platform).
+        rate_hz: WT901 output rate.
+        byte_error_rate: per-byte probability of a bit flip and, separately, of a lost byte.
+        garbage_rate: per-cycle probability of a burst of random bytes.
+        seed: random seed of the line faults.
+        frame_prefix: prefix of the ``platform_<i>`` frame ids.
+    """
+
+    n_platforms: int
+    rate_hz: float = 100.0
+    byte_error_rate: float = 1e-4
+    garbage_rate: float = 0.01
+    seed: int = 1
+    frame_prefix: str = ""
+
+    def __post_init__(self) -> None:
+        from shape_sensing.drivers.wt901 import Wt901Assembler, Wt901Parser
+        from shape_sensing.sim.wt901_emulator import Corruptor, Wt901Emulator
+
+        rng = np.random.default_rng(self.seed)
+        self.emulator = Wt901Emulator(rate_hz=self.rate_hz, baud=921600)
+        e = self.byte_error_rate
+        self.lines = [Corruptor(rng, e, e, self.garbage_rate) for _ in range(self.n_platforms)]
+        self.parsers = [Wt901Parser() for _ in range(self.n_platforms)]
+        self.assemblers = [Wt901Assembler(f"{self.frame_prefix}platform_{i}") for i in range(self.n_platforms)]
+
+    def samples(self, snap: SimSnapshot, stamp_ns: int) -> list[tuple[int, ImuSample]]:
+        """The samples recovered from one output cycle of every sensor (lost frames drop samples)."""
+        out = []
+        for i in range(self.n_platforms):
+            data = self.lines[i].apply(self.emulator.cycle_bytes(snap.readings[i], time_ms=int(snap.t * 1000)))
+            for frame in self.parsers[i].feed(data):
+                sample = self.assemblers[i].push(frame, stamp_ns)
+                if sample is not None:
+                    out.append((i, sample))
+        return out
+
+    def stats(self) -> dict[str, int]:
+        """Parser counters summed over the sensors."""
+        return {
+            "frames_parsed": sum(p.stats.frames for p in self.parsers),
+            "frames_bad_checksum": sum(p.stats.bad_checksum for p in self.parsers),
+            "bytes_skipped": sum(p.stats.skipped_bytes for p in self.parsers),
+        }
