@@ -81,6 +81,7 @@ class MessageFactory:
         self.backend = backend
         self.distro = distro
         self.typestore = get_typestore(DISTROS[distro])
+        self._plans: dict[str, Any] = {}
 
     # -- classes ---------------------------------------------------------
     def cls(self, typename: str) -> Any:
@@ -100,22 +101,32 @@ class MessageFactory:
             return self._make_rclpy(typename, fields)
         return self._make_rosbags(typename, fields)
 
+    def _plan(self, typename: str) -> tuple[Any, frozenset[str], tuple[tuple[str, Any, bool], ...]]:
+        """Per type (cached): class, field names, and per field (name, descriptor, needs coercion)."""
+        plan = self._plans.get(typename)
+        if plan is None:
+            try:
+                _consts, fielddefs = self.typestore.fielddefs[typename]
+            except KeyError:
+                raise MessageError(f"message type {typename!r} is not in the {self.distro} definitions") from None
+            fields = tuple((name, desc, int(desc[0]) in (3, 4)) for name, desc in fielddefs)
+            plan = (self.typestore.types[typename], frozenset(n for n, _ in fielddefs), fields)
+            self._plans[typename] = plan
+        return plan
+
     def _make_rosbags(self, typename: str, fields: dict[str, Any]) -> Any:
-        try:
-            _consts, fielddefs = self.typestore.fielddefs[typename]
-        except KeyError:
-            raise MessageError(f"message type {typename!r} is not in the {self.distro} definitions") from None
-        known = {name for name, _ in fielddefs}
-        unknown = set(fields) - known
-        if unknown:
+        cls, known, plan = self._plan(typename)
+        if not known.issuperset(fields):
+            unknown = set(fields) - known
             raise MessageError(f"{typename} has no field(s) {sorted(unknown)}; fields are {sorted(known)}")
         kwargs = {}
-        for name, desc in fielddefs:
+        for name, desc, is_array in plan:
             if name in fields:
-                kwargs[name] = self._coerce(typename, name, desc, fields[name])
+                value = fields[name]
+                kwargs[name] = self._coerce(typename, name, desc, value) if is_array else value
             else:
                 kwargs[name] = self._default(desc)
-        return self.typestore.types[typename](**kwargs)
+        return cls(**kwargs)
 
     def _coerce(self, typename: str, name: str, desc: Any, value: Any) -> Any:
         kind = int(desc[0])
