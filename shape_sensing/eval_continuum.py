@@ -36,6 +36,7 @@ from shape_sensing.estimators.continuum.estimator import (
 )
 from shape_sensing.estimators.continuum.model import GridState
 from shape_sensing.estimators.continuum.query import query_poses
+from shape_sensing.estimators.continuum.solver import blas_single_thread
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.space_time_dataset import Trial, load_trial
@@ -82,9 +83,7 @@ class EvalResult:
 
 def single_thread_blas() -> Any:
     """Context limiting BLAS to one thread (small banded solves lose time to thread hand-offs)."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1, user_api="blas")
+    return blas_single_thread()
 
 
 def run_estimator(
@@ -124,7 +123,9 @@ def run_estimator(
             tic = time.perf_counter()
             state = win.run(meas, t1)
             runtime = time.perf_counter() - tic
-            return EvalResult(state, runtime, win.steps * iterations, win.converged_steps / max(win.steps, 1), None, dropped)
+            return EvalResult(
+                state, runtime, win.steps * iterations, win.converged_steps / max(win.steps, 1), None, dropped
+            )
     raise ValueError(f"--estimator must be 'batch' or 'window', got {estimator!r}")
 
 
@@ -170,7 +171,13 @@ def evaluate_trial(
     """Load, estimate, score; returns the metrics, the trial and the raw result."""
     trial = load_trial(dataset_dir, trial_name)
     res = run_estimator(
-        trial, estimator, tuning=tuning, window_size=window_size, iterations=iterations, t_end=t_end, covariance=covariance
+        trial,
+        estimator,
+        tuning=tuning,
+        window_size=window_size,
+        iterations=iterations,
+        t_end=t_end,
+        covariance=covariance,
     )
     t0 = trial.config.start_time
     t1 = float(res.state.t[-1])
@@ -254,7 +261,7 @@ def write_bag(path: Path, trial: Trial, res: EvalResult, *, distro: str = "jazzy
     s_fine = np.linspace(state.s[0], state.s[-1], 30)
     with BagWriter(path, distro=distro, overwrite=True) as bag:
         for k in range(state.K):
-            stamp = int(round(state.t[k] * 1e9))
+            stamp = round(state.t[k] * 1e9)
             poses = state.T[k]
             backbone = query_poses(state, np.full(s_fine.size, state.t[k]), s_fine)[:, :3, 3]
             cov = res.tip_cov[k] if res.tip_cov is not None else None
@@ -264,7 +271,10 @@ def write_bag(path: Path, trial: Trial, res: EvalResult, *, distro: str = "jazzy
                 pos_cov = np.zeros((state.N, 3, 3))
                 pos_cov[-1] = R @ cov[:3, :3] @ R.T
             shape = ShapeEstimate(stamp, "base", names, poses, pos_cov, backbone, 0.01, float(state.s[-1]))
-            tfs = [TransformStamped(stamp, frame_prefix + "base", frame_prefix + n, T) for n, T in zip(names, poses, strict=True)]
+            tfs = [
+                TransformStamped(stamp, frame_prefix + "base", frame_prefix + n, T)
+                for n, T in zip(names, poses, strict=True)
+            ]
             bag.write("/tf", mc.tf_message(tfs), stamp)
             bag.write("shape/path", mc.path_msg(stamp, frame_prefix + "base", backbone), stamp)
             bag.write("shape/markers", mc.shape_markers(shape, frame_prefix=frame_prefix), stamp)
@@ -273,14 +283,16 @@ def write_bag(path: Path, trial: Trial, res: EvalResult, *, distro: str = "jazzy
                 A = np.zeros((6, 6))
                 A[:3, :3] = A[3:, 3:] = poses[-1, :3, :3]
                 cov6 = A @ cov @ A.T
-            bag.write("shape/tip_pose", mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", poses[-1], cov6), stamp)
+            bag.write(
+                "shape/tip_pose", mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", poses[-1], cov6), stamp
+            )
             count += 4
         vic = [st for st in trial.of_kind("vicon") if st.s[0] > 0]
         if vic:
             tip = max(vic, key=lambda st: float(st.s[0])).window(float(state.t[0]), float(state.t[-1]))
             if tip.t.size:
                 Tv = lie.exp(tip.values)
-                stamp = int(round(tip.t[-1] * 1e9))
+                stamp = round(tip.t[-1] * 1e9)
                 bag.write("vicon/path", mc.path_msg(stamp, frame_prefix + "base", Tv), stamp)
                 count += 1
     return count
@@ -311,7 +323,12 @@ def run(args: argparse.Namespace) -> int:
         trial_probe = load_trial(args.dataset_dir, args.trial)
         t_end = trial_probe.config.start_time + args.duration
     metrics, trial, res = evaluate_trial(
-        args.dataset_dir, args.trial, args.estimator, window_size=args.window_size, iterations=args.iterations, t_end=t_end
+        args.dataset_dir,
+        args.trial,
+        args.estimator,
+        window_size=args.window_size,
+        iterations=args.iterations,
+        t_end=t_end,
     )
     if not args.no_outputs:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -325,20 +342,30 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(metrics, sort_keys=True))
         return 0
     a = metrics["all"]
-    print(f"{metrics['trial']} ({metrics['robot']}), {metrics['estimator']}: {metrics['span_s']:.2f} s of data "
-          f"in {metrics['runtime_s']:.2f} s (RTF {metrics['rtf']:.2f}), {metrics['slices']} slices x {metrics['nodes']} nodes")
+    print(
+        f"{metrics['trial']} ({metrics['robot']}), {metrics['estimator']}: "
+        f"{metrics['span_s']:.2f} s of data "
+        f"in {metrics['runtime_s']:.2f} s (RTF {metrics['rtf']:.2f}), "
+        f"{metrics['slices']} slices x {metrics['nodes']} nodes"
+    )
     print(f"{'s (m)':>8} {'n':>5} {'pos RMSE mm':>12} {'pos MAE mm':>11} {'rot RMSE deg':>13} {'rot MAE deg':>12}")
     for s, d in metrics["per_s"].items():
-        print(f"{s:>8} {d['n']:>5} {d['pos_mm']['rmse']:12.2f} {d['pos_mm']['mae']:11.2f} "
-              f"{d['rot_deg']['rmse']:13.2f} {d['rot_deg']['mae']:12.2f}")
+        print(
+            f"{s:>8} {d['n']:>5} {d['pos_mm']['rmse']:12.2f} {d['pos_mm']['mae']:11.2f} "
+            f"{d['rot_deg']['rmse']:13.2f} {d['rot_deg']['mae']:12.2f}"
+        )
     if a is not None:
-        print(f"{'all':>8} {a['n']:>5} {a['pos_mm']['rmse']:12.2f} {a['pos_mm']['mae']:11.2f} "
-              f"{a['rot_deg']['rmse']:13.2f} {a['rot_deg']['mae']:12.2f}")
+        print(
+            f"{'all':>8} {a['n']:>5} {a['pos_mm']['rmse']:12.2f} {a['pos_mm']['mae']:11.2f} "
+            f"{a['rot_deg']['rmse']:13.2f} {a['rot_deg']['mae']:12.2f}"
+        )
     ref = metrics.get("authors")
     if ref:
-        print(f"authors' {metrics['estimator']}: all s {ref['all_mm']:.2f} mm / {ref['all_deg']:.2f} deg RMSE, "
-              f"tip {ref['tip_mm']:.2f} mm / {ref['tip_deg']:.2f} deg, RTF {ref['rtf']}; "
-              f"beaten on all s: {metrics.get('beats_authors_all_s')}")
+        print(
+            f"authors' {metrics['estimator']}: all s {ref['all_mm']:.2f} mm / {ref['all_deg']:.2f} deg RMSE, "
+            f"tip {ref['tip_mm']:.2f} mm / {ref['tip_deg']:.2f} deg, RTF {ref['rtf']}; "
+            f"beaten on all s: {metrics.get('beats_authors_all_s')}"
+        )
     if "plot" in metrics:
         print(f"plot: {metrics['plot']}\nbag:  {metrics['bag']}")
     return 0

@@ -300,7 +300,9 @@ def read_trial_config(path: str | Path) -> TrialConfig:
     T0 = _vector(ic, "T0", 16, path, "initial_condition.").reshape(4, 4) if "T0" in ic else np.eye(4)
     if np.abs(T0[3] - [0, 0, 0, 1]).max() > 1e-9 or np.abs(T0[:3, :3] @ T0[:3, :3].T - np.eye(3)).max() > 1e-6:
         raise DatasetError(f"{path}: initial_condition.T0 is not a rigid transform")
-    eps0 = _vector(ic, "epsilon0", 6, path, "initial_condition.") if "epsilon0" in ic else np.array([0, 0, 1.0, 0, 0, 0])
+    eps0 = (
+        _vector(ic, "epsilon0", 6, path, "initial_condition.") if "epsilon0" in ic else np.array([0, 0, 1.0, 0, 0, 0])
+    )
     varpi0 = _vector(ic, "varpi0", 6, path, "initial_condition.") if "varpi0" in ic else np.zeros(6)
     return TrialConfig(
         name=path.stem,

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.linalg import cho_solve_banded, cholesky_banded
 
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.model import DOF
+from shape_sensing.estimators.continuum.solver import blas_single_thread
 from shape_sensing.geometry import FloatArray
 
 __all__ = ["node_covariances", "pose_position_covariance"]
 
 
-def node_covariances(ab: FloatArray, nodes: list[int] | FloatArray, dims: slice = slice(0, DOF)) -> FloatArray:
+def node_covariances(ab: FloatArray, nodes: list[int] | NDArray[np.int64], dims: slice = slice(0, DOF)) -> FloatArray:
     """Marginal covariances of some nodes under the Laplace approximation.
 
     Args:
@@ -28,12 +30,13 @@ def node_covariances(ab: FloatArray, nodes: list[int] | FloatArray, dims: slice 
     idx = np.asarray(nodes, dtype=np.int64)
     if idx.size and (idx.min() < 0 or (idx.max() + 1) * DOF > nvar):
         raise ContinuumError(f"node indices {idx.tolist()} outside the {nvar // DOF} nodes of the system")
-    cb = cholesky_banded(ab, lower=True, check_finite=False)
     d = np.arange(DOF)[dims]
     cols = (idx[:, None] * DOF + d[None, :]).reshape(-1)
     E = np.zeros((nvar, cols.size))
     E[cols, np.arange(cols.size)] = 1.0
-    X = cho_solve_banded((cb, True), E, check_finite=False)
+    with blas_single_thread():
+        cb = cholesky_banded(ab, lower=True, check_finite=False)
+        X = cho_solve_banded((cb, True), E, check_finite=False)
     k = d.size
     out = np.empty((idx.size, k, k))
     for i in range(idx.size):

@@ -71,7 +71,9 @@ def weights_from_trial(trial: Trial, tuning: Tuning | None = None) -> Weights:
     )
 
 
-def measurements_from_trial(trial: Trial, t0: float, t1: float, tuning: Tuning | None = None) -> tuple[Measurements, int]:
+def measurements_from_trial(
+    trial: Trial, t0: float, t1: float, tuning: Tuning | None = None
+) -> tuple[Measurements, int]:
     """Pose-sensor and gyroscope measurements of a trial in ``[t0, t1]``.
 
     Returns:
@@ -127,7 +129,9 @@ class BatchEstimator:
         tol: convergence threshold on the largest step entry.
     """
 
-    def __init__(self, weights: Weights, s_nodes: FloatArray, rate: float, *, max_iterations: int = 30, tol: float = 1e-6) -> None:
+    def __init__(
+        self, weights: Weights, s_nodes: FloatArray, rate: float, *, max_iterations: int = 30, tol: float = 1e-6
+    ) -> None:
         self.weights = weights
         self.s_nodes = np.asarray(s_nodes, dtype=np.float64)
         if self.s_nodes.ndim != 1 or self.s_nodes.size < 2 or np.any(np.diff(self.s_nodes) <= 0):

@@ -138,7 +138,9 @@ def _gp_pair(
     return e, Ja, Jb
 
 
-def space_prior(T: FloatArray, eps: FloatArray, ia: IntArray, ib: IntArray, h: FloatArray, Q2: FloatArray) -> FactorBatch:
+def space_prior(
+    T: FloatArray, eps: FloatArray, ia: IntArray, ib: IntArray, h: FloatArray, Q2: FloatArray
+) -> FactorBatch:
     """Constant-strain prior along s between flat nodes ``ia`` and ``ib`` (``(M,)``) with spacing ``h``.
 
     Args:
@@ -154,17 +156,21 @@ def space_prior(T: FloatArray, eps: FloatArray, ia: IntArray, ib: IntArray, h: F
     return FactorBatch("space_prior", [ia, ib], [Ja, Jb], r)
 
 
-def time_prior(T: FloatArray, varpi: FloatArray, ia: IntArray, ib: IntArray, dt: FloatArray, Q1: FloatArray) -> FactorBatch:
+def time_prior(
+    T: FloatArray, varpi: FloatArray, ia: IntArray, ib: IntArray, dt: FloatArray, Q1: FloatArray
+) -> FactorBatch:
     """Constant-velocity prior in time between flat nodes ``ia`` (earlier) and ``ib`` (later), steps ``dt``."""
     e, Ja, Jb = _gp_pair(T[ia], varpi[ia], T[ib], varpi[ib], dt, 12)
     r, (Ja, Jb) = _whiten(gp_sqrt_info(Q1, dt), e, [Ja, Jb])
     return FactorBatch("time_prior", [ia, ib], [Ja, Jb], r)
 
 
-def _walk(x: FloatArray, ia: IntArray, ib: IntArray, step: FloatArray, q: FloatArray, col: int, name: str) -> FactorBatch:
+def _walk(
+    x: FloatArray, ia: IntArray, ib: IntArray, step: FloatArray, q: FloatArray, col: int, name: str
+) -> FactorBatch:
     M = ia.size
     e = x[ib] - x[ia]
-    W = (1.0 / np.sqrt(step[:, None] * q[None, :]))  # (M, 6) diagonal
+    W = 1.0 / np.sqrt(step[:, None] * q[None, :])  # (M, 6) diagonal
     Ja = np.zeros((M, 6, DOF))
     Jb = np.zeros((M, 6, DOF))
     idx = np.arange(6)
@@ -274,7 +280,13 @@ def pose_factor(
 
 
 def gyro_factor(
-    varpi: FloatArray, ia: IntArray, ib: IntArray, u: FloatArray, w_meas: FloatArray, R: FloatArray, cauchy: float | None = None
+    varpi: FloatArray,
+    ia: IntArray,
+    ib: IntArray,
+    u: FloatArray,
+    w_meas: FloatArray,
+    R: FloatArray,
+    cauchy: float | None = None,
 ) -> FactorBatch:
     """Gyroscope readings ``w_meas`` ``(M, 3)`` at fraction ``u`` between nodes ``ia`` and ``ib`` (same s)."""
     M = ia.size

@@ -156,7 +156,7 @@ class Measurements:
     Attributes:
         pose_t: ``(P,)`` times of pose measurements.
         pose_s: ``(P,)`` their arc lengths.
-        pose_T: ``(P, 4, 4)`` measured poses.
+        pose_mat: ``(P, 4, 4)`` measured poses.
         gyro_t: ``(G,)`` times of gyroscope readings.
         gyro_s: ``(G,)`` their arc lengths.
         gyro_w: ``(G, 3)`` body angular velocities (rad/s).
@@ -164,7 +164,7 @@ class Measurements:
 
     pose_t: FloatArray = field(default_factory=lambda: np.zeros(0))
     pose_s: FloatArray = field(default_factory=lambda: np.zeros(0))
-    pose_T: FloatArray = field(default_factory=lambda: np.zeros((0, 4, 4)))
+    pose_mat: FloatArray = field(default_factory=lambda: np.zeros((0, 4, 4)))
     gyro_t: FloatArray = field(default_factory=lambda: np.zeros(0))
     gyro_s: FloatArray = field(default_factory=lambda: np.zeros(0))
     gyro_w: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
@@ -174,7 +174,7 @@ class Measurements:
         mp = (self.pose_t >= t0) & ((self.pose_t <= t1) if include_end else (self.pose_t < t1))
         mg = (self.gyro_t >= t0) & ((self.gyro_t <= t1) if include_end else (self.gyro_t < t1))
         return Measurements(
-            self.pose_t[mp], self.pose_s[mp], self.pose_T[mp], self.gyro_t[mg], self.gyro_s[mg], self.gyro_w[mg]
+            self.pose_t[mp], self.pose_s[mp], self.pose_mat[mp], self.gyro_t[mg], self.gyro_s[mg], self.gyro_w[mg]
         )
 
     @staticmethod
@@ -185,7 +185,7 @@ class Measurements:
         return Measurements(
             np.concatenate([p.pose_t for p in parts]),
             np.concatenate([p.pose_s for p in parts]),
-            np.concatenate([p.pose_T for p in parts]),
+            np.concatenate([p.pose_mat for p in parts]),
             np.concatenate([p.gyro_t for p in parts]),
             np.concatenate([p.gyro_s for p in parts]),
             np.concatenate([p.gyro_w for p in parts]),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.factors import hermite
@@ -12,7 +13,7 @@ from shape_sensing.geometry import FloatArray
 __all__ = ["query_poses", "slice_at"]
 
 
-def _cell(grid: FloatArray, x: FloatArray, what: str) -> tuple[FloatArray, FloatArray]:
+def _cell(grid: FloatArray, x: FloatArray, what: str) -> tuple[NDArray[np.int64], FloatArray]:
     if np.any(x < grid[0] - 1e-9) or np.any(x > grid[-1] + 1e-9):
         bad = x[(x < grid[0] - 1e-9) | (x > grid[-1] + 1e-9)][0]
         raise ContinuumError(f"{what} {bad} outside the estimate's span [{grid[0]}, {grid[-1]}]")
@@ -20,7 +21,7 @@ def _cell(grid: FloatArray, x: FloatArray, what: str) -> tuple[FloatArray, Float
         return np.zeros(x.size, dtype=np.int64), np.zeros(x.size)
     k = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, grid.size - 2)
     u = np.clip((x - grid[k]) / (grid[k + 1] - grid[k]), 0.0, 1.0)
-    return k, u
+    return k.astype(np.int64), u
 
 
 def slice_at(state: GridState, t: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:

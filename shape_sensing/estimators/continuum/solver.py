@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.linalg import LinAlgError, cho_solve_banded, cholesky_banded
+from threadpoolctl import ThreadpoolController
 
 from shape_sensing.estimators.continuum import factors as fac
 from shape_sensing.estimators.continuum import lie
@@ -32,6 +34,7 @@ __all__ = [
     "assemble",
     "assign_measurements",
     "banded_to_dense",
+    "blas_single_thread",
     "build_factors",
     "dense_normal_equations",
     "gauss_newton",
@@ -40,6 +43,19 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 IntArray = NDArray[np.int64]
+_CONTROLLER: ThreadpoolController | None = None
+
+
+def blas_single_thread() -> Any:
+    """Context limiting BLAS/LAPACK to one thread.
+
+    The banded factorisations here are small; thread hand-offs cost more than
+    they gain, and on a loaded machine far more (measured 100x on 2 shared cores).
+    """
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        _CONTROLLER = ThreadpoolController()
+    return _CONTROLLER.limit(limits=1, user_api="blas")
 
 
 @dataclass
@@ -73,7 +89,7 @@ class AssignedMeasurements:
     pose_ib: IntArray
     pose_u: FloatArray
     pose_dt: FloatArray
-    pose_T: FloatArray
+    pose_mat: FloatArray
     gyro_ia: IntArray
     gyro_ib: IntArray
     gyro_u: FloatArray
@@ -126,7 +142,7 @@ def assign_measurements(state: GridState, meas: Measurements, first_interval: in
         (kp + 1) * N + np_,
         up,
         dtp,
-        meas.pose_T[okp],
+        meas.pose_mat[okp],
         kg * N + ng,
         (kg + 1) * N + ng,
         ug,
@@ -189,11 +205,23 @@ def build_factors(
         if meas.pose_ia.size:
             out.append(
                 fac.pose_factor(
-                    T, varpi, meas.pose_ia, meas.pose_ib, meas.pose_u, meas.pose_dt, meas.pose_T, mf * w.R_pose, w.cauchy_pose
+                    T,
+                    varpi,
+                    meas.pose_ia,
+                    meas.pose_ib,
+                    meas.pose_u,
+                    meas.pose_dt,
+                    meas.pose_mat,
+                    mf * w.R_pose,
+                    w.cauchy_pose,
                 )
             )
         if meas.gyro_ia.size:
-            out.append(fac.gyro_factor(varpi, meas.gyro_ia, meas.gyro_ib, meas.gyro_u, meas.gyro_w, mf * w.R_gyro, w.cauchy_gyro))
+            out.append(
+                fac.gyro_factor(
+                    varpi, meas.gyro_ia, meas.gyro_ib, meas.gyro_u, meas.gyro_w, mf * w.R_gyro, w.cauchy_gyro
+                )
+            )
     return out
 
 
@@ -202,7 +230,9 @@ def _prior_terms(state: GridState, prior: MarginalPrior) -> tuple[FloatArray, Fl
     n = prior.T.shape[0]
     T = state.T.reshape(-1, 4, 4)[:n]
     dT = lie.log(lie.inv(prior.T) @ T)
-    d = np.concatenate([dT, state.eps.reshape(-1, 6)[:n] - prior.eps, state.varpi.reshape(-1, 6)[:n] - prior.varpi], axis=1)
+    d = np.concatenate(
+        [dT, state.eps.reshape(-1, 6)[:n] - prior.eps, state.varpi.reshape(-1, 6)[:n] - prior.varpi], axis=1
+    )
     J = np.zeros((n, DOF, DOF))
     J[:, :6, :6] = lie.jr_inv(dT)
     J[:, 6:, 6:] = np.eye(12)
@@ -299,7 +329,7 @@ def assemble(
     if allf.size and allf.max() >= bw * nvar:
         raise ContinuumError("a factor couples nodes farther apart than the band allows")
     ab = np.bincount(allf, weights=np.concatenate(vals) if vals else None, minlength=bw * nvar).reshape(bw, nvar)
-    return ab, g, cost
+    return ab.astype(np.float64), np.asarray(g, dtype=np.float64), cost
 
 
 def solve_banded(ab: FloatArray, g: FloatArray, damping: float = 0.0) -> FloatArray:
@@ -364,12 +394,28 @@ def gauss_newton(
     Stops when the step's largest entry falls below ``tol``. With ``dense``
     the normal equations are solved densely (the benchmark's reference).
     """
+    with blas_single_thread():
+        return _gauss_newton(state, w, meas, prior, max_iterations, tol, dense, slice_factors, base_slices)
+
+
+def _gauss_newton(
+    state: GridState,
+    w: Weights,
+    meas: AssignedMeasurements | None,
+    prior: MarginalPrior | None,
+    max_iterations: int,
+    tol: float,
+    dense: bool,
+    slice_factors: range | None,
+    base_slices: range | None,
+) -> GNResult:
     costs: list[float] = []
     n_nodes = state.K * state.N
     converged = False
     it = 0
     ab: FloatArray | None = None
-    for it in range(1, max_iterations + 1):
+    while it < max_iterations:
+        it += 1
         batches = build_factors(state, w, meas, slice_factors=slice_factors, base_slices=base_slices)
         extra = None
         pc = 0.0

@@ -30,6 +30,7 @@ from shape_sensing.estimators.continuum.solver import (
     assemble,
     assign_measurements,
     banded_to_dense,
+    blas_single_thread,
     build_factors,
     gauss_newton,
 )
@@ -149,8 +150,9 @@ class SlidingWindow:
         self.steps += 1
         self.converged_steps += int(res.converged)
         info = StepInfo(t_new, res.iterations, res.converged, res.cost)
-        while self.state.K > self.size:
-            info.finalized.append(self._marginalize_oldest())
+        while self.size < self.state.K:
+            with blas_single_thread():
+                info.finalized.append(self._marginalize_oldest())
         return info
 
     def _marginalize_oldest(self) -> float:
@@ -160,7 +162,9 @@ class SlidingWindow:
         two = GridState(st.t[:2].copy(), st.s, st.T[:2].copy(), st.eps[:2].copy(), st.varpi[:2].copy())
         am = assign_measurements(two, self.buffer.between(t0, t1))
         base = self._base_slices(2)
-        batches = build_factors(two, self.weights, am, slice_factors=range(1), base_slices=range(1) if 0 in base else range(0))
+        batches = build_factors(
+            two, self.weights, am, slice_factors=range(1), base_slices=range(1) if 0 in base else range(0)
+        )
         extra = None
         if self.prior is not None:
             Hp, gp, _ = _prior_terms(two, self.prior)
@@ -199,7 +203,7 @@ class SlidingWindow:
         return GridState(np.asarray(t), self.state.s.copy(), np.asarray(T), np.asarray(e), np.asarray(v))
 
     def run(self, meas: Measurements, t_end: float) -> GridState:
-        """Offline replay: feed ``meas`` slice by slice up to ``t_end``; return every slice (marginalised + last window).
+        """Offline replay: feed ``meas`` slice by slice up to ``t_end``; return all slices (marginalised + window).
 
         Each step receives the measurements in ``[t_newest, t_new)``, so a
         measurement exactly at ``t_end`` is not used.

@@ -1,0 +1,176 @@
+"""Behaviour of the continuum estimator on synthetic robots with known truth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.covariance import node_covariances
+from shape_sensing.estimators.continuum.errors import ContinuumError
+from shape_sensing.estimators.continuum.estimator import BatchEstimator, time_grid
+from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights, straight_state
+from shape_sensing.estimators.continuum.query import query_poses
+from shape_sensing.estimators.continuum.solver import assign_measurements, gauss_newton
+from shape_sensing.estimators.continuum.synthetic import (
+    bending_strain,
+    constant_strain,
+    sample_grid,
+    sample_measurements,
+)
+from shape_sensing.estimators.continuum.window import SlidingWindow
+
+S = np.linspace(0.0, 0.4, 5)
+
+
+def _weights(**kw: object) -> Weights:
+    base = dict(
+        P0=[1e-8] * 6 + [1e-2, 1e-2, 1e-2, 1e2, 1e2, 1e-4] + [1e-2] * 6,
+        Q1=[1.0, 1, 1, 10, 10, 10],
+        Q2=[1e-2, 1e-2, 1e-2, 10, 10, 10],
+        Q3=[1e-2, 1e-2, 1e-2, 10, 10, 10],
+        R_pose=[1e-6] * 3 + [1e-4] * 3,
+        R_gyro=[1e-4] * 3,
+    )
+    base.update(kw)
+    return Weights(**base)  # type: ignore[arg-type]
+
+
+def _angle(T: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(lie.so3_log(T[..., :3, :3]), axis=-1)
+
+
+def test_prior_alone_straightens_a_perturbed_robot() -> None:
+    w = _weights()
+    t = time_grid(0.0, 0.5, 20)
+    truth = straight_state(t, S, w.T0, w.epsilon0)
+    rng = np.random.default_rng(1)
+    init = truth.retract(0.05 * rng.standard_normal(truth.K * truth.N * 18))
+    res = gauss_newton(init, w, None, max_iterations=30, tol=1e-10)
+    assert res.converged
+    assert np.abs(res.state.T - truth.T).max() < 1e-9
+    assert np.abs(res.state.eps - truth.eps).max() < 1e-9
+    assert np.abs(res.state.varpi).max() < 1e-9
+    # positions lie on the z axis at their arc lengths
+    assert np.allclose(res.state.T[..., :3, 3], np.stack([0 * S, 0 * S, S], axis=1)[None], atol=1e-9)
+
+
+def test_constant_strain_recovered_exactly_from_perfect_poses() -> None:
+    eps_true = np.array([0.0, 0.0, 1.0, 2.5, -1.5, 0.0])
+    w = _weights(P0=[1e-10] * 6 + [1e6] * 5 + [1e-4] + [1e-2] * 6, R_pose=[1e-12] * 6)
+    fn = constant_strain(eps_true)
+    pt = np.linspace(0.0, 1.0, 37)
+    meas = sample_measurements(fn, pt, [0.2, 0.4], np.zeros(0), [])
+    est = BatchEstimator(w, S, 10, tol=1e-12, max_iterations=40)
+    res = est.solve(meas, 0.0, 1.0)
+    truth = sample_grid(fn, res.state.t, S)
+    assert res.converged
+    assert np.abs(res.state.T - truth.T).max() < 1e-7
+    assert np.abs(res.state.eps - eps_true).max() < 1e-5  # the base strain prior (variance 1e6) pulls ~1e-6
+    # between nodes too
+    Tq = query_poses(res.state, np.array([0.33, 0.71]), np.array([0.05, 0.37]))
+    Tt = sample_grid(fn, np.array([0.0]), np.array([0.05, 0.37])).T[0]
+    assert np.abs(Tq - Tt).max() < 1e-7
+
+
+def test_gyro_only_drift_is_bounded_by_the_prior() -> None:
+    """A biased tip gyro on a robot at rest: integration drifts without bound, the estimate does not."""
+    w = _weights(P0=[1e-8] * 6 + [1e-2, 1e-2, 1e-2, 1e-2, 1e-2, 1e-4] + [1e-2] * 6, Q3=[1e-3] * 3 + [1e-1] * 3)
+    bias = np.array([0.05, 0.0, 0.0])
+    fn = constant_strain(np.array([0, 0, 1.0, 0, 0, 0]))
+    span = 8.0
+    gt = np.arange(0.0, span, 1 / 40)
+    meas = sample_measurements(fn, np.zeros(0), [], gt, [0.4], gyro_bias=bias)
+    est = BatchEstimator(w, S, 10, tol=1e-8)
+    res = est.solve(meas, 0.0, span)
+    tip = _angle(res.state.T[:, -1])
+    integrated = 0.05 * res.state.t
+    # bounded: the second half adds (almost) nothing to the drift of the first half
+    half = res.state.K // 2
+    assert tip.max() < 0.2 * integrated[-1]
+    assert tip[half:].max() < 1.05 * tip[:half].max() + 1e-3
+    # and the Laplace covariance of the tip stays bounded as well (prior-limited)
+    cov = node_covariances(res.ab, [half * S.size + S.size - 1, (res.state.K - 1) * S.size + S.size - 1], slice(3, 6))
+    assert np.all(np.linalg.eigvalsh(cov) < 1.0)
+
+
+def _moving_problem() -> tuple[Weights, Measurements, object]:
+    w = _weights(R_pose=[1e-6] * 3 + [1e-4] * 3, R_gyro=[1e-4] * 3)
+    fn = bending_strain(amplitude=2.0, frequency=0.5)
+    rng = np.random.default_rng(3)
+    pt = np.arange(0.0, 1.0, 1 / 47) + 0.003
+    gt = np.arange(0.0, 1.0, 1 / 29) + 0.011
+    meas = sample_measurements(fn, pt, [0.0, 0.4], gt, [0.2, 0.4], pose_sigma=(1e-3, 1e-2), gyro_sigma=1e-2, rng=rng)
+    return w, meas, fn
+
+
+def test_batch_tracks_a_moving_robot() -> None:
+    w, meas, fn = _moving_problem()
+    res = BatchEstimator(w, S, 20).solve(meas, 0.0, 1.0)
+    truth = sample_grid(fn, res.state.t, S)
+    err = np.linalg.norm(res.state.T[..., :3, 3] - truth.T[..., :3, 3], axis=-1)
+    assert err.max() < 5e-3
+
+
+def test_sliding_window_equals_batch_on_short_trajectory() -> None:
+    """The window's newest slices equal the batch solution over the same data within 1e-4 (m, rad)."""
+    w, meas, _ = _moving_problem()
+    rate, span = 20.0, 0.8
+    t1 = span
+    batch = BatchEstimator(w, S, rate, tol=1e-10).solve(meas.between(0.0, t1), 0.0, t1)
+    win = SlidingWindow(w, S, rate, 0.0, size=4, iterations=10, tol=1e-10)
+    out = win.run(meas, t1)
+    assert out.K == batch.state.K and np.allclose(out.t, batch.state.t)
+    newest = slice(-win.size, None)
+    d = lie.log(lie.inv(batch.state.T[newest].reshape(-1, 4, 4)) @ out.T[newest].reshape(-1, 4, 4))
+    assert np.abs(d).max() < 1e-4
+    assert np.abs(out.eps[newest] - batch.state.eps[newest]).max() < 1e-3
+    # the fixed-lag outputs (older slices) are close too, though the batch also used later data
+    d_old = lie.log(lie.inv(batch.state.T[: -win.size].reshape(-1, 4, 4)) @ out.T[: -win.size].reshape(-1, 4, 4))
+    assert np.abs(d_old[:, :3]).max() < 2e-3
+
+
+def test_window_with_marginalisation_matches_batch_when_window_holds_everything() -> None:
+    w, meas, _ = _moving_problem()
+    rate, t1 = 20.0, 0.3
+    batch = BatchEstimator(w, S, rate, tol=1e-11).solve(meas.between(0.0, t1), 0.0, t1)
+    win = SlidingWindow(w, S, rate, 0.0, size=50, iterations=10, tol=1e-11)
+    out = win.run(meas, t1)
+    assert np.abs(out.T - batch.state.T).max() < 1e-8
+
+
+def test_extensible_robot_stretch_is_estimated() -> None:
+    fn = bending_strain(amplitude=1.0, frequency=0.5, stretch=0.5, stretch_rate=0.8)
+    w = _weights(P0=[1e-8] * 6 + [1e-2, 1e-2, 1e6, 1e2, 1e2, 1e-4] + [1e-2] * 6, Q3=[1.0] * 6)
+    pt = np.arange(0.0, 1.0, 1 / 40)
+    meas = sample_measurements(fn, pt, [0.2, 0.4], np.zeros(0), [], pose_sigma=(1e-4, 1e-3))
+    res = BatchEstimator(w, S, 20).solve(meas, 0.0, 1.0)
+    truth = sample_grid(fn, res.state.t, S)
+    assert np.abs(res.state.eps[..., 2] - truth.eps[..., 2]).max() < 0.05
+    assert np.abs(res.state.T[:, -1, :3, 3] - truth.T[:, -1, :3, 3]).max() < 2e-3
+
+
+def test_bad_inputs_name_the_problem() -> None:
+    with pytest.raises(ContinuumError, match="weight Q1 must have 6 entries"):
+        _weights(Q1=[1.0] * 5)
+    with pytest.raises(ContinuumError, match="weight R_gyro must hold finite variances > 0"):
+        _weights(R_gyro=[1.0, 0.0, 1.0])
+    with pytest.raises(ContinuumError, match="arc-length nodes must be >= 2 increasing"):
+        BatchEstimator(_weights(), np.array([0.0, 0.2, 0.1]), 10)
+    with pytest.raises(ContinuumError, match="window size must be >= 2"):
+        SlidingWindow(_weights(), S, 10, 0.0, size=1)
+    st = straight_state(np.array([0.0, 0.1]), S, np.eye(4), np.array([0, 0, 1.0, 0, 0, 0]))
+    m = Measurements(gyro_t=np.array([0.05]), gyro_s=np.array([0.15]), gyro_w=np.zeros((1, 3)))
+    with pytest.raises(ContinuumError, match="arc length 0.15 does not fall on an arc-length node"):
+        assign_measurements(st, m)
+    with pytest.raises(ContinuumError, match="time 0.5 outside the estimate's span"):
+        query_poses(st, np.array([0.5]), np.array([0.1]))
+    with pytest.raises(ContinuumError, match="end time 0.0 must be after start time 1.0"):
+        time_grid(1.0, 0.0, 10)
+
+
+def test_measurements_outside_span_are_counted_not_used() -> None:
+    st: GridState = straight_state(np.array([0.0, 0.1]), S, np.eye(4), np.array([0, 0, 1.0, 0, 0, 0]))
+    m = Measurements(gyro_t=np.array([-1.0, 0.05, 3.0]), gyro_s=np.array([0.4, 0.4, 0.4]), gyro_w=np.zeros((3, 3)))
+    am = assign_measurements(st, m)
+    assert am.skipped == 2 and am.gyro_ia.size == 1

@@ -1,0 +1,157 @@
+"""Every continuum factor's Jacobian against central finite differences; SE(3) helpers against geometry.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+from shape_sensing import geometry
+from shape_sensing.estimators.continuum import factors as fac
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.model import DOF, GridState
+from shape_sensing.estimators.continuum.solver import MarginalPrior, _prior_terms
+
+RNG = np.random.default_rng(7)
+M = 4  # nodes in the toy flat state
+
+
+def _state() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    T = lie.exp(RNG.normal(scale=0.6, size=(M, 6)))
+    eps = RNG.normal(size=(M, 6))
+    varpi = RNG.normal(size=(M, 6))
+    return T, eps, varpi
+
+
+def _perturb(T: np.ndarray, eps: np.ndarray, varpi: np.ndarray, node: int, k: int, h: float):
+    T, eps, varpi = T.copy(), eps.copy(), varpi.copy()
+    d = np.zeros(DOF)
+    d[k] = h
+    T[node] = T[node] @ lie.exp(d[None, :6])[0]
+    eps[node] += d[6:12]
+    varpi[node] += d[12:]
+    return T, eps, varpi
+
+
+def _check(make: Callable[[np.ndarray, np.ndarray, np.ndarray], fac.FactorBatch], tol: float = 1e-6) -> None:
+    T, eps, varpi = _state()
+    b = make(T, eps, varpi)
+    h = 1e-6
+    for slot, nodes in enumerate(b.nodes):
+        for m in range(b.size):
+            num = np.zeros((b.r.shape[1], DOF))
+            for k in range(DOF):
+                rp = make(*_perturb(T, eps, varpi, int(nodes[m]), k, h)).r[m]
+                rm = make(*_perturb(T, eps, varpi, int(nodes[m]), k, -h)).r[m]
+                num[:, k] = (rp - rm) / (2 * h)
+            # A node may appear in two slots of the same factor only if ia == ib; not the case here.
+            scale = max(1.0, np.abs(num).max())
+            assert np.abs(num - b.jac[slot][m]).max() < tol * scale * 10, (b.name, slot, m)
+
+
+IA = np.array([0, 2])
+IB = np.array([1, 3])
+
+
+def test_space_prior_jacobian() -> None:
+    _check(lambda T, e, v: fac.space_prior(T, e, IA, IB, np.array([0.1, 0.12]), np.array([1.0, 2, 3, 4, 5, 6])))
+
+
+def test_time_prior_jacobian() -> None:
+    _check(lambda T, e, v: fac.time_prior(T, v, IA, IB, np.array([0.033, 0.05]), np.array([3.0, 3, 3, 80, 80, 80])))
+
+
+def test_walk_jacobians() -> None:
+    q = np.array([0.8, 0.8, 0.8, 1e3, 1e3, 1e3])
+    _check(lambda T, e, v: fac.strain_walk(e, IA, IB, np.array([0.03, 0.03]), q))
+    _check(lambda T, e, v: fac.velocity_walk(v, IA, IB, np.array([0.1, 0.2]), q))
+
+
+def test_base_prior_jacobian() -> None:
+    T0 = lie.exp(np.array([[0.01, 0.0, 0.02, 0.1, -0.2, 0.05]]))[0]
+    P0 = np.linspace(1e-3, 1.0, 18)
+    _check(
+        lambda T, e, v: fac.base_prior(T, e, v, np.array([0, 3]), T0, np.array([0, 0, 1.0, 0, 0, 0]), np.zeros(6), P0)
+    )
+
+
+def test_pose_factor_jacobian_interpolated() -> None:
+    Tm = lie.exp(RNG.normal(scale=0.5, size=(2, 6)))
+    u = np.array([0.3, 0.85])
+    dt = np.array([0.4, 0.25])
+    _check(
+        lambda T, e, v: fac.pose_factor(T, v, IA, IB, u, dt, Tm, np.array([1e-4, 1e-4, 1e-4, 1e-2, 1e-2, 1e-2]), 2.0)
+    )
+
+
+def test_gyro_factor_jacobian() -> None:
+    w = RNG.normal(size=(2, 3))
+    _check(lambda T, e, v: fac.gyro_factor(v, IA, IB, np.array([0.2, 0.7]), w, np.array([1e-3, 2e-3, 3e-3])))
+
+
+def test_marginal_prior_terms_match_finite_differences() -> None:
+    N = 2
+    T, eps, varpi = _state()
+    st = GridState(
+        np.array([0.0, 1.0]), np.array([0.0, 1.0]), T.reshape(2, N, 4, 4), eps.reshape(2, N, 6), varpi.reshape(2, N, 6)
+    )
+    A = RNG.normal(size=(36, 36))
+    prior = MarginalPrior(
+        lie.exp(RNG.normal(scale=0.1, size=(N, 6))) @ T[:N],
+        eps[:N] + 0.1,
+        varpi[:N] - 0.1,
+        A @ A.T,
+        RNG.normal(size=36),
+    )
+    _, g, _ = _prior_terms(st, prior)
+    h = 1e-6
+    num = np.zeros(36)
+    for node in range(N):
+        for k in range(DOF):
+            cp = _prior_terms(
+                GridState(
+                    st.t, st.s, *[a.reshape(st.T.shape[:2] + a.shape[1:]) for a in _perturb(T, eps, varpi, node, k, h)]
+                ),
+                prior,
+            )[2]
+            cm = _prior_terms(
+                GridState(
+                    st.t, st.s, *[a.reshape(st.T.shape[:2] + a.shape[1:]) for a in _perturb(T, eps, varpi, node, k, -h)]
+                ),
+                prior,
+            )[2]
+            num[node * DOF + k] = (cp - cm) / (2 * h)
+    assert np.allclose(num, g, rtol=1e-5, atol=1e-5 * np.abs(g).max())
+
+
+def test_hermite_interpolation_exact_for_constant_rate() -> None:
+    xi = np.array([[0.1, -0.2, 0.5, 0.8, -0.3, 0.4]])
+    Ta = lie.exp(RNG.normal(size=(1, 6)))
+    Tb = Ta @ lie.exp(xi)
+    for u in (0.0, 0.25, 0.6, 1.0):
+        Tu = fac.hermite(Ta, xi, Tb, xi, np.array([u]), np.array([1.0]))[0]
+        assert np.allclose(Tu, Ta @ lie.exp(u * xi), atol=1e-12)
+
+
+def test_lie_matches_geometry_and_jacobians() -> None:
+    xi = RNG.normal(size=(20, 6))
+    xi[0] *= 1e-8
+    T = lie.exp(xi)
+    assert np.allclose(T, geometry.se3_exp(xi), atol=1e-12)
+    assert np.allclose(lie.log(T), xi, atol=1e-9) or np.allclose(lie.exp(lie.log(T)), T, atol=1e-12)
+    assert np.allclose(lie.adj(T), geometry.adjoint(T), atol=1e-12)
+    d = 1e-7 * RNG.normal(size=(20, 6))
+    lhs = lie.exp(xi + d)
+    assert np.abs(lhs - lie.exp(np.einsum("mij,mj->mi", lie.jl(xi), d)) @ T).max() < 1e-12
+    assert np.abs(lhs - T @ lie.exp(np.einsum("mij,mj->mi", lie.jr(xi), d))).max() < 1e-12
+    assert np.allclose(lie.jl(xi) @ lie.jl_inv(xi), np.eye(6), atol=1e-10)
+    # log near pi falls back to scipy and stays consistent
+    R = lie.exp(np.array([[0, 0, 0, np.pi - 1e-6, 0, 0]]))[:, :3, :3]
+    assert np.allclose(np.abs(lie.so3_log(R)), [[np.pi - 1e-6, 0, 0]], atol=1e-6)
+
+
+@pytest.mark.parametrize("cov", [np.diag([-1.0, 1, 1, 1, 1, 1])])
+def test_gp_sqrt_info_rejects_bad_covariance(cov: np.ndarray) -> None:
+    with pytest.raises(np.linalg.LinAlgError):
+        fac.gp_sqrt_info(np.diag(cov), np.array([0.1]))
