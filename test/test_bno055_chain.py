@@ -224,8 +224,9 @@ def test_calibration_file_errors(tmp_path):
     with pytest.raises(DriverConfigError, match="format 'other', expected"):
         CalibrationStore.load(bad)
     bad.write_text(
-        "format: shape_sensing/bno055_calibration/1\nsensors:\n  imu_00: {accel_offset: [1, 2, 3], mag_offset: [0, 0, 0],"
-        " gyro_offset: [0, 0, 0], accel_radius: 9999, mag_radius: 0}\n"
+        "format: shape_sensing/bno055_calibration/1\nsensors:\n"
+        "  imu_00: {accel_offset: [1, 2, 3], mag_offset: [0, 0, 0], gyro_offset: [0, 0, 0],"
+        " accel_radius: 9999, mag_radius: 0}\n"
     )
     with pytest.raises(DriverConfigError, match="sensor imu_00: calibration accel_radius = 9999"):
         CalibrationStore.load(bad)

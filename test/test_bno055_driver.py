@@ -164,7 +164,13 @@ def test_calibration_profile_bad_values():
         CalibrationProfile.from_bytes(bytes(21))
     with pytest.raises(DriverConfigError, match="expected a list of 3 integers"):
         CalibrationProfile.from_dict(
-            {"accel_offset": [1, 2], "mag_offset": [0, 0, 0], "gyro_offset": [0, 0, 0], "accel_radius": 0, "mag_radius": 0}
+            {
+                "accel_offset": [1, 2],
+                "mag_offset": [0, 0, 0],
+                "gyro_offset": [0, 0, 0],
+                "accel_radius": 0,
+                "mag_radius": 0,
+            }
         )
 
 

@@ -294,8 +294,8 @@ class SensorHealth:
     """Per-sensor state and counters (shown in diagnostics)."""
 
     phase: str = "probe"  # probe, to_config, setup, starting, ok, capture_config, capture_read
-    ready_at_ns: int = 0
-    retry_at_ns: int = 0
+    ready_at_ns: int = -(1 << 62)
+    retry_at_ns: int = -(1 << 62)
     stale: bool = False
     consecutive_failures: int = 0
     reads: int = 0
@@ -316,6 +316,7 @@ class SensorHealth:
     system_error: int | None = None
     mag_due_ns: int = 0
     status_due_ns: int = 0
+    status_now: bool = False
     capture_requested: bool = False
 
 
@@ -392,6 +393,13 @@ class CalibrationStore:
         return p
 
 
+def _next_due(due: int, period: int, now: int) -> int:
+    """The next time after ``now`` on the grid ``due + k * period`` (keeps each sensor's stagger)."""
+    if due > now:
+        return due
+    return due + ((now - due) // period + 1) * period
+
+
 class Bno055Chain:
     """All BNO055s of a topology on one bus.
 
@@ -432,11 +440,12 @@ class Bno055Chain:
         self._plans = self._make_plans()
         n = len(self.order)
         # Stagger low-rate reads across sensors so each sweep carries a similar load.
+        t0 = clock()
         for i, s in enumerate(self.order):
             h = self.health[s.name]
             if self.options.mag_rate > 0:
-                h.mag_due_ns = int(i * _NS / self.options.mag_rate / max(n, 1))
-            h.status_due_ns = int(i * _NS / self.options.status_rate / max(n, 1))
+                h.mag_due_ns = t0 + int(i * _NS / self.options.mag_rate / max(n, 1))
+            h.status_due_ns = t0 + int(i * _NS / self.options.status_rate / max(n, 1))
 
     # -- public --------------------------------------------------------------------
     def start(self, timeout: float = 2.0) -> list[str]:
@@ -706,21 +715,22 @@ class Bno055Chain:
             return None
         if h.phase == "starting":
             h.phase = "ok"
-            h.status_due_ns = min(h.status_due_ns, now)  # learn mode and calibration at once
+            h.status_now = True  # learn mode and calibration at once
         return self._read(spec, h, chip)
 
     def _read(self, spec: SensorSpec, h: SensorHealth, chip: BNO055) -> Bno055Reading | None:
         opts = self.options
         now = self.clock()
         mag_due = opts.mag_rate > 0 and now >= h.mag_due_ns
-        status_due = now >= h.status_due_ns
+        status_due = h.status_now or now >= h.status_due_ns
         plan = self._plans[(mag_due, status_due)]
         stamp = now
         decoded = chip.read(plan, opts.unit_sel)
         if mag_due:
-            h.mag_due_ns = max(h.mag_due_ns + int(_NS / opts.mag_rate), now)
+            h.mag_due_ns = _next_due(h.mag_due_ns, int(_NS / opts.mag_rate), now)
         if status_due:
-            h.status_due_ns = max(h.status_due_ns + int(_NS / opts.status_rate), now)
+            h.status_now = False
+            h.status_due_ns = _next_due(h.status_due_ns, int(_NS / opts.status_rate), now)
             if self._check_status(spec, h, decoded):
                 return None
         if decoded.orientation is not None:

@@ -1,0 +1,128 @@
+"""Messages of the hardware drivers: IMU chains (sensor_msgs/Imu, MagneticField, Temperature, calibration).
+
+Builders take core types (driver readings) and an optional ``factory``
+(defaults to the rosbags-backed Jazzy factory); nodes pass the rclpy one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from shape_sensing.drivers.bno055 import CalibrationStatus
+from shape_sensing.drivers.bno055_chain import Bno055Reading
+from shape_sensing.geometry import FloatArray
+from shape_sensing.messages.common import diagnostic_array, header, imu_to_msg
+from shape_sensing.messages.errors import MessageError
+from shape_sensing.messages.factory import MessageFactory, default_factory, published_type
+from shape_sensing.types import DiagnosticStatus
+
+__all__ = [
+    "CALIBRATION_LABELS",
+    "bno055_imu_msg",
+    "calibration_from_msg",
+    "calibration_status_msg",
+    "chain_diagnostics_msg",
+    "magnetic_field_msg",
+    "temperature_msg",
+]
+
+CALIBRATION_LABELS = ("system", "gyro", "accel", "mag")
+
+
+def _f(factory: MessageFactory | None) -> MessageFactory:
+    return factory if factory is not None else default_factory()
+
+
+def _cov3(diag: Sequence[float] | FloatArray | None, name: str) -> FloatArray | None:
+    if diag is None:
+        return None
+    d = np.asarray(diag, dtype=float).reshape(-1)
+    if d.shape != (3,) or not np.all(np.isfinite(d)) or np.any(d < 0):
+        raise MessageError(f"{name} covariance diagonal {d.tolist()}: expected 3 finite values >= 0")
+    return np.diag(d)
+
+
+def bno055_imu_msg(
+    reading: Bno055Reading,
+    *,
+    frame_prefix: str = "",
+    orientation_covariance: Sequence[float] | None = None,
+    angular_velocity_covariance: Sequence[float] | None = None,
+    linear_acceleration_covariance: Sequence[float] | None = None,
+    factory: MessageFactory | None = None,
+) -> Any:
+    """sensor_msgs/Imu from a reading (REP-145: fields not read carry covariance element 0 = -1).
+
+    Covariances are diagonals (rad^2, (rad/s)^2, (m/s^2)^2); ``None`` means unknown (zeros).
+    """
+    sample = reading.to_imu_sample(
+        frame_prefix,
+        orientation_covariance=_cov3(orientation_covariance, "orientation"),
+        angular_velocity_covariance=_cov3(angular_velocity_covariance, "angular velocity"),
+        linear_acceleration_covariance=_cov3(linear_acceleration_covariance, "linear acceleration"),
+    )
+    return imu_to_msg(sample, factory)
+
+
+@published_type("sensor_msgs/msg/MagneticField")
+def magnetic_field_msg(
+    stamp_ns: int,
+    frame_id: str,
+    field_tesla: Sequence[float] | FloatArray,
+    covariance_diagonal: Sequence[float] | None = None,
+    factory: MessageFactory | None = None,
+) -> Any:
+    """sensor_msgs/MagneticField (tesla, sensor frame); unknown covariance is all zeros."""
+    f = _f(factory)
+    b = np.asarray(field_tesla, dtype=float).reshape(-1)
+    if b.shape != (3,):
+        raise MessageError(f"magnetic field needs 3 values, got {b.tolist()}")
+    cov = _cov3(covariance_diagonal, "magnetic field")
+    return f.make(
+        "sensor_msgs/msg/MagneticField",
+        header=header(stamp_ns, frame_id, factory),
+        magnetic_field=f.make("geometry_msgs/msg/Vector3", x=float(b[0]), y=float(b[1]), z=float(b[2])),
+        magnetic_field_covariance=np.zeros(9) if cov is None else cov.reshape(9),
+    )
+
+
+@published_type("sensor_msgs/msg/Temperature")
+def temperature_msg(
+    stamp_ns: int, frame_id: str, celsius: float, variance: float = 1.0, factory: MessageFactory | None = None
+) -> Any:
+    """sensor_msgs/Temperature (degC; the BNO055 reports whole degrees, hence variance 1 by default)."""
+    if not np.isfinite(celsius):
+        raise MessageError(f"temperature {celsius!r} is not finite")
+    return _f(factory).make(
+        "sensor_msgs/msg/Temperature",
+        header=header(stamp_ns, frame_id, factory),
+        temperature=float(celsius),
+        variance=float(variance),
+    )
+
+
+@published_type("std_msgs/msg/UInt8MultiArray")
+def calibration_status_msg(status: CalibrationStatus, factory: MessageFactory | None = None) -> Any:
+    """std_msgs/UInt8MultiArray ``[system, gyro, accel, mag]`` (0-3 each), labelled in its layout."""
+    f = _f(factory)
+    dim = f.make("std_msgs/msg/MultiArrayDimension", label=",".join(CALIBRATION_LABELS), size=4, stride=4)
+    layout = f.make("std_msgs/msg/MultiArrayLayout", dim=[dim], data_offset=0)
+    return f.make("std_msgs/msg/UInt8MultiArray", layout=layout, data=np.array(status.as_list(), dtype=np.uint8))
+
+
+def calibration_from_msg(msg: Any) -> CalibrationStatus:
+    """Inverse of :func:`calibration_status_msg` (either backend)."""
+    data = [int(x) for x in bytes(msg.data)] if isinstance(msg.data, (bytes, bytearray)) else [int(x) for x in msg.data]
+    if len(data) != 4 or any(not 0 <= v <= 3 for v in data):
+        raise MessageError(f"calibration status {data}: expected 4 levels 0-3 ({', '.join(CALIBRATION_LABELS)})")
+    return CalibrationStatus(*data)
+
+
+def chain_diagnostics_msg(
+    stamp_ns: int, statuses: Iterable[DiagnosticStatus], factory: MessageFactory | None = None
+) -> Any:
+    """diagnostic_msgs/DiagnosticArray of a chain's statuses (see ``Bno055Chain.diagnostics``)."""
+    return diagnostic_array(stamp_ns, statuses, factory)
