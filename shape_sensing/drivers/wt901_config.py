@@ -7,16 +7,22 @@ CAN mode: one python-can bus, one CAN ID per module board (``can_ids[i]`` ->
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import serial
+
 from shape_sensing.config import ConfigError, Param, Schema
+from shape_sensing.drivers.errors import BusError
 from shape_sensing.drivers.wt901 import BAUD_CODES, RATE_CODES
 from shape_sensing.drivers.wt901_can import Wt901Can
-from shape_sensing.drivers.wt901_serial import Wt901Serial, Wt901SerialGroup, open_port
+from shape_sensing.drivers.wt901_serial import SerialLike, Wt901Serial, Wt901SerialGroup, open_port
 
 __all__ = ["SCHEMA", "Wt901NodeConfig", "build_can_reader", "build_serial_group"]
+
+_log = logging.getLogger(__name__)
 
 SCHEMA = Schema(
     node="wt901",
@@ -99,11 +105,34 @@ def build_serial_group(cfg: Wt901NodeConfig, clock: Callable[[], int]) -> Wt901S
     p = cfg.params
     sensors = []
     for port, fid in zip(p["ports"], cfg.frame_ids(), strict=True):
-        sensors.append(Wt901Serial(open_port(port, p["baud"]), fid, p["orientation_source"], clock))
+        try:
+            handle: SerialLike = open_port(port, p["baud"])
+        except BusError as exc:
+            _log.warning("%s: %s; retrying in the background", fid, exc)
+            handle = _Unopened(str(exc))
+        sensors.append(Wt901Serial(handle, fid, p["orientation_source"], clock))
     if p["configure_on_start"]:
         for s in sensors:
-            s.configure(output=["accel", "gyro", "angle", "quaternion"], rate_hz=p["output_rate_hz"])
+            if not isinstance(s.port, _Unopened):
+                s.configure(output=["accel", "gyro", "angle", "quaternion"], rate_hz=p["output_rate_hz"])
     return Wt901SerialGroup(sensors, reopen=lambda i: open_port(p["ports"][i], p["baud"]))
+
+
+class _Unopened:
+    """Stands in for a port that failed to open; the group then retries opening it with backoff."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    @property
+    def in_waiting(self) -> int:
+        raise serial.SerialException(self.reason)
+
+    def read(self, size: int = 1) -> bytes:
+        raise serial.SerialException(self.reason)
+
+    def write(self, data: bytes) -> int:
+        raise serial.SerialException(self.reason)
 
 
 def build_can_reader(cfg: Wt901NodeConfig, clock: Callable[[], int]) -> Wt901Can:
