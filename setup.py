@@ -10,6 +10,9 @@ PACKAGE = "shape_sensing"
 NODES = {
     "hinge_arc_estimator": "hinge_arc_estimator",
     "vine_imu_simulator": "vine_imu_simulator",
+    "wt901": "wt901",
+    "rigid_module_estimator": "rigid_module_estimator",
+    "hyper_redundant_simulator": "hyper_redundant_simulator",
 }
 
 setup(

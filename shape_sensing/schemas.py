@@ -15,6 +15,9 @@ __all__ = ["NODE_SCHEMAS", "schema_for"]
 NODE_SCHEMAS: dict[str, str] = {
     "hinge_arc_estimator": "shape_sensing.estimators.hinge_arc:SCHEMA",
     "vine_imu_simulator": "shape_sensing.sim.vine:SCHEMA",
+    "wt901": "shape_sensing.drivers.wt901_config:SCHEMA",
+    "rigid_module_estimator": "shape_sensing.estimators.rigid_module:SCHEMA",
+    "hyper_redundant_simulator": "shape_sensing.sim.hyper_redundant:SCHEMA",
 }
 
 
