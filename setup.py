@@ -13,6 +13,7 @@ NODES = {
     "wt901": "wt901",
     "rigid_module_estimator": "rigid_module_estimator",
     "hyper_redundant_simulator": "hyper_redundant_simulator",
+    "bno055_chain": "bno055_chain",
 }
 
 setup(

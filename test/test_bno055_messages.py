@@ -68,7 +68,7 @@ def test_calibration_status_round_trip():
 
 def test_chain_diagnostics_round_trip():
     values = {"calibration_system": "1", "nacks": "0"}
-    status = DiagnosticStatus("bno055_chain: imu_00", DiagnosticLevel.WARN, "calibrating", "bno055 arm_a:0 0x28", values)
+    status = DiagnosticStatus("bno055_chain: imu_00", DiagnosticLevel.WARN, "calibrating", "bno055 0x28", values)
     statuses = [status]
     back = cdr(chain_diagnostics_msg(5, statuses), "diagnostic_msgs/msg/DiagnosticArray")
     assert diagnostics_from_msg(back) == statuses

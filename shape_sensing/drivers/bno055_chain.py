@@ -683,7 +683,6 @@ class Bno055Chain:
 
     def _step(self, spec: SensorSpec, h: SensorHealth) -> Bno055Reading | None:
         chip = self.chips[spec.name]
-        now = self.clock()
         opts = self.options
         if h.phase == "probe":
             chip.check_chip_id()
