@@ -1,0 +1,157 @@
+"""Bus traffic, achievable sweep rate and CPU time of the BNO055 chain driver (18 sensors, two-level mux tree).
+
+Counts come from the simulated bus's transaction log, which counts what the
+wire carries: 1 bit per START, repeated START and STOP, 9 bits per byte
+(8 data + ACK/NACK). Printed per profile (which Imu fields every sweep):
+
+* bytes and transactions per sweep against two references measured on the
+  same sweeps:
+  - ``protocol minimum``: for every sensor read in the sweep, its published
+    bytes plus one register-addressed read header (3 bytes: address+W,
+    register, address+R) for each register run the BNO055 map forces
+    (fields that are not contiguous cannot share a read without carrying the
+    bytes between them), plus one 2-byte mux write per leaf segment beyond
+    the first (each segment must be switched to once);
+  - ``payload only``: the published data bytes alone (no addressing at all;
+    no I2C driver can reach it);
+  - a naive driver on the same cost model: select the path's muxes, read
+    0x08-0x27 (32 bytes) and 0x34-0x35, deselect, for every sensor.
+* the highest sweep rate the bus allows at 400 kHz (bits per sweep);
+* Python CPU time per sweep (driver + simulator), the simulator's share
+  (the same transactions replayed on the simulated bus alone), and the
+  driver's share as the difference.
+
+Run: ``.venv/bin/python benchmarks/bench_bno055_bus.py [--sweeps N]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from shape_sensing.drivers.bno055 import FIELDS, plan_reads
+from shape_sensing.drivers.bno055_chain import STATUS_FIELDS, Bno055Chain, ChainOptions, example_topology_params
+from shape_sensing.drivers.i2c_topology import Topology
+from shape_sensing.sim.register_level import build_simulated_hardware
+
+BITRATE = 400_000.0
+PROFILES = {
+    "orientation": ("orientation",),
+    "orientation+gyro (vine config)": ("orientation", "angular_velocity"),
+    "full Imu": ("orientation", "angular_velocity", "linear_acceleration"),
+}
+
+
+def minimum_for(reading_fields: list[tuple[str, ...]], n_segments: int) -> tuple[int, int, int]:
+    """(protocol-minimum bytes, its transactions, payload-only bytes) for the sensors read in one sweep."""
+    total = trans = payload = 0
+    for fields in reading_fields:
+        plan = plan_reads(fields)
+        payload += sum(FIELDS[f][1] for f in fields)
+        # one header per read of the optimal plan, gap bytes excluded (they are not published data)
+        total += sum(FIELDS[f][1] for f in fields) + 3 * len(plan.reads)
+        trans += len(plan.reads)
+    total += 2 * (n_segments - 1)
+    trans += n_segments - 1
+    return total, trans, payload
+
+
+def naive_per_sweep(topo: Topology) -> tuple[int, int, int]:
+    """(bytes, transactions, bits) of the naive driver for one sweep."""
+    nbytes = ntrans = nbits = 0
+    for s in topo.sensors:
+        depth = len(topo.sensor_path(s))
+        # select + deselect each mux on the path: write_byte = 2 bytes, 20 bits
+        nbytes += 2 * depth * 2
+        ntrans += 2 * depth
+        nbits += 2 * depth * 20
+        for length in (32, 2):
+            nbytes += 3 + length
+            ntrans += 1
+            nbits += 30 + 9 * length
+    return nbytes, ntrans, nbits
+
+
+def run_profile(name: str, fields: tuple[str, ...], sweeps: int) -> None:
+    params = example_topology_params()
+    topo = Topology.from_params(params)
+    segments = {topo.sensor_path(s) for s in topo.sensors}
+    hw = build_simulated_hardware(topo, bitrate=BITRATE)
+    for chip in hw.sensors.values():
+        chip.calibrate()
+    options = ChainOptions(imu_fields=fields, mag_rate=5.0, status_rate=1.0)
+    chain = Bno055Chain(hw.bus, topo, options, clock=hw.bus.clock, sleep=hw.bus.sleep)
+    assert chain.start() == []
+    for _ in range(20):  # settle (calibration capture visits happen at start)
+        chain.sweep()
+    hw.bus.log.clear()
+    s0 = hw.bus.stats.copy()
+    min_bytes = min_trans = payload = 0
+    cpu0 = time.process_time()
+    for _ in range(sweeps):
+        res = chain.sweep()  # back to back: the sweep rate is what the bus allows
+        for r in res.readings:
+            got = list(fields)
+            if r.magnetic_field is not None:
+                got.append("magnetic_field")
+            if r.temperature is not None:
+                got += list(STATUS_FIELDS)
+            b, t, p = minimum_for([tuple(got)], 1)
+            min_bytes += b
+            min_trans += t
+            payload += p
+        min_bytes += 2 * (len(segments) - 1)
+        min_trans += len(segments) - 1
+    cpu = (time.process_time() - cpu0) / sweeps
+    d = hw.bus.stats.minus(s0)
+    # Simulator share: replay the logged transactions on the bus alone.
+    log = list(hw.bus.log)  # the last transactions (the log keeps 10 000)
+    replay = _replay_cost(hw, log) * d.transactions / max(len(log), 1) / sweeps
+    nb, nt, nbits = naive_per_sweep(topo)
+    per_bytes, per_trans, per_bits = d.bytes / sweeps, d.transactions / sweeps, d.bits / sweeps
+    print(f"== {name}: fields {list(fields)}, magnetometer 5 Hz, status block 1 Hz, {sweeps} sweeps")
+    print(f"  bus bytes per sweep            {per_bytes:8.1f}   transactions {per_trans:6.1f}")
+    print(f"  protocol minimum               {min_bytes / sweeps:8.1f}   transactions {min_trans / sweeps:6.1f}")
+    print(
+        f"  ratio bytes (target <= 1.15)   {d.bytes / min_bytes:8.3f}   transactions {d.transactions / min_trans:6.3f}"
+    )
+    print(f"  payload-only bytes             {payload / sweeps:8.1f}   ratio {d.bytes / payload:.3f}")
+    print(f"  naive driver bytes             {nb:8.1f}   transactions {nt:6.1f}  (ratio to ours {nb / per_bytes:.2f})")
+    print(f"  bits per sweep                 {per_bits:8.1f}   naive {nbits}")
+    print(
+        f"  max sweep rate at 400 kHz      {BITRATE / per_bits:8.1f} Hz (target >= 100)  naive {BITRATE / nbits:.1f} Hz"
+    )
+    print(f"  CPU per sweep (driver + sim)   {cpu * 1e3:8.3f} ms  = {cpu / (per_bits / BITRATE):.2f} x the bus time")
+    print(f"  of which simulator (replayed)  {replay * 1e3:8.3f} ms;  driver ~{(cpu - replay) * 1e3:.3f} ms")
+    mux_writes = d.by_op["write_byte"] / sweeps
+    print(f"  mux writes per sweep           {mux_writes:8.2f}   (leaf segments {len(segments)})")
+
+
+def _replay_cost(hw, log) -> float:
+    """CPU seconds the simulated bus alone spends on the logged transactions (replayed to one open sensor)."""
+    bus = hw.bus
+    bus.write_byte(0x70, 0x01)
+    bus.write_byte(0x71, 0x01)
+    c0 = time.process_time()
+    for t in log:
+        if t.op == "read_i2c_block_data":
+            bus.read_i2c_block_data(0x28, 0x20, t.read)
+        elif t.op == "write_byte":
+            bus.write_byte(0x71, 0x01)
+        elif t.op == "read_byte":
+            bus.read_byte(0x71)
+        elif t.op == "read_byte_data":
+            bus.read_byte_data(0x28, 0x00)
+    return time.process_time() - c0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sweeps", type=int, default=500)
+    args = parser.parse_args()
+    for name, fields in PROFILES.items():
+        run_profile(name, fields, args.sweeps)
+
+
+if __name__ == "__main__":
+    main()
