@@ -36,7 +36,7 @@ from shape_sensing.drivers.bno055 import CALIBRATION_LENGTH, CalibrationProfile,
 
 __all__ = ["SimBNO055"]
 
-_CONFIG_ONLY_OK = {Reg.OPR_MODE, Reg.SYS_TRIGGER, Reg.PAGE_ID, 0x3F}
+_ANY_MODE_WRITABLE = {Reg.OPR_MODE, Reg.SYS_TRIGGER, Reg.PAGE_ID, 0x3F}
 _GRAVITY = 9.80665
 _POR = {
     Reg.CHIP_ID: 0xA0,
@@ -87,6 +87,7 @@ class SimBNO055:
         self.pointer = 0
         self.busy_until_ns = 0
         self.timing_violations = 0
+        self._violation_ns: int | None = None
         self.ignored_writes = 0
         self.resets = 0
         self.dead = False
@@ -168,8 +169,9 @@ class SimBNO055:
 
     # -- internals -----------------------------------------------------------------
     def _check_timing(self, now_ns: int) -> None:
-        if now_ns < self.busy_until_ns:
+        if now_ns < self.busy_until_ns and now_ns != self._violation_ns:  # once per transaction
             self.timing_violations += 1
+            self._violation_ns = now_ns
 
     def _write_reg(self, reg: int, value: int, now_ns: int) -> None:
         if reg == Reg.SYS_TRIGGER:
@@ -188,7 +190,7 @@ class SimBNO055:
                     self._leave_config()
             self._dirty = True
             return
-        if self.mode != Mode.CONFIG and reg not in _CONFIG_ONLY_OK:
+        if self.mode != Mode.CONFIG and reg not in _ANY_MODE_WRITABLE:
             self.ignored_writes += 1
             return
         if Reg.ACC_DATA <= reg < Reg.CALIB_STAT + 1 or reg == Reg.CHIP_ID:
