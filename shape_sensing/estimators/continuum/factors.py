@@ -79,6 +79,12 @@ class FactorBatch:
         """Number of factors."""
         return int(self.r.shape[0])
 
+    def select(self, mask: NDArray[np.bool_]) -> FactorBatch:
+        """The factors where ``mask`` is true."""
+        return FactorBatch(
+            self.name, [n[mask] for n in self.nodes], [J[mask] for J in self.jac], self.r[mask], self.cauchy
+        )
+
 
 def _sqrt_info(cov: FloatArray) -> FloatArray:
     """``W`` with ``W^T W = cov^-1`` for ``(..., d, d)`` covariances."""
@@ -129,8 +135,9 @@ def _gp_pair(
     e = np.concatenate([xi - h[:, None] * va, vb - va], axis=1)
     Ja = np.zeros((M, 12, DOF))
     Jb = np.zeros((M, 12, DOF))
-    Ja[:, :6, :6] = -lie.jl_inv(xi)
-    Jb[:, :6, :6] = lie.jr_inv(xi)
+    Jli = lie.jl_inv(np.concatenate([xi, -xi]))  # [Jl^-1(xi); Jr^-1(xi)] in one batched call
+    Ja[:, :6, :6] = -Jli[:M]
+    Jb[:, :6, :6] = Jli[M:]
     eye = np.eye(6)
     Ja[:, :6, col : col + 6] = -h[:, None, None] * eye
     Ja[:, 6:, col : col + 6] = -eye
@@ -233,9 +240,11 @@ def hermite(
     xu = a[:, None] * xi + b[:, None] * va + c[:, None] * vb
     E = lie.exp(xu)
     Tu = Ta @ E
+    M = xi.shape[0]
     Jr_u = lie.jr(xu)
-    J_Ta = lie.adj(lie.inv(E)) - a[:, None, None] * (Jr_u @ lie.jl_inv(xi))
-    J_Tb = a[:, None, None] * (Jr_u @ lie.jr_inv(xi))
+    Jli = lie.jl_inv(np.concatenate([xi, -xi]))  # [Jl^-1(xi); Jr^-1(xi)]
+    J_Ta = lie.adj(lie.inv(E)) - a[:, None, None] * (Jr_u @ Jli[:M])
+    J_Tb = a[:, None, None] * (Jr_u @ Jli[M:])
     J_va = b[:, None, None] * Jr_u
     J_vb = c[:, None, None] * Jr_u
     return Tu, J_Ta, J_va, J_Tb, J_vb

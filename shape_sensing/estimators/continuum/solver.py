@@ -32,6 +32,7 @@ __all__ = [
     "GNResult",
     "MarginalPrior",
     "assemble",
+    "assemble_dense",
     "assign_measurements",
     "banded_to_dense",
     "blas_single_thread",
@@ -330,6 +331,37 @@ def assemble(
         raise ContinuumError("a factor couples nodes farther apart than the band allows")
     ab = np.bincount(allf, weights=np.concatenate(vals) if vals else None, minlength=bw * nvar).reshape(bw, nvar)
     return ab.astype(np.float64), np.asarray(g, dtype=np.float64), cost
+
+
+def assemble_dense(
+    n_nodes: int, batches: list[fac.FactorBatch], extra: tuple[FloatArray, FloatArray] | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Dense ``H`` and ``g`` of a few nodes (used to marginalise one slice; not for the full problem)."""
+    nvar = DOF * n_nodes
+    flat: list[IntArray] = []
+    vals: list[FloatArray] = []
+    gidx: list[IntArray] = []
+    gval: list[FloatArray] = []
+    p = np.arange(DOF)
+    for b in batches:
+        if b.size == 0:
+            continue
+        wgt = _weights(b)
+        J = np.concatenate(b.jac, axis=2)
+        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in b.nodes], axis=1)
+        Jt = np.swapaxes(J, 1, 2) * wgt[:, None, None]
+        flat.append((var[:, :, None] * nvar + var[:, None, :]).reshape(-1))
+        vals.append((Jt @ J).reshape(-1))
+        gidx.append(var.reshape(-1))
+        gval.append((Jt @ b.r[:, :, None]).reshape(-1))
+    H = np.bincount(np.concatenate(flat), np.concatenate(vals), minlength=nvar * nvar).reshape(nvar, nvar)
+    g = np.bincount(np.concatenate(gidx), np.concatenate(gval), minlength=nvar)
+    if extra is not None:
+        He, ge = extra
+        m = ge.size
+        H[:m, :m] += He
+        g[:m] += ge
+    return H.astype(np.float64), g.astype(np.float64)
 
 
 def solve_banded(ab: FloatArray, g: FloatArray, damping: float = 0.0) -> FloatArray:

@@ -23,16 +23,18 @@ from scipy.linalg import cho_factor, cho_solve
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
+from shape_sensing.estimators.continuum.factors import FactorBatch
 from shape_sensing.estimators.continuum.model import DOF, GridState, Measurements, Weights, straight_state
 from shape_sensing.estimators.continuum.solver import (
+    AssignedMeasurements,
     MarginalPrior,
     _prior_terms,
     assemble,
+    assemble_dense,
     assign_measurements,
-    banded_to_dense,
     blas_single_thread,
     build_factors,
-    gauss_newton,
+    solve_banded,
 )
 from shape_sensing.geometry import FloatArray
 
@@ -137,47 +139,70 @@ class SlidingWindow:
             np.concatenate([st.varpi, st.varpi[-1:]]),
         )
         am = assign_measurements(self.state, self.buffer.between(float(self.state.t[0]), t_new, include_end=True))
-        res = gauss_newton(
-            self.state,
-            self.weights,
-            am,
-            prior=self.prior,
-            max_iterations=self.iterations,
-            tol=self.tol,
-            base_slices=self._base_slices(self.state.K),
-        )
-        self.state = res.state
-        self.steps += 1
-        self.converged_steps += int(res.converged)
-        info = StepInfo(t_new, res.iterations, res.converged, res.cost)
-        while self.size < self.state.K:
-            with blas_single_thread():
-                info.finalized.append(self._marginalize_oldest())
+        with blas_single_thread():
+            info = self._solve(am, t_new)
         return info
 
-    def _marginalize_oldest(self) -> float:
-        st = self.state
-        N = st.N
-        t0, t1 = float(st.t[0]), float(st.t[1])
-        two = GridState(st.t[:2].copy(), st.s, st.T[:2].copy(), st.eps[:2].copy(), st.varpi[:2].copy())
-        am = assign_measurements(two, self.buffer.between(t0, t1))
-        base = self._base_slices(2)
-        batches = build_factors(
-            two, self.weights, am, slice_factors=range(1), base_slices=range(1) if 0 in base else range(0)
-        )
-        extra = None
-        if self.prior is not None:
-            Hp, gp, _ = _prior_terms(two, self.prior)
-            extra = (Hp, gp)
-        ab, g, _ = assemble(2 * N, N, batches, extra)
-        H = banded_to_dense(ab)
+    def _solve(self, am: AssignedMeasurements, t_new: float) -> StepInfo:
+        """Gauss-Newton on the window; the last linearisation also yields the marginal prior if over size."""
+        state = self.state
+        N = state.N
+        base = self._base_slices(state.K)
+        marginalize = self.size < state.K
+        converged = False
+        cost = 0.0
+        it = 0
+        new_prior: MarginalPrior | None = None
+        while it < self.iterations:
+            it += 1
+            batches = build_factors(state, self.weights, am, base_slices=base)
+            extra = None
+            pc = 0.0
+            if self.prior is not None:
+                Hp, gp, pc = _prior_terms(state, self.prior)
+                extra = (Hp, gp)
+            ab, g, cost = assemble(state.K * N, N, batches, extra)
+            cost += pc
+            dx = solve_banded(ab, g)
+            converged = float(np.abs(dx).max()) < self.tol
+            if marginalize and (converged or it == self.iterations):
+                new_prior = self._schur(state, batches, extra)
+            state = state.retract(dx)
+            if converged:
+                break
+        self.state = state
+        self.steps += 1
+        self.converged_steps += int(converged)
+        info = StepInfo(t_new, it, converged, cost)
+        if new_prior is not None:
+            info.finalized.append(self._drop_oldest(new_prior))
+        return info
+
+    def _schur(
+        self, state: GridState, batches: list[FactorBatch], extra: tuple[FloatArray, FloatArray] | None
+    ) -> MarginalPrior:
+        """Marginal prior on slice 1 from the factors touching slice 0 (Schur complement of slice 0's block)."""
+        N = state.N
+        touching = []
+        for b in batches:
+            mask = np.zeros(b.size, dtype=bool)
+            for n in b.nodes:
+                mask |= n < N
+            if mask.any():
+                touching.append(b.select(mask))
+        H, g = assemble_dense(2 * N, touching, extra)
         m = N * DOF
         Hmm, Hmr, Hrr = H[:m, :m], H[:m, m:], H[m:, m:]
         cf = cho_factor(Hmm, lower=True, check_finite=False)
         X = cho_solve(cf, np.column_stack([Hmr, g[:m]]), check_finite=False)
         Hn = Hrr - Hmr.T @ X[:, :m]
         gn = g[m:] - Hmr.T @ X[:, m]
-        self.prior = MarginalPrior(st.T[1].copy(), st.eps[1].copy(), st.varpi[1].copy(), 0.5 * (Hn + Hn.T), gn)
+        return MarginalPrior(state.T[1].copy(), state.eps[1].copy(), state.varpi[1].copy(), 0.5 * (Hn + Hn.T), gn)
+
+    def _drop_oldest(self, prior: MarginalPrior) -> float:
+        st = self.state
+        t0, t1 = float(st.t[0]), float(st.t[1])
+        self.prior = prior
         self.final_t.append(t0)
         self.final_T.append(st.T[0].copy())
         self.final_eps.append(st.eps[0].copy())
