@@ -354,14 +354,15 @@ def assemble_dense(
         vals.append((Jt @ J).reshape(-1))
         gidx.append(var.reshape(-1))
         gval.append((Jt @ b.r[:, :, None]).reshape(-1))
-    H = np.bincount(np.concatenate(flat), np.concatenate(vals), minlength=nvar * nvar).reshape(nvar, nvar)
-    g = np.bincount(np.concatenate(gidx), np.concatenate(gval), minlength=nvar)
+    H: FloatArray = np.bincount(np.concatenate(flat), np.concatenate(vals), minlength=nvar * nvar).astype(np.float64)
+    H = H.reshape(nvar, nvar)
+    g: FloatArray = np.bincount(np.concatenate(gidx), np.concatenate(gval), minlength=nvar).astype(np.float64)
     if extra is not None:
         He, ge = extra
         m = ge.size
         H[:m, :m] += He
         g[:m] += ge
-    return H.astype(np.float64), g.astype(np.float64)
+    return H, g
 
 
 def solve_banded(ab: FloatArray, g: FloatArray, damping: float = 0.0) -> FloatArray:

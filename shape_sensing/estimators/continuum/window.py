@@ -4,11 +4,13 @@ The window holds the newest ``size`` time slices. Each :meth:`SlidingWindow.step
 adds a slice ``1/rate`` after the newest (initialised by constant-velocity
 extrapolation), attaches the measurements that arrived since, and runs a few
 Gauss-Newton iterations on the window (banded, with the marginal prior on its
-oldest slice). When the window is over size, its oldest slice is marginalised:
-the factors touching it (its along-s priors, the time priors to the next
-slice, the measurements between them, the previous marginal prior) are
-linearised, and the Schur complement of the oldest slice's block leaves a
-Gaussian prior on the next slice. The oldest slice is then final: it is the
+oldest slice). When the window is over size, its oldest slice is marginalised
+at the step's last linearisation: the factors touching it (its along-s priors,
+the time priors to the next slice, the measurements between them, the
+previous marginal prior) are assembled densely over the two oldest slices,
+and the Schur complement of the oldest slice's 18 N block leaves a Gaussian
+prior on the next slice (a dense 18 N x 18 N Cholesky: the only dense solve,
+independent of the trajectory length). The oldest slice is then final: it is the
 fixed-lag smoother output, ``(size - 1) / rate`` seconds behind the newest
 data.
 """
