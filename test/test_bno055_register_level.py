@@ -66,3 +66,24 @@ def test_register_level_provider_stamps_and_a_dead_sensor():
 def test_register_level_bad_arguments():
     with pytest.raises(DriverConfigError, match="stamps 'bus' invalid"):
         RegisterLevelSource(provider, stamps="bus")
+
+
+def test_register_level_on_the_vine_simulator():
+    from shape_sensing.sim.vine import VineSimConfig, VineSimulator
+
+    sim = VineSimulator(VineSimConfig(scenario="active", duration=2.0, seed=1))
+    loaded: dict[float, list[ImuSample]] = {}
+
+    def provider(t: float) -> list[ImuSample]:  # the simulator's noise is fresh per call: keep what was loaded
+        loaded[t] = sim.imu_samples(t)
+        return loaded[t]
+
+    source = RegisterLevelSource(provider)
+    for k in range(3):
+        t = 0.5 + 0.01 * k
+        got = source(t)
+        truth = loaded[t]
+        assert [s.frame_id for s in got] == sim.sensor_names
+        for a, b in zip(truth, got, strict=True):
+            dq = min(np.abs(a.orientation - b.orientation).max(), np.abs(a.orientation + b.orientation).max())
+            assert dq < 1.5 / 2**14
