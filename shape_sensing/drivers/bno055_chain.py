@@ -671,15 +671,14 @@ class Bno055Chain:
             _log.warning("sensor %s: %s; retrying with backoff", spec.name, exc)
         h.stale = True
         h.retry_at_ns = self.clock() + self._backoff(h.consecutive_failures)
-        # A failure may come from a mux on the way: check them now (cheap, only on errors).
+        # A failure may come from a mux on the way: read their control bytes back now (only on errors). A mux
+        # that answers with the byte it was given keeps its known state; one that does not is isolated.
         for mux, _ in self.paths[spec.name]:
             try:
                 self.router.verify(mux)
             except MuxError as mf:
                 self._mux_failed(mf)
                 break
-        # Bus state after an error is uncertain: re-route next time.
-        self.router.invalidate()
 
     def _step(self, spec: SensorSpec, h: SensorHealth) -> Bno055Reading | None:
         chip = self.chips[spec.name]

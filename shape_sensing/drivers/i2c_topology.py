@@ -358,7 +358,10 @@ class MuxRouter:
         except OSError as exc:
             self.invalidate(mux)
             raise MuxError(mux, f"no answer on read-back ({exc})") from exc
-        if expected is not None and got != expected:
+        if expected is None:
+            self.state[mux] = got  # learnt from the chip
+            self._visible = None
+        elif got != expected:
             self.invalidate(mux)
             raise MuxError(mux, f"holds control byte {got:#04x}, expected {expected:#04x} (stuck?)")
 
