@@ -1,0 +1,161 @@
+"""What the vine-IMU nodes publish, checked without ROS 2.
+
+The nodes publish exactly what :class:`ShapeMessages`, :func:`truth_messages`
+and :func:`length_message` build; here those are round-tripped through CDR
+with the real ROS 2 definitions (rosbags) and compared with the estimate or
+ground truth they came from. The ROS-free helpers of ``nodes/_common.py``
+(parameter types, value normalisation) are checked against every registered
+schema.
+"""
+
+from __future__ import annotations
+
+import array
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shape_sensing.config import Param
+from shape_sensing.estimators.hinge_arc import SCHEMA
+from shape_sensing.io.bag import BagWriter, read_bag
+from shape_sensing.messages.factory import default_factory
+from shape_sensing.nodes._common import PARAMETER_TYPES, describe, from_ros_value, unknown_overrides
+from shape_sensing.pipelines.vine_imu import (
+    SHAPE_TOPICS,
+    TRUTH_TOPICS,
+    ShapeMessages,
+    ShapeWriter,
+    VineImuTracker,
+    length_message,
+    truth_messages,
+)
+from shape_sensing.schemas import NODE_SCHEMAS, schema_for
+from shape_sensing.sim.vine import VineSimConfig, VineSimulator
+from shape_sensing.types import ShapeEstimate
+
+
+@pytest.fixture(scope="module")
+def estimates() -> list[ShapeEstimate]:
+    """Two seconds of the simulated active-steering run through the tracker (30 Hz estimates)."""
+    sim = VineSimulator(VineSimConfig(scenario="active", duration=4.0, rate=100.0))
+    tracker = VineImuTracker(SCHEMA.defaults() | {"length_topic": ""})
+    out: list[ShapeEstimate] = []
+    for k in range(201):
+        for i, sample in enumerate(sim.imu_samples(k / 100.0)):
+            out += tracker.push_imu(i, sample)
+    assert len(out) > 40
+    return out
+
+
+def _round_trip(msg: Any, typename: str) -> Any:
+    ts = default_factory().typestore
+    return ts.deserialize_cdr(ts.serialize_cdr(msg, typename), typename)
+
+
+def _xyz(p: Any) -> np.ndarray:
+    return np.array([p.x, p.y, p.z])
+
+
+def test_estimate_messages_round_trip_and_match_the_estimate(estimates: list[ShapeEstimate]) -> None:
+    est = estimates[-1]
+    built = dict(ShapeMessages(default_factory()).build(est))
+    assert set(built) == set(SHAPE_TOPICS)  # the first estimate also carries markers
+    back = {topic: _round_trip(msg, SHAPE_TOPICS[topic]) for topic, msg in built.items()}
+    tf = back["/tf"].transforms
+    assert [t.child_frame_id for t in tf] == est.frame_ids
+    assert {t.header.frame_id for t in tf} == {est.parent_frame}
+    for t, pose in zip(tf, est.poses, strict=True):
+        assert _xyz(t.transform.translation) == pytest.approx(pose[:3, 3], abs=1e-12)
+        assert t.header.stamp.sec * 10**9 + t.header.stamp.nanosec == est.stamp_ns
+    path = np.array([_xyz(p.pose.position) for p in back["shape/path"].poses])
+    assert path == pytest.approx(est.backbone, abs=1e-12)
+    tip = back["shape/tip"].pose
+    assert _xyz(tip.pose.position) == pytest.approx(est.tip_pose[:3, 3], abs=1e-12)
+    cov = np.asarray(tip.covariance).reshape(6, 6)
+    assert est.position_covariance is not None
+    assert cov[:3, :3] == pytest.approx(est.position_covariance[-1], abs=1e-18)
+    assert not cov[3:, :].any() and not cov[:, 3:].any()  # orientation covariance is not estimated
+    names = [s.name for s in back["/diagnostics"].status]
+    assert names == [d.name for d in est.diagnostics]
+    assert len(back["shape/markers"].markers) >= 3
+
+
+def test_markers_throttled_to_marker_rate(estimates: list[ShapeEstimate]) -> None:
+    shapes = ShapeMessages(default_factory(), marker_rate=5.0)
+    marker_stamps = []
+    for est in estimates:
+        topics = [t for t, _ in shapes.build(est)]
+        assert topics[:4] == ["/tf", "shape/path", "shape/tip", "/diagnostics"]
+        if "shape/markers" in topics:
+            marker_stamps.append(est.stamp_ns)
+    gaps = np.diff(marker_stamps)
+    period = round(1e9 / 30.0)  # estimate ticks
+    assert gaps.min() >= 200_000_000 and gaps.max() < 200_000_000 + period
+    assert marker_stamps[0] == estimates[0].stamp_ns
+
+
+def test_shape_writer_writes_the_same_messages_under_the_namespace(
+    estimates: list[ShapeEstimate], tmp_path: Any
+) -> None:
+    bag = tmp_path / "w.mcap"
+    with BagWriter(bag, overwrite=True) as writer:
+        sw = ShapeWriter(writer, "/left/vine", 5.0)
+        for est in estimates[:10]:
+            sw.write(est)
+    got = [(m.topic, m.stamp_ns) for m in read_bag(bag)]
+    shapes = ShapeMessages(default_factory(), 5.0)
+    want = []
+    for est in estimates[:10]:
+        for topic, _ in shapes.build(est):
+            want.append((topic if topic.startswith("/") else f"/left/vine/{topic}", est.stamp_ns))
+    assert sorted(got) == sorted(want)
+
+
+def test_truth_and_length_messages_round_trip() -> None:
+    sim = VineSimulator(VineSimConfig(scenario="growth", duration=10.0))
+    truth = sim.truth(3.0)
+    f = default_factory()
+    full = dict(truth_messages(truth, 3_000_000_000, sim.base_frame, f, full=True))
+    assert set(full) == set(TRUTH_TOPICS)
+    assert [t for t, _ in truth_messages(truth, 3_000_000_000, sim.base_frame, f, full=False)] == ["truth/tip"]
+    back = {t: _round_trip(m, TRUTH_TOPICS[t]) for t, m in full.items()}
+    assert _xyz(back["truth/tip"].pose.position) == pytest.approx(truth.tip_pose[:3, 3], abs=1e-12)
+    assert len(back["truth/sensors"].poses) == int(truth.everted.sum()) < sim.config.n_sensors  # growing
+    path = np.array([_xyz(p.pose.position) for p in back["truth/path"].poses])
+    assert path == pytest.approx(truth.backbone[::5], abs=1e-12)
+    assert back["truth/path"].header.frame_id == "vine_base"
+    js = _round_trip(length_message(5, "vine_base", truth.length, 0.25, f), "sensor_msgs/msg/JointState")
+    assert (list(js.name), float(js.position[0]), float(js.velocity[0])) == (["vine_length"], truth.length, 0.25)
+    assert js.header.stamp.nanosec == 5 and len(js.effort) == 0
+
+
+# -- nodes/_common.py, ROS-free parts --------------------------------------------------------------------------------
+
+
+def test_every_registered_schema_uses_declarable_parameter_types() -> None:
+    for node in NODE_SCHEMAS:
+        for p in schema_for(node).params:
+            assert p.type in PARAMETER_TYPES, f"{node}: parameter {p.name} has type {p.type!r}"
+
+
+def test_from_ros_value_gives_plain_python() -> None:
+    assert from_ros_value(array.array("d", [1.0, 2.5])) == [1.0, 2.5]
+    assert from_ros_value(np.array([1, 2], dtype=np.int64)) == [1, 2]
+    assert type(from_ros_value(np.array([1, 2], dtype=np.int64))[0]) is int
+    assert from_ros_value(("a", "b")) == ["a", "b"]
+    assert from_ros_value(0.5) == 0.5 and from_ros_value("x") == "x"
+    # what rclpy hands over from a parameter file validates like a YAML list
+    assert SCHEMA.validate({"first_mount_rpy": from_ros_value(array.array("d", [0.0, 0.1, 0.0]))})[
+        "first_mount_rpy"
+    ] == [0.0, 0.1, 0.0]
+
+
+def test_unknown_overrides_ignores_rclpy_own_parameters() -> None:
+    overrides = {"spacing": 0.1, "use_sim_time": True, "qos_overrides./tf.publisher.depth": 10, "spaceing": 0.1}
+    assert unknown_overrides(SCHEMA, overrides) == ["spaceing"]
+
+
+def test_describe_shows_unit() -> None:
+    assert describe(SCHEMA["spacing"]) == "IMU spacing L along the outer wall [m]"
+    assert describe(Param("x", int, 1, "no unit")) == "no unit"
