@@ -220,16 +220,21 @@ def test_covariance_matches_monte_carlo() -> None:
     assert predicted is not None
     rng = np.random.default_rng(0)
     tips = []
+    mids = []
     for _ in range(3000):
         # the model's error: each backbone frame off by a small world rotation of variance 2 sigma^2
         noise = Rotation.from_rotvec(rng.normal(0, sigma * np.sqrt(2), (n, 3)))
-        tips.append(est.update((noise * base).as_quat(), np.ones(n, dtype=bool), 0).tip_pose[:3, 3])
-    emp = np.cov(np.asarray(tips).T)
-    pred = predicted[-1]
-    # compare the spread along the principal directions (first-order model: within 25 %)
-    w_emp = np.linalg.eigvalsh(emp)
-    w_pred = np.linalg.eigvalsh(pred)
-    assert np.allclose(np.sqrt(w_pred[1:]), np.sqrt(w_emp[1:]), rtol=0.25), (w_pred, w_emp)
+        shape = est.update((noise * base).as_quat(), np.ones(n, dtype=bool), 0)
+        tips.append(shape.tip_pose[:3, 3])
+        mids.append(shape.poses[4, :3, 3])
+    # Compare the two largest principal spreads (within 25 %), at the tip and at a middle sensor. The
+    # documented chord-rotation model leaves out the change of centreline length with the bend angle, so
+    # the smallest (along-backbone) spread is underestimated; that one is only bounded here.
+    for samples, pred in ((tips, predicted[-1]), (mids, predicted[4])):
+        w_emp = np.linalg.eigvalsh(np.cov(np.asarray(samples).T))
+        w_pred = np.linalg.eigvalsh(pred)
+        assert np.allclose(np.sqrt(w_pred[1:]), np.sqrt(w_emp[1:]), rtol=0.25), (w_pred, w_emp)
+        assert np.sqrt(w_pred[0]) < np.sqrt(w_emp[0]) * 1.25
 
 
 def test_uncertainty_grows_with_time_since_offset() -> None:

@@ -45,7 +45,11 @@ independent between sensors. To first order, perturbing ``B_j`` by ``dphi``
 rotates the chord of each segment touching node ``j`` by ``dphi/2`` (the
 hinge sits midway) and the wall offset of sensor ``j`` by ``dphi``, giving
 ``Cov(p) = sum_j s_j^2 (|u_j|^2 I - u_j u_j^T)`` with ``u_j`` the sum of
-those half chords and offsets. The base frame is exact.
+those half chords and offsets. The base frame is exact. This chord-rotation
+model leaves out the change of a segment's centreline length with its bend
+angle (``-D/2`` per radian), so the spread along the backbone is
+underestimated (by about half in a Monte Carlo check); the two spreads across
+it agree within 25 %.
 """
 
 from __future__ import annotations
@@ -199,6 +203,37 @@ def quats_to_matrices(q: FloatArray) -> FloatArray:
     return out
 
 
+@dataclass(frozen=True)
+class _Segments:
+    """Per-segment hinge-arc geometry in each segment's start frame."""
+
+    tangent: FloatArray  # (m, 3) new tangent
+    sin: FloatArray
+    cos: FloatArray
+    theta: FloatArray
+    radius: FloatArray  # centreline arc radius
+    normal_xy: FloatArray  # (m, 2) in-plane direction the tangent turns to
+    straight: FloatArray  # length of each of the two straight runs
+
+
+def _segments(rel: FloatArray, L: FloatArray, D: float) -> _Segments:
+    t = rel[:, :, 2]  # new tangent in the start frame
+    s = np.hypot(t[:, 0], t[:, 1])
+    c = np.clip(t[:, 2], -1.0, 1.0)
+    theta = np.arctan2(s, c)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r_c = np.where(D * theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
+        n_xy = np.where(s[:, None] > 1e-12, t[:, :2] / np.where(s > 1e-12, s, 1.0)[:, None], 0.0)
+    return _Segments(t, s, c, theta, r_c, n_xy, np.maximum(L - D * theta, 0.0) / 2.0)
+
+
+def _displacements(g: _Segments) -> FloatArray:
+    d = g.straight[:, None] * g.tangent
+    d[:, 2] += g.straight + g.radius * g.sin
+    d[:, :2] += (g.radius * (1.0 - g.cos))[:, None] * g.normal_xy
+    return d
+
+
 def segment_displacements(rel: FloatArray, L: FloatArray, D: float) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Hinge-arc centreline displacement of each segment in its start frame.
 
@@ -210,44 +245,30 @@ def segment_displacements(rel: FloatArray, L: FloatArray, D: float) -> tuple[Flo
     Returns:
         ``(d, theta, r_c)``: ``(m, 3)`` displacements, bend angles, centreline arc radii.
     """
-    t = rel[:, :, 2]  # new tangent in the start frame
-    s = np.hypot(t[:, 0], t[:, 1])
-    c = np.clip(t[:, 2], -1.0, 1.0)
-    theta = np.arctan2(s, c)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r_c = np.where(D * theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
-        n_xy = np.where(s[:, None] > 1e-12, t[:, :2] / np.where(s > 1e-12, s, 1.0)[:, None], 0.0)
-    straight = np.maximum(L - D * theta, 0.0) / 2.0
-    d = straight[:, None] * t
-    d[:, 2] += straight + r_c * s
-    d[:, :2] += (r_c * (1.0 - c))[:, None] * n_xy
-    return d, theta, r_c
+    g = _segments(rel, L, D)
+    return _displacements(g), g.theta, g.radius
 
 
-def _arc_points(rel: FloatArray, L: FloatArray, D: float, k: int) -> FloatArray:
+def _arc_points(g: _Segments, k: int) -> FloatArray:
     """``(m, k + 3, 3)`` centreline points of each segment in its start frame (start excluded)."""
-    t = rel[:, :, 2]
-    s = np.hypot(t[:, 0], t[:, 1])
-    theta = np.arctan2(s, np.clip(t[:, 2], -1, 1))
-    r_c = np.where(D * theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
-    n_xy = np.where(s[:, None] > 1e-12, t[:, :2] / np.where(s > 1e-12, s, 1.0)[:, None], 0.0)
-    straight = np.maximum(L - D * theta, 0.0) / 2.0
-    frac = np.linspace(0.0, 1.0, k + 1)  # along the arc
-    ang = theta[:, None] * frac[None, :]
-    pts = np.zeros((len(rel), k + 3, 3))
+    ang = g.theta[:, None] * np.linspace(0.0, 1.0, k + 1)[None, :]
+    pts = np.zeros((len(g.theta), k + 3, 3))
     # end of the first straight run, then the arc, then the end of the second straight run
-    pts[:, 0, 2] = straight
-    pts[:, 1 : k + 2, 2] = straight[:, None] + r_c[:, None] * np.sin(ang)
-    pts[:, 1 : k + 2, :2] = (r_c[:, None] * (1 - np.cos(ang)))[:, :, None] * n_xy[:, None, :]
-    pts[:, k + 2] = pts[:, k + 1] + straight[:, None] * t
+    pts[:, 0, 2] = g.straight
+    pts[:, 1 : k + 2, 2] = g.straight[:, None] + g.radius[:, None] * np.sin(ang)
+    pts[:, 1 : k + 2, :2] = (g.radius[:, None] * (1 - np.cos(ang)))[:, :, None] * g.normal_xy[:, None, :]
+    pts[:, k + 2] = pts[:, k + 1] + g.straight[:, None] * g.tangent
     return pts
+
+
+_I3 = np.eye(3)
 
 
 def _skew_cov(u: FloatArray, var: FloatArray) -> FloatArray:
     """``sum_j var_j (|u_j|^2 I - u_j u_j^T)`` term by term: ``(..., 3, 3)``."""
-    uu = np.einsum("...i,...j->...ij", u, u)
-    sq = np.einsum("...i,...i->...", u, u)
-    return var[..., None, None] * (sq[..., None, None] * np.eye(3) - uu)
+    uu = u[..., :, None] * u[..., None, :]
+    sq = (u * u).sum(axis=-1)
+    return var[..., None, None] * (sq[..., None, None] * _I3 - uu)
 
 
 class HingeArcEstimator:
@@ -268,6 +289,7 @@ class HingeArcEstimator:
         self.used = config.used.copy() if config.used.size else np.ones(n, dtype=bool)
         self._world_base_T: FloatArray | None = None  # W^T
         self._mount_T: FloatArray | None = None  # (n, 3, 3) M_i^T
+        self._mount: FloatArray = np.tile(np.eye(3), (n, 1, 1))  # M_i
         self._mount_ok = np.zeros(n, dtype=bool)
         self.offset_stamp_ns: int | None = None
 
@@ -297,6 +319,7 @@ class HingeArcEstimator:
         # Straight: every backbone frame equals the base frame, so M_i = W^T R_i.
         M = np.einsum("ij,njk->nik", W.T, R)
         self._mount_T = np.swapaxes(M, 1, 2)
+        self._mount = M
         self._mount_ok = valid.copy()
         self.offset_stamp_ns = int(stamp_ns)
         return [int(i) for i in np.flatnonzero(~valid)]
@@ -336,7 +359,8 @@ class HingeArcEstimator:
         node_sigma = np.concatenate([[0.0], sigma[idx]])
         seg_L = np.diff(node_sigma)
         rel = np.swapaxes(B[:-1], 1, 2) @ B[1:]
-        d, theta, _ = segment_displacements(rel, seg_L, cfg.diameter)
+        geom = _segments(rel, seg_L, cfg.diameter)
+        d, theta = _displacements(geom), geom.theta
         chords = np.einsum("kij,kj->ki", B[:-1], d)
         centre = np.concatenate([np.zeros((1, 3)), np.cumsum(chords, axis=0)])
         # Tip: straight on from the last used node.
@@ -350,13 +374,12 @@ class HingeArcEstimator:
         # Poses: sensors on the wall with their mounting, then the tip on the centreline.
         poses = np.zeros((m + 1, 4, 4))
         poses[:, 3, 3] = 1.0
-        poses[:m, :3, :3] = np.swapaxes(self._mount_T[idx], 1, 2) if m else poses[:m, :3, :3]
-        poses[:m, :3, :3] = B[1:] @ poses[:m, :3, :3]
+        poses[:m, :3, :3] = B[1:] @ self._mount[idx]
         poses[:m, :3, 3] = centre[1:] + wall
         poses[m, :3, :3] = B[-1]
         poses[m, :3, 3] = centre[-1] + tip_chord
         cov = self._covariance(chords, wall, tip_chord, stamp_ns, m)
-        backbone = self._backbone(B, rel, seg_L, centre, tip_chord)
+        backbone = self._backbone(B, geom, centre, tip_chord)
         over = theta > seg_L / cfg.diameter
         twist = self._twist(rel)
         missing = np.flatnonzero(selected & ~active)
@@ -369,7 +392,7 @@ class HingeArcEstimator:
             position_covariance=cov,
             backbone=backbone,
             radius=half_r,
-            length=float(np.sum(np.linalg.norm(np.diff(backbone, axis=0), axis=1))),
+            length=float(np.sum(2.0 * geom.straight + geom.radius * theta) + ext),
             diagnostics=[diag],
         )
 
@@ -385,27 +408,25 @@ class HingeArcEstimator:
         if m:
             interior[:] = half  # segment j-1 (node j's incoming)
             interior[:-1] += half[1:]  # segment j (outgoing), absent for the last node
-        terms = _skew_cov(interior, var)  # (m, 3, 3)
-        csum = np.concatenate([np.zeros((1, 3, 3)), np.cumsum(terms, axis=0)])
         cov = np.zeros((m + 1, 3, 3))
         if m:
-            # sensor j (node j+1 in chain numbering; array index j): nodes before it fully, itself half + wall
-            own = half + wall
-            cov[:m] = csum[:m] + _skew_cov(own, var)
-            cov[m] = csum[m - 1] + _skew_cov(half[-1] + tip_chord, var[-1:])[0]
+            # sensor j (node j+1 in chain numbering; array index j): nodes before it fully, itself half + wall;
+            # the tip: nodes before the last fully, the last half of its chord plus the tip extension.
+            u = np.concatenate([interior, half + wall, (half[-1] + tip_chord)[None]])
+            terms = _skew_cov(u, np.concatenate([var, var, var[-1:]]))
+            csum = np.cumsum(terms[:m], axis=0)
+            cov[0] = terms[m]
+            cov[1:m] = csum[: m - 1] + terms[m + 1 : 2 * m]
+            cov[m] = (csum[m - 2] if m > 1 else 0.0) + terms[2 * m]
         return cov
 
-    def _backbone(
-        self, B: FloatArray, rel: FloatArray, seg_L: FloatArray, centre: FloatArray, tip_chord: FloatArray
-    ) -> FloatArray:
-        cfg = self.config
-        if len(rel) == 0:
+    def _backbone(self, B: FloatArray, geom: _Segments, centre: FloatArray, tip_chord: FloatArray) -> FloatArray:
+        if len(geom.theta) == 0:
             return np.stack([np.zeros(3), tip_chord])
-        local = _arc_points(rel, seg_L, cfg.diameter, cfg.arc_samples)
-        world = np.einsum("kij,kpj->kpi", B[:-1], local) + centre[:-1, None, :]
-        pts = np.concatenate([np.zeros((1, 3)), world.reshape(-1, 3), (centre[-1] + tip_chord)[None]])
-        keep = np.concatenate([[True], np.linalg.norm(np.diff(pts, axis=0), axis=1) > 1e-9])
-        return pts[keep]
+        local = _arc_points(geom, self.config.arc_samples)
+        world = local @ np.swapaxes(B[:-1], 1, 2) + centre[:-1, None, :]
+        # Points repeat where a straight run has zero length; consumers of the polyline tolerate that.
+        return np.concatenate([np.zeros((1, 3)), world.reshape(-1, 3), (centre[-1] + tip_chord)[None]])
 
     @staticmethod
     def _twist(rel: FloatArray) -> FloatArray:

@@ -8,6 +8,7 @@ rclpy-backed one. Readers take any message object with the ROS 2 field names
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "diagnostic_array",
     "diagnostics_from_msg",
     "header",
+    "imu_from_cdr",
     "imu_from_msg",
     "imu_to_msg",
     "path_msg",
@@ -48,6 +50,8 @@ def time_msg(stamp_ns: int, factory: MessageFactory | None = None) -> Any:
     stamp_ns = int(stamp_ns)
     if stamp_ns < 0:
         raise MessageError(f"stamp {stamp_ns} ns is negative; ROS 2 Time needs stamps >= 0")
+    if stamp_ns // NS_PER_S > 2**31 - 1:
+        raise MessageError(f"stamp {stamp_ns} ns is past what ROS 2 Time holds (int32 seconds)")
     return _f(factory).make("builtin_interfaces/msg/Time", sec=stamp_ns // NS_PER_S, nanosec=stamp_ns % NS_PER_S)
 
 
@@ -163,10 +167,64 @@ def imu_from_msg(msg: Any) -> ImuSample:
     )
 
 
+_IMU_TAIL = struct.Struct("<37d")  # orientation 4, cov 9, angular velocity 3, cov 9, linear acceleration 3, cov 9
+_STAMP = struct.Struct("<iII")
+
+
+def imu_from_cdr(raw: bytes | memoryview) -> ImuSample:
+    """An :class:`ImuSample` straight from the CDR bytes of a sensor_msgs/Imu.
+
+    The layout of sensor_msgs/Imu is fixed but for the frame id, so the
+    fields are unpacked in one call instead of building message objects (the
+    replay hot path). Same result as ``imu_from_msg`` on the decoded message.
+
+    Raises:
+        MessageError: not little-endian plain CDR, or too short for an Imu.
+    """
+    buf = bytes(raw)
+    if len(buf) < 20 or buf[0:2] != b"\x00\x01":
+        raise MessageError("sensor_msgs/Imu bytes are not little-endian CDR (encapsulation 0x0001)")
+    sec, nanosec, n = _STAMP.unpack_from(buf, 4)
+    pos = 16 + n
+    pos = 4 + -(-(pos - 4) // 8) * 8  # float64 alignment, counted after the encapsulation header
+    if n == 0 or pos + _IMU_TAIL.size > len(buf):
+        raise MessageError(f"sensor_msgs/Imu bytes are truncated ({len(buf)} bytes)")
+    frame_id = buf[16 : 16 + n - 1].decode("utf-8", errors="replace")
+    v = np.array(_IMU_TAIL.unpack_from(buf, pos))
+    stamp = sec * NS_PER_S + nanosec
+    has_orientation = v[4] != -1.0
+    q = v[0:4]
+    if has_orientation:
+        norm = float(np.sqrt(q @ q))
+        if not np.isfinite(norm) or norm < 0.5:
+            raise MessageError(
+                f"sensor_msgs/Imu from {frame_id!r} has orientation {q.tolist()} (norm {norm:.3g}); "
+                "expected a unit quaternion"
+            )
+        q = q / norm
+
+    def cov(values: FloatArray) -> FloatArray | None:
+        return None if not values.any() else values.reshape(3, 3)
+
+    return ImuSample(
+        stamp_ns=stamp,
+        frame_id=frame_id,
+        orientation=q if has_orientation else None,
+        angular_velocity=v[13:16],
+        linear_acceleration=v[25:28],
+        orientation_covariance=cov(v[4:13]) if has_orientation else None,
+        angular_velocity_covariance=cov(v[16:25]),
+        linear_acceleration_covariance=cov(v[28:37]),
+    )
+
+
 @published_type("geometry_msgs/msg/TransformStamped")
-def transform_stamped(tf: TransformStamped, factory: MessageFactory | None = None) -> Any:
-    """geometry_msgs/TransformStamped."""
+def transform_stamped(
+    tf: TransformStamped, factory: MessageFactory | None = None, quat: FloatArray | None = None
+) -> Any:
+    """geometry_msgs/TransformStamped (``quat``: the rotation's quaternion, if already known)."""
     T = np.asarray(tf.matrix, dtype=float)
+    q = matrix_to_quat(T[:3, :3]) if quat is None else quat
     return _f(factory).make(
         "geometry_msgs/msg/TransformStamped",
         header=header(tf.stamp_ns, tf.parent, factory),
@@ -174,7 +232,7 @@ def transform_stamped(tf: TransformStamped, factory: MessageFactory | None = Non
         transform=_f(factory).make(
             "geometry_msgs/msg/Transform",
             translation=_vec3(T[:3, 3], factory),
-            rotation=_quat(matrix_to_quat(T[:3, :3]), factory),
+            rotation=_quat(q, factory),
         ),
     )
 
@@ -182,7 +240,11 @@ def transform_stamped(tf: TransformStamped, factory: MessageFactory | None = Non
 @published_type("tf2_msgs/msg/TFMessage")
 def tf_message(transforms: Iterable[TransformStamped], factory: MessageFactory | None = None) -> Any:
     """tf2_msgs/TFMessage from transforms."""
-    return _f(factory).make("tf2_msgs/msg/TFMessage", transforms=[transform_stamped(t, factory) for t in transforms])
+    tfs = list(transforms)
+    quats = matrix_to_quat(np.stack([t.matrix[:3, :3] for t in tfs])) if tfs else np.zeros((0, 4))
+    return _f(factory).make(
+        "tf2_msgs/msg/TFMessage", transforms=[transform_stamped(t, factory, q) for t, q in zip(tfs, quats, strict=True)]
+    )
 
 
 def transforms_from_tf(msg: Any) -> list[TransformStamped]:

@@ -101,8 +101,8 @@ class MessageFactory:
             return self._make_rclpy(typename, fields)
         return self._make_rosbags(typename, fields)
 
-    def _plan(self, typename: str) -> tuple[Any, frozenset[str], tuple[tuple[str, Any, bool], ...]]:
-        """Per type (cached): class, field names, and per field (name, descriptor, needs coercion)."""
+    def _plan(self, typename: str) -> tuple[Any, frozenset[str], tuple[tuple[str, Any, bool], ...], bool]:
+        """Per type (cached): class, field names, per field (name, descriptor, is an array), no arrays at all."""
         plan = self._plans.get(typename)
         if plan is None:
             try:
@@ -110,12 +110,15 @@ class MessageFactory:
             except KeyError:
                 raise MessageError(f"message type {typename!r} is not in the {self.distro} definitions") from None
             fields = tuple((name, desc, int(desc[0]) in (3, 4)) for name, desc in fielddefs)
-            plan = (self.typestore.types[typename], frozenset(n for n, _ in fielddefs), fields)
+            simple = not any(is_array for _, _, is_array in fields)
+            plan = (self.typestore.types[typename], frozenset(n for n, _ in fielddefs), fields, simple)
             self._plans[typename] = plan
         return plan
 
     def _make_rosbags(self, typename: str, fields: dict[str, Any]) -> Any:
-        cls, known, plan = self._plan(typename)
+        cls, known, plan, simple = self._plan(typename)
+        if simple and len(fields) == len(known) and known.issuperset(fields):
+            return cls(**fields)  # every field given, nothing to coerce
         if not known.issuperset(fields):
             unknown = set(fields) - known
             raise MessageError(f"{typename} has no field(s) {sorted(unknown)}; fields are {sorted(known)}")

@@ -28,6 +28,7 @@ topic                       type                                  frame / conten
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -161,7 +162,11 @@ class VineImuTracker:
         """Add a reading of IMU ``index``; returns the estimates that became due."""
         out = self._advance(sample.stamp_ns)
         q = sample.orientation
-        if q is None or not np.all(np.isfinite(q)) or not 0.5 < float(np.linalg.norm(q)) < 1.5:
+        if q is None:
+            self.stats.bad_samples += 1
+            return out
+        norm = math.sqrt(float(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]))
+        if not 0.5 < norm < 1.5:  # also false for NaN
             self.stats.bad_samples += 1
             return out
         if sample.stamp_ns < self.last_ns[index]:
@@ -380,8 +385,14 @@ def replay(
         if bm.topic in imu_index:
             writer.copy(bm, qos="sensor")
             try:
-                sample = msgs.imu_from_msg(bm.msg)
-            except (MessageError, BagError):
+                sample = msgs.imu_from_cdr(bm.raw)
+            except MessageError:
+                try:  # not plain little-endian CDR: let the full decoder judge it
+                    sample = msgs.imu_from_msg(bm.msg)
+                except (MessageError, BagError):
+                    tracker.stats.bad_samples += 1
+                    continue
+            except BagError:
                 tracker.stats.bad_samples += 1
                 continue
             new = tracker.push_imu(imu_index[bm.topic], sample)
