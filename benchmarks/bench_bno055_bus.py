@@ -27,6 +27,7 @@ Run: ``.venv/bin/python benchmarks/bench_bno055_bus.py [--sweeps N]``
 from __future__ import annotations
 
 import argparse
+import logging
 import time
 
 from shape_sensing.drivers.bno055 import FIELDS, plan_reads
@@ -72,7 +73,7 @@ def naive_per_sweep(topo: Topology) -> tuple[int, int, int]:
     return nbytes, ntrans, nbits
 
 
-def run_profile(name: str, fields: tuple[str, ...], sweeps: int) -> None:
+def run_profile(name: str, fields: tuple[str, ...], sweeps: int, faults: bool = False) -> None:
     params = example_topology_params()
     topo = Topology.from_params(params)
     segments = {topo.sensor_path(s) for s in topo.sensors}
@@ -84,12 +85,17 @@ def run_profile(name: str, fields: tuple[str, ...], sweeps: int) -> None:
     assert chain.start() == []
     for _ in range(20):  # settle (calibration capture visits happen at start)
         chain.sweep()
+    if faults:  # 1 % NACKs on every sensor address, one sensor dead
+        hw.bus.nack_rate.update({0x28: 0.01, 0x29: 0.01})
+        hw.set_dead("imu_09")
     hw.bus.log.clear()
     s0 = hw.bus.stats.copy()
+    n_readings = 0
     min_bytes = min_trans = payload = 0
     cpu0 = time.process_time()
     for _ in range(sweeps):
         res = chain.sweep()  # back to back: the sweep rate is what the bus allows
+        n_readings += len(res.readings)
         for r in res.readings:
             got = list(fields)
             if r.magnetic_field is not None:
@@ -110,6 +116,9 @@ def run_profile(name: str, fields: tuple[str, ...], sweeps: int) -> None:
     nb, nt, nbits = naive_per_sweep(topo)
     per_bytes, per_trans, per_bits = d.bytes / sweeps, d.transactions / sweeps, d.bits / sweeps
     print(f"== {name}: fields {list(fields)}, magnetometer 5 Hz, status block 1 Hz, {sweeps} sweeps")
+    if faults:
+        print(f"  faults: 1 % NACK on 0x28/0x29, imu_09 dead; NACKed transactions {d.nacks}")
+        print(f"  samples per sweep              {n_readings / sweeps:8.2f} of 18")
     print(f"  bus bytes per sweep            {per_bytes:8.1f}   transactions {per_trans:6.1f}")
     print(f"  protocol minimum               {min_bytes / sweeps:8.1f}   transactions {min_trans / sweeps:6.1f}")
     print(
@@ -130,10 +139,13 @@ def run_profile(name: str, fields: tuple[str, ...], sweeps: int) -> None:
 def _replay_cost(hw, log) -> float:
     """CPU seconds the simulated bus alone spends on the logged transactions (replayed to one open sensor)."""
     bus = hw.bus
+    bus.nack_rate.clear()
     bus.write_byte(0x70, 0x01)
     bus.write_byte(0x71, 0x01)
     c0 = time.process_time()
     for t in log:
+        if not t.ok:
+            continue
         if t.op == "read_i2c_block_data":
             bus.read_i2c_block_data(0x28, 0x20, t.read)
         elif t.op == "write_byte":
@@ -149,8 +161,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=500)
     args = parser.parse_args()
+    logging.basicConfig(level=logging.ERROR)  # the fault run would log every retry
     for name, fields in PROFILES.items():
         run_profile(name, fields, args.sweeps)
+    run_profile("orientation+gyro with faults", PROFILES["orientation+gyro (vine config)"], args.sweeps, faults=True)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,7 @@ IMU_FIELDS = ("orientation", "angular_velocity", "linear_acceleration")
 STATUS_FIELDS = ("temperature", "calibration", "system_status", "mode")
 CALIBRATION_FORMAT = "shape_sensing/bno055_calibration/1"
 _NS = 1_000_000_000
+_WARN_AFTER = 3  # consecutive failures before a sensor's trouble is logged as a warning
 
 
 def example_topology_params(names: Sequence[str] | None = None) -> dict[str, list[Any]]:
@@ -599,7 +600,10 @@ class Bno055Chain:
         return None
 
     def _backoff(self, failures: int) -> int:
-        delay = min(self.options.retry_initial * 2 ** max(failures - 1, 0), self.options.retry_max)
+        """Retry delay after ``failures`` consecutive failures: the next sweep once, then doubling."""
+        if failures <= 1:
+            return 0
+        delay = min(self.options.retry_initial * 2 ** (failures - 2), self.options.retry_max)
         return int(delay * _NS)
 
     def _visit(self, spec: SensorSpec) -> Bno055Reading | None:
@@ -631,7 +635,8 @@ class Bno055Chain:
             return None
         if h.stale:
             h.stale = False
-            _log.info("sensor %s answers again", name)
+            if h.consecutive_failures >= _WARN_AFTER:
+                _log.info("sensor %s answers again", name)
         h.consecutive_failures = 0
         return reading
 
@@ -667,8 +672,10 @@ class Bno055Chain:
             h.errors += 1
         h.last_error = str(exc)
         h.consecutive_failures += 1
-        if not h.stale:
-            _log.warning("sensor %s: %s; retrying with backoff", spec.name, exc)
+        if h.consecutive_failures == _WARN_AFTER:
+            _log.warning("sensor %s: %s (%d failures in a row); retrying with backoff", spec.name, exc, _WARN_AFTER)
+        else:
+            _log.debug("sensor %s: %s", spec.name, exc)
         h.stale = True
         h.retry_at_ns = self.clock() + self._backoff(h.consecutive_failures)
         # A failure may come from a mux on the way: read their control bytes back now (only on errors). A mux
