@@ -119,12 +119,16 @@ def run_estimator(
                 tip_cov = np.repeat(c, stride, axis=0)[:K]
             return EvalResult(res.state, runtime, res.iterations, float(res.converged), tip_cov, dropped)
         if estimator == "window":
-            win = SlidingWindow(w, s, rate, t0, size=window_size, iterations=iterations)
+            win = SlidingWindow(w, s, rate, t0, size=window_size, iterations=iterations, covariance=covariance)
             tic = time.perf_counter()
             state = win.run(meas, t1)
             runtime = time.perf_counter() - tic
+            tip_cov = None
+            if win.final_cov:
+                c = np.asarray(win.final_cov)
+                tip_cov = np.concatenate([c, np.repeat(c[-1:], state.K - c.shape[0], axis=0)])
             return EvalResult(
-                state, runtime, win.steps * iterations, win.converged_steps / max(win.steps, 1), None, dropped
+                state, runtime, win.steps * iterations, win.converged_steps / max(win.steps, 1), tip_cov, dropped
             )
     raise ValueError(f"--estimator must be 'batch' or 'window', got {estimator!r}")
 

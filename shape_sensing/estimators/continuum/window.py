@@ -24,6 +24,7 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.factors import FactorBatch
 from shape_sensing.estimators.continuum.model import DOF, GridState, Measurements, Weights, straight_state
@@ -68,6 +69,7 @@ class SlidingWindow:
         iterations: Gauss-Newton iterations per step (at most).
         tol: convergence threshold on the largest step entry.
         init: optional ``(T (N,4,4), eps (N,6), varpi (N,6))`` of the first slice; straight at rest otherwise.
+        covariance: keep the Laplace covariance (6x6, right perturbation) of the tip pose of every finalised slice.
     """
 
     def __init__(
@@ -81,6 +83,7 @@ class SlidingWindow:
         iterations: int = 3,
         tol: float = 1e-5,
         init: tuple[FloatArray, FloatArray, FloatArray] | None = None,
+        covariance: bool = False,
     ) -> None:
         s_nodes = np.asarray(s_nodes, dtype=np.float64)
         if s_nodes.ndim != 1 or s_nodes.size < 2 or np.any(np.diff(s_nodes) <= 0):
@@ -107,6 +110,8 @@ class SlidingWindow:
         self.final_T: list[FloatArray] = []
         self.final_eps: list[FloatArray] = []
         self.final_varpi: list[FloatArray] = []
+        self.final_cov: list[FloatArray] = []
+        self.covariance = covariance
         self.steps = 0
         self.converged_steps = 0
 
@@ -169,6 +174,8 @@ class SlidingWindow:
             converged = float(np.abs(dx).max()) < self.tol
             if marginalize and (converged or it == self.iterations):
                 new_prior = self._schur(state, batches, extra)
+                if self.covariance:
+                    self.final_cov.append(node_covariances(ab, [N - 1], slice(0, 6))[0])
             state = state.retract(dx)
             if converged:
                 break

@@ -1,0 +1,315 @@
+"""Online continuum tracker: stamped gyro and pose samples in, fixed-lag shape estimates out.
+
+ROS-free core of the ``continuum_estimator`` node. Samples are queued; the
+sliding window advances one slice (``1 / rate`` s) whenever the newest sample
+is ``latency`` seconds past the next slice time, so that a slower sensor's
+sample for that interval has arrived. Every slice leaving the window becomes a
+:class:`~shape_sensing.types.ShapeEstimate` (stamp = slice time, lag
+``(window_size - 1) / rate``) with the tip's Laplace covariance. Bad samples
+(non-finite, saturated gyro, older than the window) are counted and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from shape_sensing.config import ConfigError, Param, Schema
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.model import Measurements, Weights
+from shape_sensing.estimators.continuum.query import query_poses
+from shape_sensing.estimators.continuum.window import SlidingWindow
+from shape_sensing.geometry import FloatArray
+from shape_sensing.types import ShapeEstimate
+
+__all__ = ["CONTINUUM_TOPICS", "SCHEMA", "ContinuumMessages", "ContinuumTracker", "TrackerStats"]
+
+_log = logging.getLogger(__name__)
+
+# Defaults: the real two-segment tendon-driven robot of the space_time_continuum dataset (robot2.json).
+_P0 = [8e-5] * 3 + [1e-3] * 3 + [1e-2] * 3 + [1e3, 1e3, 1e-4] + [1e2] * 6
+
+
+def _check_lengths(key: str, n: int) -> Any:
+    def check(v: Any) -> str | None:
+        return None if len(v) == n else f"must have {n} entries ({key})"
+
+    return check
+
+
+def _positive(v: Any) -> str | None:
+    return None if all(x > 0 for x in v) else "all entries must be > 0 (variances)"
+
+
+SCHEMA = Schema(
+    "continuum_estimator",
+    (
+        Param("gyro_topics", "str[]", ["gyro_mid/data", "gyro_tip/data"], "sensor_msgs/Imu topics of the gyroscopes"),
+        Param("gyro_arc_lengths", "float[]", [0.233, 0.466], "arc length of each gyroscope", min=0.0, unit="m"),
+        Param(
+            "pose_topics", "str[]", ["tip_pose"], "geometry_msgs/PoseWithCovarianceStamped topics of the pose sensors"
+        ),
+        Param("pose_arc_lengths", "float[]", [0.466], "arc length of each pose sensor", min=0.0, unit="m"),
+        Param("length", float, 0.466, "robot length (material)", min=1e-6, unit="m"),
+        Param("nodes", int, 5, "arc-length nodes (sensors must fall on nodes)", min=2, max=200),
+        Param("rate", float, 30.0, "time slices per second", min=1.0, max=1000.0, unit="Hz"),
+        Param("window_size", int, 4, "slices in the window; lag = (window_size - 1) / rate", min=2, max=100),
+        Param("iterations", int, 1, "Gauss-Newton iterations per step", min=1, max=50),
+        Param("latency", float, 0.02, "wait this long past a slice time for late samples", min=0.0, unit="s"),
+        Param("P0", "float[]", _P0, "base prior variances [pose | strain | velocity]", check=_positive),
+        Param("Q1", "float[]", [3e1] * 3 + [8e3] * 3, "acceleration noise power in time", check=_positive),
+        Param("Q2", "float[]", [8e-1] * 3 + [1e3] * 3, "strain-rate noise power along s", check=_positive),
+        Param(
+            "Q3", "float[]", [8e-1] * 3 + [1e4] * 3, "strain random walk in time / velocity along s", check=_positive
+        ),
+        Param("prior_factor", float, 0.15, "multiplies every prior covariance", min=1e-12),
+        Param("R_pose", "float[]", [2e-5] * 3 + [2.5e-3] * 3, "pose variances (m^2, rad^2)", check=_positive),
+        Param("R_gyro", "float[]", [1e-6] * 3, "gyroscope variances ((rad/s)^2)", check=_positive),
+        Param("measurement_factor", float, 1.0, "multiplies every measurement covariance", min=1e-12),
+        Param("cauchy_pose", float, 0.0, "Cauchy scale of pose factors (whitened); 0 = least squares", min=0.0),
+        Param("cauchy_gyro", float, 0.0, "Cauchy scale of gyro factors (whitened); 0 = least squares", min=0.0),
+        Param(
+            "gyro_saturation", float, 4.9, "readings at or beyond this on any axis are skipped", min=0.0, unit="rad/s"
+        ),
+        Param("fixed_base", bool, True, "the base is clamped: base prior at every slice"),
+        Param("base_frame", str, "continuum_base", "frame of the robot base (the shape is given in it)"),
+        Param("node_frame_prefix", str, "continuum_node_", "node frames are <prefix>NN, base to tip"),
+        Param("frame_prefix", str, "", "prefix of every published frame id"),
+        Param("radius", float, 0.01, "body radius for markers", min=0.0, unit="m"),
+        Param("marker_rate", float, 5.0, "body marker publishing rate", min=0.1, unit="Hz"),
+    ),
+    "Sliding-window continuous-time estimator of a continuum robot (GP priors in arc length and time).",
+)
+
+
+@dataclass
+class TrackerStats:
+    """Counters of the tracker (reported in diagnostics)."""
+
+    gyro: int = 0
+    pose: int = 0
+    skipped_bad: int = 0
+    skipped_saturated: int = 0
+    skipped_late: int = 0
+    steps: int = 0
+    estimates: int = 0
+
+
+class ContinuumTracker:
+    """Stamp-driven sliding-window tracker.
+
+    Args:
+        params: validated :data:`SCHEMA` values.
+
+    Raises:
+        ConfigError: inconsistent parameters (list lengths, sensors off the nodes).
+    """
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        p = SCHEMA.validate(params)
+        for key, n in (("P0", 18), ("Q1", 6), ("Q2", 6), ("Q3", 6), ("R_pose", 6), ("R_gyro", 3)):
+            if len(p[key]) != n:
+                raise ConfigError(f"parameter {key} must have {n} entries, got {len(p[key])}")
+        for topics, arcs in (("gyro_topics", "gyro_arc_lengths"), ("pose_topics", "pose_arc_lengths")):
+            if len(p[topics]) != len(p[arcs]):
+                raise ConfigError(
+                    f"parameter {arcs} must have one entry per {topics} ({len(p[topics])}), got {len(p[arcs])}"
+                )
+        self.params = p
+        self.s_nodes = np.linspace(0.0, p["length"], p["nodes"])
+        for key in ("gyro_arc_lengths", "pose_arc_lengths"):
+            for s in p[key]:
+                if np.min(np.abs(self.s_nodes - s)) > 1e-6 * max(1.0, p["length"]):
+                    raise ConfigError(
+                        f"parameter {key}: sensor at {s} m is not on a node {np.round(self.s_nodes, 6).tolist()}; "
+                        "change nodes or length"
+                    )
+        self.weights = Weights(
+            P0=np.asarray(p["P0"]),
+            Q1=np.asarray(p["Q1"]),
+            Q2=np.asarray(p["Q2"]),
+            Q3=np.asarray(p["Q3"]),
+            R_pose=np.asarray(p["R_pose"]),
+            R_gyro=np.asarray(p["R_gyro"]),
+            prior_factor=p["prior_factor"],
+            measurement_factor=p["measurement_factor"],
+            cauchy_pose=p["cauchy_pose"] or None,
+            cauchy_gyro=p["cauchy_gyro"] or None,
+            fixed_base=p["fixed_base"],
+        )
+        self.window: SlidingWindow | None = None
+        self.t0_ns: int | None = None
+        self.latest = -np.inf
+        self.stats = TrackerStats()
+        self._pending: list[Measurements] = []
+        names = [f"{p['node_frame_prefix']}{i:02d}" for i in range(p["nodes"])]
+        self.frame_ids = names
+
+    def _t(self, stamp_ns: int) -> float:
+        if self.t0_ns is None:
+            self.t0_ns = stamp_ns
+        return (stamp_ns - self.t0_ns) * 1e-9
+
+    def _accept(self, t: float) -> bool:
+        if self.window is not None and t < float(self.window.state.t[0]):
+            self.stats.skipped_late += 1
+            return False
+        return True
+
+    def push_gyro(self, index: int, stamp_ns: int, omega: FloatArray) -> list[ShapeEstimate]:
+        """A gyroscope reading (rad/s, body frame) of sensor ``index``; returns the estimates it completes."""
+        w = np.asarray(omega, dtype=np.float64).reshape(-1)
+        if w.shape != (3,) or not np.all(np.isfinite(w)) or not 0 <= index < len(self.params["gyro_topics"]):
+            self.stats.skipped_bad += 1
+            return []
+        if np.any(np.abs(w) >= self.params["gyro_saturation"]):
+            self.stats.skipped_saturated += 1
+            return []
+        t = self._t(stamp_ns)
+        if not self._accept(t):
+            return []
+        self.stats.gyro += 1
+        s = self.params["gyro_arc_lengths"][index]
+        self._pending.append(Measurements(gyro_t=np.array([t]), gyro_s=np.array([s]), gyro_w=w[None, :].copy()))
+        return self._advance(t)
+
+    def push_pose(self, index: int, stamp_ns: int, T: FloatArray) -> list[ShapeEstimate]:
+        """A pose (4x4, base frame) of pose sensor ``index``; returns the estimates it completes."""
+        T = np.asarray(T, dtype=np.float64)
+        ok = T.shape == (4, 4) and np.all(np.isfinite(T)) and 0 <= index < len(self.params["pose_topics"])
+        if ok:
+            R = T[:3, :3]
+            ok = bool(np.abs(R @ R.T - np.eye(3)).max() < 1e-3 and np.linalg.det(R) > 0)
+        if not ok:
+            self.stats.skipped_bad += 1
+            return []
+        t = self._t(stamp_ns)
+        if not self._accept(t):
+            return []
+        self.stats.pose += 1
+        s = self.params["pose_arc_lengths"][index]
+        self._pending.append(Measurements(pose_t=np.array([t]), pose_s=np.array([s]), pose_mat=T[None].copy()))
+        return self._advance(t)
+
+    def _advance(self, t: float) -> list[ShapeEstimate]:
+        p = self.params
+        self.latest = max(self.latest, t)
+        if self.window is None:
+            self.window = SlidingWindow(
+                self.weights,
+                self.s_nodes,
+                p["rate"],
+                0.0,
+                size=p["window_size"],
+                iterations=p["iterations"],
+                covariance=True,
+            )
+        win = self.window
+        out: list[ShapeEstimate] = []
+        dt = 1.0 / p["rate"]
+        while self.latest >= win.t_newest + dt + p["latency"]:
+            if self._pending:
+                win.add_measurements(Measurements.concat(self._pending))
+                self._pending = []
+            info = win.step()
+            self.stats.steps += 1
+            for _ in info.finalized:
+                out.append(self._estimate(len(win.final_t) - 1))
+        return out
+
+    def _estimate(self, i: int) -> ShapeEstimate:
+        assert self.window is not None and self.t0_ns is not None
+        win = self.window
+        T = win.final_T[i]
+        eps = win.final_eps[i]
+        s_fine = np.linspace(0.0, self.params["length"], 30)
+        # backbone: constant-strain segments between nodes (the GP mean along s at this slice)
+        from shape_sensing.estimators.continuum.model import GridState
+
+        one = GridState(np.array([0.0]), self.s_nodes, T[None], eps[None], win.final_varpi[i][None])
+        backbone = query_poses(one, np.zeros(s_fine.size), s_fine)[:, :3, 3]
+        cov = win.final_cov[i] if i < len(win.final_cov) else None
+        pos_cov = None
+        if cov is not None:
+            pos_cov = np.zeros((T.shape[0], 3, 3))
+            R = T[-1, :3, :3]
+            pos_cov[-1] = R @ cov[:3, :3] @ R.T
+        self.stats.estimates += 1
+        stamp = self.t0_ns + round(win.final_t[i] * 1e9)
+        return ShapeEstimate(
+            stamp,
+            self.params["base_frame"],
+            list(self.frame_ids),
+            T.copy(),
+            pos_cov,
+            backbone,
+            self.params["radius"],
+            float(self.params["length"] * eps[:, 2].mean()),
+        )
+
+    def tip_covariance(self, i: int) -> FloatArray | None:
+        """6x6 covariance of the tip pose of finalised slice ``i`` in the base frame (``[x y z rx ry rz]``)."""
+        if self.window is None or i >= len(self.window.final_cov):
+            return None
+        cov = self.window.final_cov[i]
+        R = self.window.final_T[i][-1, :3, :3]
+        A = np.zeros((6, 6))
+        A[:3, :3] = A[3:, 3:] = R
+        return np.asarray(A @ cov @ A.T)
+
+    @staticmethod
+    def pose_from_xyzquat(xyz: FloatArray, quat_xyzw: FloatArray) -> FloatArray:
+        """4x4 transform from a position and an ``[x, y, z, w]`` quaternion."""
+        from shape_sensing.geometry import make_transform, quat_to_matrix
+
+        return make_transform(quat_to_matrix(quat_xyzw), xyz)
+
+    @staticmethod
+    def twist_to_pose(xi: FloatArray) -> FloatArray:
+        """4x4 transform ``exp(xi^)`` of a dataset twist ``[rho; phi]``."""
+        return np.asarray(lie.exp(np.asarray(xi, dtype=np.float64)[None])[0])
+
+
+#: Topics the node publishes (relative to its namespace, except TF and diagnostics) -> message type.
+CONTINUUM_TOPICS: dict[str, str] = {
+    "/tf": "tf2_msgs/msg/TFMessage",
+    "shape/path": "nav_msgs/msg/Path",
+    "shape/tip": "geometry_msgs/msg/PoseWithCovarianceStamped",
+    "shape/markers": "visualization_msgs/msg/MarkerArray",
+    "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
+}
+
+
+class ContinuumMessages:
+    """The messages of one estimate (publisher-agnostic: the node publishes them, bags store them).
+
+    Args:
+        factory: message factory (rosbags or rclpy backend).
+        frame_prefix: prefix of every frame id.
+        marker_rate: body-marker rate (Hz), by estimate stamps.
+    """
+
+    def __init__(self, factory: Any, frame_prefix: str = "", marker_rate: float = 5.0) -> None:
+        self.factory = factory
+        self.prefix = frame_prefix
+        self.marker_period_ns = round(1e9 / marker_rate)
+        self._last_marker_ns: int | None = None
+
+    def build(self, shape: ShapeEstimate, tip_cov6: FloatArray | None = None) -> list[tuple[str, Any]]:
+        """``(topic, message)`` pairs: TF per node, path, tip pose with covariance, markers when due."""
+        from shape_sensing.messages import common as msgs
+
+        f, stamp = self.factory, shape.stamp_ns
+        parent = self.prefix + shape.parent_frame
+        out = [
+            ("/tf", msgs.tf_message(msgs.shape_transforms(shape, self.prefix), f)),
+            ("shape/path", msgs.path_msg(stamp, parent, shape.backbone, f)),
+            ("shape/tip", msgs.pose_with_covariance_stamped(stamp, parent, shape.tip_pose, tip_cov6, f)),
+        ]
+        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
+            self._last_marker_ns = stamp
+            out.append(("shape/markers", msgs.shape_markers(shape, frame_prefix=self.prefix, factory=f)))
+        return out

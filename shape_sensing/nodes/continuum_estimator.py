@@ -1,0 +1,123 @@
+"""``continuum_estimator`` node: gyro and pose topics -> continuum-robot shape on TF, Path, markers, tip pose.
+
+Thin rclpy layer over :class:`shape_sensing.estimators.continuum.online.ContinuumTracker`
+(a sliding-window continuous-time estimator with Gaussian-process priors in arc
+length and time).
+
+Subscribes (relative names, sensor-data QoS):
+    ``gyro_topics`` (sensor_msgs/Imu: angular_velocity in the backbone frame at
+    ``gyro_arc_lengths``), ``pose_topics`` (geometry_msgs/PoseWithCovarianceStamped:
+    the backbone frame at ``pose_arc_lengths`` in the base frame).
+
+Publishes (reliable QoS), one set per slice leaving the window (stamp = slice
+time, ``(window_size - 1) / rate`` behind the data): ``/tf`` (``base_frame`` ->
+``<node_frame_prefix>NN``, with ``frame_prefix``), ``shape/path`` (nav_msgs/Path),
+``shape/tip`` (PoseWithCovarianceStamped, Laplace covariance), ``shape/markers``
+(at ``marker_rate``), and ``/diagnostics`` once per second (sample counts, skipped
+samples, steps).
+
+Time: only message stamps drive the estimator, so ``use_sim_time`` and
+``ros2 bag play --clock`` work unchanged.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import Any
+
+from shape_sensing.config import ConfigError
+from shape_sensing.estimators.continuum.online import CONTINUUM_TOPICS, SCHEMA, ContinuumMessages, ContinuumTracker
+from shape_sensing.messages import common as msgs
+from shape_sensing.messages.errors import MessageError
+from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
+
+__all__ = ["NODE_NAME", "ContinuumEstimatorNode", "main"]
+
+NODE_NAME = "continuum_estimator"
+STATUS_PERIOD_S = 1.0
+
+
+class ContinuumEstimatorNode:
+    """Wires a :class:`ContinuumTracker` to an rclpy node.
+
+    Args:
+        node: the ``rclpy.node.Node``.
+
+    Raises:
+        ConfigError: a bad or inconsistent parameter.
+    """
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+        self.params = declare_schema(node, SCHEMA)
+        try:
+            self.tracker = ContinuumTracker(self.params)
+        except ValueError as exc:
+            raise ConfigError(f"node {node.get_name()}: {exc}") from exc
+        self.factory = MessageFactory("rclpy")
+        self.messages = ContinuumMessages(self.factory, self.params["frame_prefix"], self.params["marker_rate"])
+        self.publishers = {
+            topic: node.create_publisher(self.factory.cls(t), topic, tf_qos() if topic == "/tf" else reliable_qos())
+            for topic, t in CONTINUUM_TOPICS.items()
+        }
+        imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
+        pose_cls = self.factory.cls("geometry_msgs/msg/PoseWithCovarianceStamped")
+        self.subscriptions = [
+            node.create_subscription(imu_cls, topic, functools.partial(self._on_gyro, i), sensor_qos())
+            for i, topic in enumerate(self.params["gyro_topics"])
+        ] + [
+            node.create_subscription(pose_cls, topic, functools.partial(self._on_pose, i), sensor_qos())
+            for i, topic in enumerate(self.params["pose_topics"])
+        ]
+        self.published = 0
+        self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
+        node.get_logger().info(
+            f"{len(self.params['gyro_topics'])} gyro and {len(self.params['pose_topics'])} pose topics, "
+            f"{self.params['nodes']} nodes at {self.params['rate']} Hz, window {self.params['window_size']} slices"
+        )
+
+    def _on_gyro(self, index: int, msg: Any) -> None:
+        try:
+            sample = msgs.imu_from_msg(msg)
+        except MessageError as exc:
+            self.tracker.stats.skipped_bad += 1
+            self.node.get_logger().warning(f"skipped a bad gyro sample: {exc}", throttle_duration_sec=5.0)
+            return
+        self.publish(self.tracker.push_gyro(index, sample.stamp_ns, sample.angular_velocity))
+
+    def _on_pose(self, index: int, msg: Any) -> None:
+        T = msgs.pose_to_matrix(msg.pose.pose)
+        self.publish(self.tracker.push_pose(index, msgs.stamp_from_msg(msg), T))
+
+    def publish(self, estimates: Sequence[ShapeEstimate]) -> None:
+        """Publish the messages of each estimate."""
+        first = len(self.tracker.window.final_t) - len(estimates) if self.tracker.window else 0
+        for j, est in enumerate(estimates):
+            for topic, m in self.messages.build(est, self.tracker.tip_covariance(first + j)):
+                self.publishers[topic].publish(m)
+            self.published += 1
+
+    def _on_status(self) -> None:
+        st = self.tracker.stats
+        level = DiagnosticLevel.OK if self.published else DiagnosticLevel.WARN
+        self.published = 0
+        status = DiagnosticStatus(
+            name=f"{NODE_NAME}: status",
+            level=level,
+            message="estimating" if level == DiagnosticLevel.OK else "no estimate in the last second",
+            values={k: str(v) for k, v in vars(st).items()},
+        )
+        now_ns = self.node.get_clock().now().nanoseconds
+        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    """Console-script entry: run the node until shut down; non-zero exit on a bad configuration."""
+    return run(NODE_NAME, ContinuumEstimatorNode, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
