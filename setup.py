@@ -14,6 +14,7 @@ NODES = {
     "rigid_module_estimator": "rigid_module_estimator",
     "hyper_redundant_simulator": "hyper_redundant_simulator",
     "bno055_chain": "bno055_chain",
+    "continuum_estimator": "continuum_estimator",
 }
 
 setup(
