@@ -42,7 +42,7 @@ def test_node_publishes_imu_and_saves_calibration(tmp_path):
         while (len(got) < 5 or len(app.chain.calibration.profiles) < 18) and time.monotonic() < t_end:
             executor.spin_once(timeout_sec=0.05)
         assert len(got) >= 5
-        assert got[0].header.frame_id == "imu_00"
+        assert got[0].header.frame_id == "vine_imu_00"
         assert abs(got[-1].orientation.w - 1.0) < 1e-3
         response = app._on_save(Trigger.Request(), Trigger.Response())
         assert response.success, response.message

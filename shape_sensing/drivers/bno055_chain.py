@@ -88,13 +88,15 @@ _WARN_AFTER = 3  # consecutive failures before a sensor's trouble is logged as a
 
 
 def example_topology_params(names: Sequence[str] | None = None) -> dict[str, list[Any]]:
-    """A two-level TCA9548A tree for ``names`` (default: the 18 IMUs of the seed-000 vine robot).
+    """A two-level TCA9548A tree for ``names`` (frames = names; default: the 18 IMUs of the seed-000 vine robot,
+    ``imu_00`` .. ``imu_17`` in frames ``vine_imu_00`` .. ``vine_imu_17``).
 
     A root mux (0x70) on the host bus; child muxes 0x71, 0x72, ... on its
     channels 0, 1, ...; each child carries two sensors (0x28 and 0x29) on each
     of its channels 0, 1, 2 (all eight channels beyond 48 sensors). Sensors
     are listed base to tip. Up to 128 sensors.
     """
+    frames = [f"vine_imu_{i:02d}" for i in range(18)] if names is None else list(names)
     names = [f"imu_{i:02d}" for i in range(18)] if names is None else list(names)
     n = len(names)
     per_child = 6 if n <= 48 else 16
@@ -108,7 +110,7 @@ def example_topology_params(names: Sequence[str] | None = None) -> dict[str, lis
         "mux_parents": ["", *(["root"] * n_children)],
         "mux_channels": [-1, *range(n_children)],
         "sensor_names": names,
-        "sensor_frames": list(names),
+        "sensor_frames": frames,
         "sensor_addresses": [0x28 if i % 2 == 0 else 0x29 for i in range(n)],
         "sensor_muxes": [children[i // per_child] for i in range(n)],
         "sensor_channels": [(i % per_child) // 2 for i in range(n)],
