@@ -251,3 +251,19 @@ def test_real_smbus2_bus_runs_the_same_driver():
                     assert math.isclose(float(np.linalg.norm(r.orientation)), 1.0, abs_tol=1e-6)
         finally:
             chain.close()
+
+
+def test_axis_remap_reaches_the_vectors_as_the_datasheet_defines():
+    bus = SimI2CBus()
+    sim = bus.host.attach(SimBNO055(0x28))
+    chip = BNO055(bus, 0x28, sleep=bus.sleep)
+    # X' = Y, Y' = X, Z' = Z (0x21), Z' negated (sign bit 0).
+    chip.configure(Mode.NDOF, axis_map=(0x21, 0x01))
+    sim.set_motion([0, 0, 0, 1], [0.1, 0.2, 0.3], [1.0, 2.0, 3.0])
+    d = chip.read(plan_reads(["angular_velocity", "linear_acceleration"]))
+    np.testing.assert_allclose(d.linear_acceleration, [2.0, 1.0, -3.0])
+    np.testing.assert_allclose(d.angular_velocity, [0.2, 0.1, -0.3], atol=1e-3)
+    # An invalid map written straight to the chip is refused (the previous one stays).
+    chip.set_mode(Mode.CONFIG)
+    bus.write_byte_data(0x28, Reg.AXIS_MAP_CONFIG, 0x25)
+    assert bus.read_byte_data(0x28, Reg.AXIS_MAP_CONFIG) == 0x21

@@ -196,6 +196,9 @@ class SimBNO055:
         if Reg.ACC_DATA <= reg < Reg.CALIB_STAT + 1 or reg == Reg.CHIP_ID:
             self.ignored_writes += 1  # read-only
             return
+        if reg == Reg.AXIS_MAP_CONFIG and sorted((value >> k) & 3 for k in (0, 2, 4)) != [0, 1, 2]:
+            self.ignored_writes += 1  # datasheet: an invalid map is refused, the previous one stays
+            return
         self.regs[reg] = value
         self._dirty = True
 
