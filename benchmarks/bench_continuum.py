@@ -1,0 +1,172 @@
+"""Continuum estimator benchmark: real-time factor per trial, banded vs dense Gauss-Newton, cost vs nodes.
+
+Printed (figures only, nothing asserted):
+
+* for every trial of the space_time_continuum dataset: seconds of data per
+  second of compute (RTF) of the sliding window (the online estimator) and of
+  the batch, next to the authors' C++ figures measured on this kind of machine;
+* the same Gauss-Newton solve with the normal equations solved densely
+  (``numpy.linalg.solve``, the reference) and by the banded Cholesky, in the
+  same run, on the first ``--dense-seconds`` of ``slow_free_space`` (the dense
+  system of a whole trial would not fit in memory): time ratio and the
+  largest difference of the two solutions;
+* cost against the number of arc-length nodes N = 5..50 on a synthetic robot:
+  batch Gauss-Newton iteration (factor evaluation + assembly, factorisation)
+  and a window step, each also per node, to show how the cost grows with N.
+
+Run: ``.venv/bin/python benchmarks/bench_continuum.py [--dataset DIR] [--repeats 3]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+import numpy as np
+
+from shape_sensing.estimators.continuum.estimator import BatchEstimator, measurements_from_trial, weights_from_trial
+from shape_sensing.estimators.continuum.model import Weights
+from shape_sensing.estimators.continuum.solver import (
+    assemble,
+    assign_measurements,
+    blas_single_thread,
+    build_factors,
+    dense_normal_equations,
+    gauss_newton,
+    solve_banded,
+)
+from shape_sensing.estimators.continuum.synthetic import bending_strain, sample_measurements
+from shape_sensing.estimators.continuum.window import SlidingWindow
+from shape_sensing.eval_continuum import AUTHORS, evaluate_trial
+from shape_sensing.io.space_time_dataset import load_trial
+
+DEFAULT_DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "space_time_continuum"
+TRIALS = ["slow_free_space", "fast_contact", "impulse_1", "extensible"]
+
+
+def rtf_table(dataset: Path, repeats: int) -> None:
+    print(f"== real-time factor (seconds of data per second of compute; best of {repeats}) ==")
+    print(f"{'trial':<16} {'estimator':<9} {'RTF':>7} {'authors':>8} {'all-s mm':>9} {'all-s deg':>9} {'conv':>5}")
+    for trial in TRIALS:
+        for est in ("window", "batch"):
+            best = None
+            for _ in range(repeats):
+                m, _, _ = evaluate_trial(dataset, trial, est, covariance=False)
+                if best is None or m["rtf"] > best["rtf"]:
+                    best = m
+            assert best is not None
+            ref = AUTHORS.get((trial, est), {}).get("rtf")
+            a = best["all"]
+            print(
+                f"{trial:<16} {est:<9} {best['rtf']:7.2f} {ref if ref is not None else '-':>8} "
+                f"{a['pos_mm']['rmse']:9.2f} {a['rot_deg']['rmse']:9.2f} {best['converged_fraction']:5.2f}"
+            )
+
+
+def dense_reference(dataset: Path, seconds: float) -> None:
+    trial = load_trial(dataset, "slow_free_space")
+    t0 = trial.config.start_time
+    t1 = t0 + seconds
+    w = weights_from_trial(trial)
+    meas, _ = measurements_from_trial(trial, t0, t1)
+    s = np.linspace(0.0, trial.robot.length, trial.robot.N)
+    est = BatchEstimator(w, s, trial.robot.K_per_second)
+    state = est.initial_state(t0, t1)
+    am = assign_measurements(state, meas)
+    with blas_single_thread():
+        batches = build_factors(state, w, am)
+        ab, g, _ = assemble(state.K * state.N, state.N, batches)
+        tic = time.perf_counter()
+        dx_b = solve_banded(ab, g)
+        t_band = time.perf_counter() - tic
+    tic = time.perf_counter()
+    dx_d = dense_normal_equations(ab, g)  # numpy's default threading, the reference as anyone would run it
+    t_dense = time.perf_counter() - tic
+    tic = time.perf_counter()
+    rb = gauss_newton(state, w, am, max_iterations=30)
+    t_gn_band = time.perf_counter() - tic
+    tic = time.perf_counter()
+    rd = gauss_newton(state, w, am, max_iterations=30, dense=True)
+    t_gn_dense = time.perf_counter() - tic
+    n = g.size
+    print(f"\n== banded vs dense Gauss-Newton ({seconds:g} s of slow_free_space, {n} variables) ==")
+    print(
+        f"one linear solve:  banded {1e3 * t_band:8.2f} ms   dense {1e3 * t_dense:9.2f} ms   "
+        f"ratio {t_dense / t_band:7.1f}x"
+    )
+    print(
+        f"full GN solve:     banded {t_gn_band:8.3f} s    dense {t_gn_dense:9.3f} s    "
+        f"ratio {t_gn_dense / t_gn_band:7.1f}x"
+        f"   ({rb.iterations} / {rd.iterations} iterations)"
+    )
+    print(
+        f"largest difference: step {np.abs(dx_b - dx_d).max():.2e}, "
+        f"final poses {np.abs(rb.state.T - rd.state.T).max():.2e}"
+    )
+
+
+def nodes_scaling(repeats: int) -> None:
+    print(f"\n== cost against arc-length nodes N (synthetic robot, 1 s at 30 Hz; best of {repeats}) ==")
+    print(
+        f"{'N':>4} {'batch iter ms':>14} {'  eval+asm':>10} {'  factor':>9} {'per node':>9} "
+        f"{'window step ms':>15} {'per node':>9}"
+    )
+    fn = bending_strain(amplitude=2.0, frequency=0.5)
+    length = 0.5
+    rate = 30.0
+    for N in (5, 10, 20, 30, 40, 50):
+        s = np.linspace(0.0, length, N)
+        w = Weights(
+            P0=[1e-8] * 6 + [1e-2, 1e-2, 1e-2, 1e2, 1e2, 1e-4] + [1e-2] * 6,
+            Q1=[1.0, 1, 1, 10, 10, 10],
+            Q2=[1e-2, 1e-2, 1e-2, 10, 10, 10],
+            Q3=[1e-2, 1e-2, 1e-2, 10, 10, 10],
+            R_pose=[1e-6] * 3 + [1e-4] * 3,
+            R_gyro=[1e-4] * 3,
+        )
+        meas = sample_measurements(
+            fn, np.arange(0.0, 1.0, 1 / 50) + 0.003, [0.0, length], np.arange(0.0, 1.0, 1 / 27) + 0.01, [length]
+        )
+        est = BatchEstimator(w, s, rate)
+        state = est.initial_state(0.0, 1.0)
+        am = assign_measurements(state, meas)
+        t_eval = t_fac = np.inf
+        with blas_single_thread():
+            for _ in range(repeats):
+                tic = time.perf_counter()
+                batches = build_factors(state, w, am)
+                ab, g, _ = assemble(state.K * N, N, batches)
+                t1 = time.perf_counter()
+                solve_banded(ab, g)
+                t2 = time.perf_counter()
+                t_eval = min(t_eval, t1 - tic)
+                t_fac = min(t_fac, t2 - t1)
+        t_win = np.inf
+        for _ in range(repeats):
+            win = SlidingWindow(w, s, rate, 0.0, size=4, iterations=1)
+            tic = time.perf_counter()
+            win.run(meas, 0.5)
+            t_win = min(t_win, (time.perf_counter() - tic) / win.steps)
+        it = t_eval + t_fac
+        print(
+            f"{N:>4} {1e3 * it:14.1f} {1e3 * t_eval:10.1f} {1e3 * t_fac:9.1f} {1e3 * it / N:9.2f} "
+            f"{1e3 * t_win:15.2f} {1e3 * t_win / N:9.3f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--dense-seconds", type=float, default=1.0)
+    parser.add_argument("--skip-trials", action="store_true", help="skip the per-trial RTF table")
+    args = parser.parse_args()
+    if not args.skip_trials:
+        rtf_table(args.dataset, args.repeats)
+    dense_reference(args.dataset, args.dense_seconds)
+    nodes_scaling(args.repeats)
+
+
+if __name__ == "__main__":
+    main()
