@@ -61,7 +61,7 @@ from shape_sensing.drivers.bno055 import (
     plan_reads,
 )
 from shape_sensing.drivers.errors import DriverConfigError, ProtocolError
-from shape_sensing.drivers.i2c_topology import MuxError, MuxRouter, SensorSpec, Topology, _path_text
+from shape_sensing.drivers.i2c_topology import MuxError, MuxRouter, SensorSpec, Topology, path_text
 from shape_sensing.geometry import FloatArray
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample
 
@@ -552,7 +552,7 @@ class Bno055Chain:
                     f"bno055_chain: {spec.name}",
                     level,
                     msg,
-                    hardware_id=f"bno055 {_path_text(self.paths[spec.name])} {spec.address:#04x}",
+                    hardware_id=f"bno055 {path_text(self.paths[spec.name])} {spec.address:#04x}",
                     values=values,
                 )
             )
@@ -563,7 +563,7 @@ class Bno055Chain:
                     f"bno055_chain: mux {name}",
                     DiagnosticLevel.ERROR if mh.down else DiagnosticLevel.OK,
                     f"down: {mh.last_error}" if mh.down else "ok",
-                    hardware_id=f"tca9548a {_path_text(self.topology.mux_path(name))} {m.address:#04x}",
+                    hardware_id=f"tca9548a {path_text(self.topology.mux_path(name))} {m.address:#04x}",
                     values={"failures": str(mh.failures), "subtree": ",".join(self.topology.subtree_sensors(name))},
                 )
             )

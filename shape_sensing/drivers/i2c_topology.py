@@ -46,6 +46,7 @@ __all__ = [
     "SensorSpec",
     "Topology",
     "TopologyError",
+    "path_text",
 ]
 
 _log = logging.getLogger(__name__)
@@ -264,7 +265,7 @@ class Topology:
             key = (self.sensor_path(s), s.address)
             if key in where:
                 raise TopologyError(
-                    f"sensors {where[key]!r} and {s.name!r} have the same path {_path_text(key[0])} "
+                    f"sensors {where[key]!r} and {s.name!r} have the same path {path_text(key[0])} "
                     f"and address {s.address:#04x}"
                 )
             where[key] = s.name
@@ -279,13 +280,14 @@ class Topology:
                 for device, address in self.devices_on(seg[:depth]):
                     if address in visible:
                         raise TopologyError(
-                            f"address conflict on segment {_path_text(seg)}: {visible[address]} and {device} "
+                            f"address conflict on segment {path_text(seg)}: {visible[address]} and {device} "
                             f"both answer {address:#04x} when that segment is open"
                         )
                     visible[address] = device
 
 
-def _path_text(path: Path) -> str:
+def path_text(path: Path) -> str:
+    """``root:0/arm_a:2`` (``host`` for the host segment)."""
     return "host" if not path else "/".join(f"{n}:{c}" for n, c in path)
 
 
