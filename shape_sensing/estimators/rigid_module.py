@@ -8,10 +8,16 @@ Rx(roll)`` in a world frame.
 
 Method:
 
-1. Rods calibration: with every platform held parallel to the base, the
-   attitude read on platform ``j`` minus the base's is stored as platform
-   ``j``'s bias and subtracted from later readings (a first-order correction of
-   the sensor mounting, exact for the small misalignments it is meant for).
+1. Rods calibration: with every platform held parallel to the base, each
+   sensor's reading relative to the base sensor's is its mounting
+   misalignment, stored as a rotation ``C_j`` and removed from later readings
+   as ``R_j C_j^T`` (so the correction stays right at any tilt, unlike a
+   subtraction of Euler angles). In ``full`` mode ``C_j = R_0^T R_j`` at
+   calibration. In ``roll_pitch`` mode only the tilt part is used (the
+   smallest rotation taking sensor ``j``'s gravity direction onto the base
+   sensor's), since the calibration headings are the disturbed ones; a
+   mounting rotation about the gravity direction on the rods is not
+   observable from roll and pitch and stays uncorrected.
 2. Relative rotation of module ``j`` in the lower platform's body frame,
    ``R_rel = R_{j-1}^T R_j``. (The seed paper writes ``R_j R_{j-1}^T``, a
    world-frame increment; it equals the body-frame one only while the lower
@@ -55,7 +61,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from shape_sensing.config import ConfigError, Param, Schema
-from shape_sensing.geometry import FloatArray, matrix_to_rotvec, quat_to_matrix
+from shape_sensing.geometry import FloatArray, matrix_to_rotvec, quat_to_matrix, rotvec_to_matrix
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
 
 __all__ = [
@@ -82,7 +88,7 @@ def _len_check(n: int) -> Any:
 
 
 def _bias_check(v: list[float]) -> str | None:
-    return None if len(v) % 3 == 0 else "expected 3 values (roll, pitch, yaw bias in rad) per platform"
+    return None if len(v) % 3 == 0 else "expected 3 values (a rotation vector in rad) per platform"
 
 
 SCHEMA = Schema(
@@ -104,8 +110,13 @@ SCHEMA = Schema(
         ),
         Param(
             "calibration_bias", "float[]", [],
-            "per-platform roll, pitch, yaw bias (rad) from the rods calibration; empty = none",
+            "per-platform mounting correction from the rods calibration, a rotation vector (rad); empty = none",
             check=_bias_check,
+        ),
+        Param(
+            "heading_min_conditioning", float, 0.1,
+            "roll_pitch mode: below this joint-constraint conditioning a platform's heading comes from its yaw",
+            min=0.0, max=1.0,
         ),
         Param("roll_pitch_stddev_deg", float, 0.05, "stated roll/pitch accuracy of one sensor", min=0.0, unit="deg"),
         Param("yaw_stddev_deg", float, 1.0, "stated yaw accuracy of one sensor", min=0.0, unit="deg"),
@@ -229,7 +240,9 @@ def chain_transforms(T_modules: ArrayLike) -> FloatArray:
     return out
 
 
-def solve_headings(euler: ArrayLike, *, yaw_hint: bool = True) -> tuple[FloatArray, FloatArray]:
+def solve_headings(
+    euler: ArrayLike, *, yaw_hint: bool = True, min_conditioning: float = 0.0
+) -> tuple[FloatArray, FloatArray]:
     """World attitudes from roll and pitch, headings solved from the no-twist joint constraint.
 
     For each joint the constraint has two heading solutions (roll and pitch
@@ -240,15 +253,23 @@ def solve_headings(euler: ArrayLike, *, yaw_hint: bool = True) -> tuple[FloatArr
     estimate; without it, or where the measured yaw is not finite, the
     solution nearer a straight joint is taken.
 
+    The constraint is ``f(psi) = rho cos(psi - phi) + C = 0``; its slope at
+    the solutions, ``sqrt(rho^2 - C^2)``, is the conditioning: a roll/pitch
+    error ``e`` moves the solved heading by about ``e / conditioning``. It
+    vanishes where the lower platform's x axis or the upper platform's tilted
+    y axis is vertical, and where the two solutions merge (noise may then
+    leave no exact solution). Below ``min_conditioning`` the measured heading
+    is used instead (when ``yaw_hint`` and finite): the constraint no longer
+    tells the heading better than the magnetometer does.
+
     Args:
         euler: ``(..., m, 3)`` ``[roll, pitch, yaw]``.
         yaw_hint: use the measured yaw to choose between the two solutions.
+        min_conditioning: below it, fall back to the measured heading.
 
     Returns:
         ``(R, conditioning)``: ``(..., m, 3, 3)`` attitudes with the base's yaw
-        set to 0, and ``(..., m-1)`` per-joint conditioning in ``[0, 1]``
-        (product of the horizontal lengths of the lower x axis and the upper
-        tilt-only y axis; near 0 the heading is undetermined).
+        set to 0, and ``(..., m-1)`` per-joint conditioning in ``[0, 1]``.
     """
     e = np.asarray(euler, dtype=float).copy()
     hint = e[..., 2] - e[..., :1, 2]
@@ -291,9 +312,31 @@ def solve_headings(euler: ArrayLike, *, yaw_hint: bool = True) -> tuple[FloatArr
                 best = np.where(pick, Rj, best)
                 best_tr = np.maximum(tr, best_tr)
         assert best is not None
+        kappa = np.sqrt(np.maximum(rho**2 - C**2, 0.0))
+        fallback = (kappa < min_conditioning) & use_hint[..., j]
+        if np.any(fallback):
+            c, s = np.cos(hint[..., j]), np.sin(hint[..., j])
+            Rz = np.zeros((*c.shape, 3, 3))
+            Rz[..., 0, 0] = c
+            Rz[..., 0, 1] = -s
+            Rz[..., 1, 0] = s
+            Rz[..., 1, 1] = c
+            Rz[..., 2, 2] = 1.0
+            best = np.where(fallback[..., None, None], Rz @ Rp[..., j, :, :], best)
         R[..., j, :, :] = best
-        cond[..., j - 1] = rho
+        cond[..., j - 1] = kappa
     return R, cond
+
+
+def _align(a: FloatArray, b: FloatArray) -> FloatArray:
+    """``(k, 3, 3)`` smallest rotations taking unit vectors ``a[k]`` onto ``b``."""
+    a = a / np.linalg.norm(a, axis=-1, keepdims=True)
+    b = b / np.linalg.norm(b)
+    axis = np.cross(a, b)
+    s = np.linalg.norm(axis, axis=-1)
+    ang = np.arctan2(s, a @ b)
+    safe = np.where(s > 1e-15, s, 1.0)[:, None]
+    return rotvec_to_matrix(np.where(s[:, None] > 1e-15, axis / safe * ang[:, None], 0.0))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -310,6 +353,7 @@ class RigidModuleConfig:
     heading_mode: str = "roll_pitch"
     tool_offset: tuple[float, ...] = (0.0, 0.0, 0.03, 0.0, 0.0, 0.0)
     calibration_bias: tuple[float, ...] = ()
+    heading_min_conditioning: float = 0.1
     roll_pitch_stddev_deg: float = 0.05
     yaw_stddev_deg: float = 1.0
     covariance: bool = True
@@ -332,6 +376,7 @@ class RigidModuleConfig:
         return cls(
             n_modules=n, d1=p["d1"], d2=p["d2"], heading_mode=p["heading_mode"],
             tool_offset=tuple(p["tool_offset"]), calibration_bias=tuple(bias),
+            heading_min_conditioning=p["heading_min_conditioning"],
             roll_pitch_stddev_deg=p["roll_pitch_stddev_deg"], yaw_stddev_deg=p["yaw_stddev_deg"],
             covariance=p["covariance"], stale_timeout=p["stale_timeout"], twist_warn_deg=p["twist_warn_deg"],
             base_frame=p["base_frame"], radius=p["radius"],
@@ -346,7 +391,7 @@ class RigidModuleEstimate:
         shape: frames ``platform_0 .. platform_n, end_effector`` in the base frame.
         theta: ``(n, 2)`` joint angles ``theta_x, theta_y`` (rad).
         twist: ``(n,)`` twist residual about the joint's z (rad); 0 for a perfect joint.
-        conditioning: ``(n,)`` heading conditioning (roll_pitch mode; 1 in full mode).
+        conditioning: ``(n,)`` heading conditioning (roll_pitch mode, see :func:`solve_headings`; 1 in full mode).
         tip_covariance: ``(6, 6)`` end-effector covariance, ``[x y z rx ry rz]``, or ``None``.
         theta_covariance: ``(2n, 2n)`` covariance of the joint angles, or ``None``.
     """
@@ -377,6 +422,7 @@ class RigidModuleEstimator:
             self.bias = np.asarray(self.config.calibration_bias, dtype=float).reshape(n + 1, 3)
         else:
             self.bias = np.zeros((n + 1, 3))
+        self._correction = rotvec_to_matrix(self.bias)
         t = self.config.tool_offset
         self.tool = np.eye(4)
         self.tool[:3, :3] = euler_zyx_to_matrix(np.array(t[3:6]))
@@ -424,7 +470,7 @@ class RigidModuleEstimator:
     # -- calibration ------------------------------------------------------------------------------------------------
 
     def calibrate(self, readings: ArrayLike | None = None) -> FloatArray:
-        """Rods calibration (all platforms held parallel to the base); return the bias.
+        """Rods calibration (all platforms held parallel to the base); return the corrections (rotation vectors).
 
         Args:
             readings: ``(n+1, 3)`` attitudes read on the rods (e.g. averaged over the
@@ -439,17 +485,25 @@ class RigidModuleEstimator:
         missing = [i for i in range(self.n_platforms) if not np.all(np.isfinite(r[i]))]
         if missing:
             raise ValueError(f"cannot calibrate: no reading from platform(s) {missing}")
-        bias = r - r[0]
-        bias[:, 2] = (bias[:, 2] + np.pi) % (2 * np.pi) - np.pi
-        self.bias = bias
-        return bias.copy()
+        R = euler_zyx_to_matrix(r)
+        if self.config.heading_mode == "full":
+            C = np.swapaxes(R[0], -1, -2)[None] @ R
+        else:
+            g = R[:, 2, :]  # gravity direction (world z) in each sensor frame: row 2 of R
+            C = _align(g, g[0])
+        self._correction = C
+        self.bias = matrix_to_rotvec(C)
+        return self.bias.copy()
 
     # -- estimation -------------------------------------------------------------------------------------------------
 
     def _inputs(self) -> tuple[FloatArray, list[DiagnosticStatus], int]:
         """Corrected attitudes with missing platforms bridged, the per-sensor statuses, and the count of bad ones."""
-        e = self._last - self.bias
         have = np.all(np.isfinite(self._last), axis=1)
+        e = self._last.copy()
+        if have.any() and self.bias.any():
+            R = euler_zyx_to_matrix(self._last[have]) @ np.swapaxes(self._correction[have], -1, -2)
+            e[have] = matrix_to_euler_zyx(R)
         statuses = []
         bad = 0
         for i in range(self.n_platforms):
@@ -473,7 +527,7 @@ class RigidModuleEstimator:
         cfg = self.config
         e, statuses, _ = self._inputs()
         sig = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, cfg.yaw_stddev_deg])
-        use = [0, 1] if cfg.heading_mode == "roll_pitch" else [0, 1, 2]
+        use = [0, 1, 2]  # in roll_pitch mode yaw matters only where the heading falls back to it
         if cfg.covariance:
             h = 1e-7
             cols = [(i, k) for i in range(self.n_platforms) for k in use]
@@ -516,17 +570,20 @@ class RigidModuleEstimator:
         tw = np.degrees(np.abs(twist[0]))
         worst = int(np.argmax(tw)) if tw.size else 0
         level = DiagnosticLevel.WARN if tw.size and tw[worst] > cfg.twist_warn_deg else DiagnosticLevel.OK
-        if cfg.heading_mode == "roll_pitch" and cond[0].size and float(np.min(cond[0])) < 0.2:
+        fallback = int(np.sum(cond[0] < cfg.heading_min_conditioning)) if cfg.heading_mode == "roll_pitch" else 0
+        if fallback:
             level = DiagnosticLevel.WARN
         statuses.append(
             DiagnosticStatus(
                 "rigid_module/joints",
                 level,
-                f"max twist residual {tw[worst]:.2f} deg at module {worst + 1}" if tw.size else "no modules",
+                (f"max twist residual {tw[worst]:.2f} deg at module {worst + 1}" if tw.size else "no modules")
+                + (f"; {fallback} heading(s) from the magnetometer (ill-conditioned joints)" if fallback else ""),
                 values={
                     "heading_mode": cfg.heading_mode,
                     "twist_deg": " ".join(f"{v:.3f}" for v in tw),
                     "heading_conditioning_min": f"{float(np.min(cond[0])):.3f}" if cond[0].size else "1",
+                    "headings_from_magnetometer": str(fallback),
                 },
             )
         )
@@ -554,7 +611,7 @@ class RigidModuleEstimator:
         """Batched ``(B, n+1, 3)`` attitudes -> poses ``(B, n+2, 4, 4)``, theta ``(B, n, 2)``, twist, conditioning."""
         cfg = self.config
         if cfg.heading_mode == "roll_pitch":
-            R, cond = solve_headings(e)
+            R, cond = solve_headings(e, min_conditioning=cfg.heading_min_conditioning)
         else:
             R = euler_zyx_to_matrix(e)
             cond = np.ones((e.shape[0], cfg.n_modules))
