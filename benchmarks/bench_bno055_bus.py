@@ -157,6 +157,41 @@ def _replay_cost(hw, log) -> float:
     return time.process_time() - c0
 
 
+def smbus2_cpu(sweeps: int) -> None:
+    """CPU per sweep when the driver goes through a real smbus2.SMBus object (ioctls emulated, no syscalls)."""
+    import smbus2
+    import smbus2.smbus2 as smbus2_module
+
+    from shape_sensing.sim.i2c_dev import I2cDevEmulator
+
+    topo = Topology.from_params(example_topology_params())
+    hw = build_simulated_hardware(topo, bitrate=BITRATE)
+    for chip in hw.sensors.values():
+        chip.calibrate()
+    emulator = I2cDevEmulator(hw.bus)
+    real_ioctl = smbus2_module.ioctl
+    smbus2_module.ioctl = emulator.ioctl
+    try:
+        bus = smbus2.SMBus()
+        bus.fd = 1000
+        options = ChainOptions(imu_fields=PROFILES["orientation+gyro (vine config)"], mag_rate=5.0)
+        chain = Bno055Chain(bus, topo, options, clock=hw.bus.clock, sleep=hw.bus.sleep)
+        assert chain.start() == []
+        for _ in range(20):
+            chain.sweep()
+        r0 = emulator.requests
+        c0 = time.process_time()
+        for _ in range(sweeps):
+            chain.sweep()
+        cpu = (time.process_time() - c0) / sweeps
+    finally:
+        smbus2_module.ioctl = real_ioctl
+    print(f"== orientation+gyro through a real smbus2.SMBus object (i2c-dev ioctls emulated), {sweeps} sweeps")
+    calls = (emulator.requests - r0) / sweeps
+    print(f"  CPU per sweep (smbus2 + driver + sim) {cpu * 1e3:.3f} ms; ioctl calls per sweep {calls:.1f}")
+    print("  (each ioctl is a system call on hardware; its kernel and wait time is not counted here)")
+
+
 def soak(seconds: float) -> None:
     """Mixed faults over ``seconds`` of simulated time at 100 Hz: what keeps streaming, what was counted."""
     topo = Topology.from_params(example_topology_params())
@@ -217,6 +252,7 @@ def main() -> None:
     for name, fields in PROFILES.items():
         run_profile(name, fields, args.sweeps)
     run_profile("orientation+gyro with faults", PROFILES["orientation+gyro (vine config)"], args.sweeps, faults=True)
+    smbus2_cpu(args.sweeps)
     if args.soak > 0:
         soak(args.soak)
 

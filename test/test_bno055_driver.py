@@ -267,3 +267,36 @@ def test_axis_remap_reaches_the_vectors_as_the_datasheet_defines():
     chip.set_mode(Mode.CONFIG)
     bus.write_byte_data(0x28, Reg.AXIS_MAP_CONFIG, 0x25)
     assert bus.read_byte_data(0x28, Reg.AXIS_MAP_CONFIG) == 0x21
+
+
+def test_real_smbus2_object_drives_the_simulated_tree(monkeypatch):
+    """The installed smbus2.SMBus (its own struct packing and ioctl calls) against emulated i2c-dev ioctls."""
+    import smbus2.smbus2 as smbus2_module
+
+    from shape_sensing.drivers.bno055_chain import Bno055Chain, ChainOptions, example_topology_params
+    from shape_sensing.drivers.i2c_topology import Topology
+    from shape_sensing.sim.i2c_dev import I2cDevEmulator
+    from shape_sensing.sim.register_level import build_simulated_hardware
+
+    topo = Topology.from_params(example_topology_params())
+    hw = build_simulated_hardware(topo)
+    for i, chip in enumerate(hw.sensors.values()):
+        chip.set_motion([0.0, 0.0, np.sin(0.05 * i), np.cos(0.05 * i)], [0.0, 0.0, 0.01 * i])
+        chip.calibrate()
+    emulator = I2cDevEmulator(hw.bus)
+    monkeypatch.setattr(smbus2_module, "ioctl", emulator.ioctl)
+    bus = smbus2.SMBus()  # not opened: no /dev/i2c-N needed
+    bus.fd = 1000
+    chain = Bno055Chain(bus, topo, ChainOptions(), clock=hw.bus.clock, sleep=hw.bus.sleep)
+    assert chain.start() == []
+    result = chain.sweep()
+    assert len(result.readings) == 18
+    for r in result.readings:
+        i = int(r.name[-2:])
+        np.testing.assert_allclose(r.orientation, [0.0, 0.0, np.sin(0.05 * i), np.cos(0.05 * i)], atol=1e-4)
+        np.testing.assert_allclose(r.angular_velocity, [0.0, 0.0, 0.01 * i], atol=1 / 1800)
+    assert set(chain.calibration.profiles) == set(hw.sensors)  # 22-byte block reads went through smbus2 too
+    assert emulator.requests > hw.bus.stats.transactions  # I2C_SLAVE address switches on top of the transfers
+    hw.set_dead("imu_03")
+    chain.sweep()
+    assert "Remote I/O error" in chain.health["imu_03"].last_error
