@@ -1,8 +1,15 @@
 """WitMotion WT901 serial protocol: frame parser with resynchronisation, decoder, configuration commands.
 
-Protocol facts (WitMotion WT901 datasheet v20-0702, sections 5.1 "Output Data
-Format" and 5.2 "Config Commands", and WitMotion's "WIT Standard Communication
-Protocol" register table):
+Protocol facts, each checked against WitMotion's own documents:
+
+* WT901 datasheet v20-0702, 5.1 "Output Data Format" (frame layout, scales,
+  checksum) and 5.2.8 "Return Content" (RSW bits);
+* HWT905-TTL datasheet v20-0707 (same WitMotion TTL protocol), 5.2.9 "Return
+  Rate" and 5.2.10 "Baud Rate" (RRATE and BAUD codes);
+* WT901BLECL datasheet v20-0707, 6.1.2.2 "Quaternion Output" (``Q = raw/32768``);
+* WitMotion "WIT Standard Communication Protocol" (unlock, save, register
+  numbers) and the CALSW values of WitMotion's standard-protocol SDK register
+  header (``CALGYROACC = 0x01``, ``CALREFANGLE = 0x08``).
 
 * Every output frame is 11 bytes: ``0x55``, a type byte, 8 data bytes holding
   four signed 16-bit little-endian values, and a checksum that is the low byte

@@ -1,7 +1,10 @@
 """WT901 frames over CAN (python-can): one small board per module forwards its sensor's frames.
 
-CAN layout (the WitMotion CAN layout: a CAN data field carries a 0x55
-frame's content, see :mod:`shape_sensing.drivers.wt901` for the frame)::
+CAN layout: a CAN data field carries a 0x55 frame's content (see
+:mod:`shape_sensing.drivers.wt901` for the frame). The byte order below is
+this package's reading of that layout; it could not be confirmed against a
+WitMotion CAN document, so check one frame from the real boards (``candump``)
+before relying on it::
 
     byte   0     1      2    3    4    5    6    7
            0x55  TYPE   v0L  v0H  v1L  v1H  v2L  v2H
