@@ -19,7 +19,9 @@ Protocol facts, each checked against WitMotion's own documents:
   (``raw/32768*2000`` deg/s, 4th value temperature), ``0x53`` angle
   (roll about X, pitch about Y, yaw about Z, ``raw/32768*180`` deg, 4th value
   firmware version), ``0x54`` magnetic field (raw counts, 4th value
-  temperature), ``0x59`` quaternion (``Q0..Q3 = raw/32768``, Q0 the scalar part).
+  temperature), ``0x59`` quaternion (``Q0..Q3 = raw/32768``; Q0 is taken as
+  the scalar part, the usual ``w, x, y, z`` order -- the documents above do
+  not say it outright, so compare with the 0x53 angles on a real sensor).
 * The attitude is a z-y-x Euler sequence: ``R = Rz(yaw) Ry(pitch) Rx(roll)``.
 * Commands are 5 bytes ``0xFF 0xAA REG DATAL DATAH``. Unlock ``FF AA 69 88 B5``
   must precede changes (the sensor re-locks after 10 s); save
