@@ -185,3 +185,27 @@ def test_sim_launch_calibrates_within_the_rods_hold() -> None:
     assert params[("rigid_module_estimator", "calibrate_on_start")] == "true"
     assert float(params[("rigid_module_estimator", "calibration_duration")]) < rods
     assert math.isfinite(rods)
+
+
+def test_can_reader_built_from_node_config_on_virtual_bus() -> None:
+    import can
+
+    from shape_sensing.drivers.wt901_config import build_can_reader
+    from shape_sensing.sim.wt901_emulator import Wt901CanEmulator
+
+    cfg = Wt901NodeConfig.from_params(
+        {
+            "mode": "can", "can_interface": "virtual", "can_channel": "wt901-node-config",
+            "frame_ids": ["platform_0", "platform_1"], "can_ids": [0x18FF0001, 0x18FF0002], "extended_ids": True,
+            "frame_prefix": "left/",
+        }
+    )  # fmt: skip
+    reader = build_can_reader(cfg, clock=lambda: 5)
+    tx = can.Bus(interface="virtual", channel="wt901-node-config")
+    try:
+        Wt901CanEmulator(tx, [0x18FF0001, 0x18FF0002], extended=True).send_cycle([[0.1, 0.0, 0.0], [0.0, 0.1, 0.0]])
+        assert [s.frame_id for s in reader.poll()] == ["left/platform_0", "left/platform_1"]
+    finally:
+        tx.shutdown()
+        assert reader.bus is not None
+        reader.bus.shutdown()

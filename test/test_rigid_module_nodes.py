@@ -1,0 +1,35 @@
+"""rclpy tests of the hyper-redundant nodes (run on a ROS 2 machine; skipped without rclpy)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+rclpy = pytest.importorskip("rclpy")
+
+from shape_sensing.messages import common as msgs  # noqa: E402
+from shape_sensing.messages.factory import MessageFactory  # noqa: E402
+from shape_sensing.types import ImuSample  # noqa: E402
+
+pytestmark = pytest.mark.rclpy
+
+
+def test_estimator_node_publishes_from_imu_callbacks() -> None:
+    from shape_sensing.nodes.rigid_module_estimator import RigidModuleEstimatorNode
+
+    rclpy.init()
+    try:
+        node = rclpy.create_node("rigid_module_estimator")
+        app = RigidModuleEstimatorNode(node)
+        published: list[str] = []
+        for topic, pub in app.publishers.items():
+            pub.publish = lambda msg, topic=topic: published.append(topic)  # type: ignore[method-assign]
+        f = MessageFactory("rclpy")
+        q = np.array([0.0, 0.0, 0.0, 1.0])
+        for k in range(30):
+            for i in range(app.tracker.n):
+                app._on_imu(i, msgs.imu_to_msg(ImuSample(k * 10_000_000, f"platform_{i}", q), f))
+        assert "/tf" in published and "shape/end_effector" in published and "joint_states" in published
+        node.destroy_node()
+    finally:
+        rclpy.shutdown()
