@@ -72,3 +72,39 @@ def test_chain_diagnostics_round_trip():
     statuses = [status]
     back = cdr(chain_diagnostics_msg(5, statuses), "diagnostic_msgs/msg/DiagnosticArray")
     assert diagnostics_from_msg(back) == statuses
+
+
+def test_chain_messages_of_a_sweep_match_the_readings():
+    """What the node publishes per sweep, built from a simulated chain and round-tripped through CDR."""
+    from shape_sensing.drivers.bno055_chain import SCHEMA, Bno055Chain, ChainOptions
+    from shape_sensing.drivers.i2c_topology import Topology
+    from shape_sensing.messages.hardware import CHAIN_TOPICS, ChainMessages
+    from shape_sensing.sim.register_level import build_simulated_hardware
+
+    params = SCHEMA.defaults() | {"frame_prefix": "r1/"}
+    topo = Topology.from_params(params)
+    hw = build_simulated_hardware(topo)
+    for chip in hw.sensors.values():
+        chip.calibrate((3, 3, 2, 1))
+    chain = Bno055Chain(hw.bus, topo, ChainOptions.from_params(params), clock=hw.bus.clock, sleep=hw.bus.sleep)
+    assert chain.start() == []
+    messages = ChainMessages(params)
+    first = messages.sweep(chain.sweep().readings)
+    topics = [t for t, _ in first]
+    assert topics.count("imu_00/data") == 1
+    for topic, msg in first:
+        typename = CHAIN_TOPICS[topic.split("/", 1)[1]]
+        back = cdr(msg, typename)
+        if typename == "sensor_msgs/msg/Imu":
+            assert back.header.frame_id.startswith("r1/vine_imu_")
+            np.testing.assert_allclose(back.orientation_covariance.reshape(3, 3), np.diag([3e-4] * 3))
+        if typename == "std_msgs/msg/UInt8MultiArray":
+            assert calibration_from_msg(back) == CalibrationStatus(3, 3, 2, 1)
+    # Over 2.5 s (status read at 1 Hz) each sensor's levels are published once: only changes are published.
+    later = list(topics)
+    while hw.bus.now_ns < 2_500_000_000:
+        later += [t for t, _ in messages.sweep(chain.sweep().readings)]
+    assert sorted(t for t in later if t.endswith("calibration_status")) == [
+        f"imu_{i:02d}/calibration_status" for i in range(18)
+    ]
+    assert later.count("imu_05/temperature") >= 2 and later.count("imu_05/mag") >= 40  # 1 Hz and 20 Hz

@@ -6,7 +6,7 @@ Builders take core types (driver readings) and an optional ``factory``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -21,6 +21,8 @@ from shape_sensing.types import DiagnosticStatus
 
 __all__ = [
     "CALIBRATION_LABELS",
+    "CHAIN_TOPICS",
+    "ChainMessages",
     "bno055_imu_msg",
     "calibration_from_msg",
     "calibration_status_msg",
@@ -30,6 +32,14 @@ __all__ = [
 ]
 
 CALIBRATION_LABELS = ("system", "gyro", "accel", "mag")
+
+# Per-sensor topics of the bno055_chain node (relative, after ``NAME/``) and their types.
+CHAIN_TOPICS = {
+    "data": "sensor_msgs/msg/Imu",
+    "mag": "sensor_msgs/msg/MagneticField",
+    "temperature": "sensor_msgs/msg/Temperature",
+    "calibration_status": "std_msgs/msg/UInt8MultiArray",
+}
 
 
 def _f(factory: MessageFactory | None) -> MessageFactory:
@@ -126,3 +136,44 @@ def chain_diagnostics_msg(
 ) -> Any:
     """diagnostic_msgs/DiagnosticArray of a chain's statuses (see ``Bno055Chain.diagnostics``)."""
     return diagnostic_array(stamp_ns, statuses, factory)
+
+
+class ChainMessages:
+    """What the ``bno055_chain`` node publishes for a sweep: ``(topic, message)`` pairs.
+
+    Every reading gives ``NAME/data``; ``NAME/mag`` and ``NAME/temperature``
+    when those were read in the sweep; ``NAME/calibration_status`` when the
+    levels were read and differ from the last ones published.
+
+    Args:
+        params: validated ``bno055_chain`` parameters (covariances, ``frame_prefix``).
+        factory: message factory (rclpy-backed in the node).
+    """
+
+    def __init__(self, params: Mapping[str, Any], factory: MessageFactory | None = None) -> None:
+        self.factory = factory
+        self.prefix = str(params.get("frame_prefix", ""))
+        self.covariances = {
+            k: params.get(k)
+            for k in ("orientation_covariance", "angular_velocity_covariance", "linear_acceleration_covariance")
+        }
+        self.mag_covariance = params.get("magnetic_field_covariance")
+        self.last_calibration: dict[str, list[int]] = {}
+
+    def sweep(self, readings: Iterable[Bno055Reading]) -> list[tuple[str, Any]]:
+        """Messages for the readings of one sweep, in reading order."""
+        f = self.factory
+        out: list[tuple[str, Any]] = []
+        for r in readings:
+            out.append((f"{r.name}/data", bno055_imu_msg(r, frame_prefix=self.prefix, factory=f, **self.covariances)))
+            frame = self.prefix + r.frame_id
+            if r.magnetic_field is not None:
+                out.append(
+                    (f"{r.name}/mag", magnetic_field_msg(r.stamp_ns, frame, r.magnetic_field, self.mag_covariance, f))
+                )
+            if r.temperature is not None:
+                out.append((f"{r.name}/temperature", temperature_msg(r.stamp_ns, frame, r.temperature, factory=f)))
+            if r.calibration is not None and self.last_calibration.get(r.name) != r.calibration.as_list():
+                self.last_calibration[r.name] = r.calibration.as_list()
+                out.append((f"{r.name}/calibration_status", calibration_status_msg(r.calibration, f)))
+        return out

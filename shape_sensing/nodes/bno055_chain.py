@@ -79,20 +79,15 @@ class Bno055ChainNode:
                                   f"/dev/i2c-{p['bus']} ({exc})") from exc  # fmt: skip
         self.chain = Bno055Chain(self.bus, topology, options, calibration=store, clock=self._now)
         f = self.factory = MessageFactory("rclpy")
-        self.prefix = p["frame_prefix"]
-        self.pubs: dict[str, dict[str, Any]] = {}
-        for s in topology.sensors:
-            self.pubs[s.name] = {
-                "imu": node.create_publisher(f.cls("sensor_msgs/msg/Imu"), f"{s.name}/data", sensor_qos()),
-                "mag": node.create_publisher(f.cls("sensor_msgs/msg/MagneticField"), f"{s.name}/mag", sensor_qos()),
-                "temperature": node.create_publisher(
-                    f.cls("sensor_msgs/msg/Temperature"), f"{s.name}/temperature", sensor_qos()
-                ),
-                "calibration": node.create_publisher(
-                    f.cls("std_msgs/msg/UInt8MultiArray"), f"{s.name}/calibration_status", static_qos()
-                ),
-            }
-        self.last_calibration: dict[str, list[int]] = {}
+        self.messages = hw_msgs.ChainMessages(p, f)
+        latched = {"calibration_status"}  # the last levels stay available to late subscribers
+        self.pubs: dict[str, Any] = {
+            f"{s.name}/{suffix}": node.create_publisher(
+                f.cls(typename), f"{s.name}/{suffix}", static_qos() if suffix in latched else sensor_qos()
+            )
+            for s in topology.sensors
+            for suffix, typename in hw_msgs.CHAIN_TOPICS.items()
+        }
         self.diag_pub = node.create_publisher(
             f.cls("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics", reliable_qos()
         )
@@ -116,29 +111,8 @@ class Bno055ChainNode:
             return  # use_sim_time without a /clock yet
         if self.sim is not None:
             self.sim.bus.now_ns = max(self.sim.bus.now_ns, now)
-        p, f = self.params, self.factory
-        for r in self.chain.sweep().readings:
-            pubs = self.pubs[r.name]
-            pubs["imu"].publish(
-                hw_msgs.bno055_imu_msg(
-                    r,
-                    frame_prefix=self.prefix,
-                    orientation_covariance=p["orientation_covariance"],
-                    angular_velocity_covariance=p["angular_velocity_covariance"],
-                    linear_acceleration_covariance=p["linear_acceleration_covariance"],
-                    factory=f,
-                )
-            )
-            frame = self.prefix + r.frame_id
-            if r.magnetic_field is not None:
-                pubs["mag"].publish(
-                    hw_msgs.magnetic_field_msg(r.stamp_ns, frame, r.magnetic_field, p["magnetic_field_covariance"], f)
-                )
-            if r.temperature is not None:
-                pubs["temperature"].publish(hw_msgs.temperature_msg(r.stamp_ns, frame, r.temperature, factory=f))
-            if r.calibration is not None and self.last_calibration.get(r.name) != r.calibration.as_list():
-                self.last_calibration[r.name] = r.calibration.as_list()
-                pubs["calibration"].publish(hw_msgs.calibration_status_msg(r.calibration, f))
+        for topic, msg in self.messages.sweep(self.chain.sweep().readings):
+            self.pubs[topic].publish(msg)
 
     def _on_diagnostics(self) -> None:
         now = self._now()
