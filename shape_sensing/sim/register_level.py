@@ -167,11 +167,10 @@ class RegisterLevelSource:
         if hw.bus.now_ns > t_ns:
             self.overruns += 1
         hw.bus.now_ns = max(hw.bus.now_ns, t_ns)
-        for s in samples:
-            chip = hw.sensors[self._by_frame[s.frame_id]]
-            q = np.array([0.0, 0.0, 0.0, 1.0]) if s.orientation is None else np.asarray(s.orientation, dtype=float)
-            R = quat_to_matrix(q / np.linalg.norm(q))
-            chip.set_motion(q, s.angular_velocity, s.linear_acceleration, R.T @ EARTH_FIELD)
+        quats = np.array([[0.0, 0.0, 0.0, 1.0] if s.orientation is None else s.orientation for s in samples], float)
+        fields = np.einsum("nji,j->ni", quat_to_matrix(quats), EARTH_FIELD)  # R^T B: the field in each sensor frame
+        for s, q, b in zip(samples, quats, fields, strict=True):
+            hw.sensors[self._by_frame[s.frame_id]].set_motion(q, s.angular_velocity, s.linear_acceleration, b)
         result = chain.sweep()
         by_name = {r.name: r for r in result.readings}
         out: list[ImuSample] = []
