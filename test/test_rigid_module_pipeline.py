@@ -209,3 +209,16 @@ def test_can_reader_built_from_node_config_on_virtual_bus() -> None:
         tx.shutdown()
         assert reader.bus is not None
         reader.bus.shutdown()
+
+
+def test_rods_calibration_without_a_platform_warns_and_still_estimates() -> None:
+    tr = HyperRedundantTracker({"n_modules": 4, "publish_rate": 10.0}, rods_s=0.5)
+    q = np.array([0.0, 0.0, 0.0, 1.0])
+    out = []
+    for k in range(150):  # 1.5 s at 100 Hz; platform 3 silent throughout
+        for i in (0, 1, 2, 4):
+            out += tr.push_imu(ImuSample(k * 10_000_000, f"platform_{i}", q))
+    assert tr.calibrated and tr.calibration_missing == [3] and out
+    status = {d.name: d for d in out[-1].shape.diagnostics}
+    assert "without platform(s) [3]" in status["rigid_module/calibration"].message
+    assert status["rigid_module/platform_3"].message.startswith("no reading yet")

@@ -115,7 +115,7 @@ class HyperRedundantTracker:
         self._cal_end: int | None = None
         self._cal_sum = np.zeros((self.n, 4))  # roll, pitch, cos(yaw), sin(yaw)
         self._cal_count = np.zeros(self.n, dtype=int)
-        self.calibration_waiting_for: list[int] = []
+        self.calibration_missing: list[int] = []
 
     def request_calibration(self, stamp_ns: int, duration_s: float) -> None:
         """Average the readings from ``stamp_ns`` for ``duration_s`` as the rods calibration (the node's service)."""
@@ -144,21 +144,31 @@ class HyperRedundantTracker:
     def _finish_calibration(self, tick: int) -> None:
         if self.calibrated or self._cal_end is None or tick < self._cal_end:
             return
-        if (self._cal_count == 0).any():
-            missing = np.flatnonzero(self._cal_count == 0).tolist()
-            self._cal_end = tick + self.period_ns  # keep averaging until every platform was seen
-            self.calibration_waiting_for = missing
-            return
-        mean = self._cal_sum / self._cal_count[:, None]
-        readings = np.column_stack([mean[:, 0], mean[:, 1], np.arctan2(mean[:, 3], mean[:, 2])])
-        self.estimator.calibrate(readings)
+        missing = np.flatnonzero(self._cal_count == 0).tolist()
+        self.calibration_missing = missing
         self.calibrated = True
+        if 0 in missing:
+            # Without the base reference nothing can be calibrated: keep the present corrections.
+            return
+        mean = self._cal_sum / np.maximum(self._cal_count, 1)[:, None]
+        readings = np.column_stack([mean[:, 0], mean[:, 1], np.arctan2(mean[:, 3], mean[:, 2])])
+        readings[missing] = readings[0]  # a platform silent on the rods keeps no correction (identity)
+        self.estimator.calibrate(readings)
 
     def _estimate(self, tick: int) -> RigidModuleEstimate | None:
         self._finish_calibration(tick)
         if not self.calibrated or self.latest_ns < 0:
             return None
         est = self.estimator.estimate(self.latest_ns)
+        if self.calibration_missing:
+            est.shape.diagnostics.append(
+                DiagnosticStatus(
+                    name="rigid_module/calibration",
+                    level=DiagnosticLevel.WARN,
+                    message=f"rods calibration without platform(s) {self.calibration_missing}: "
+                    + ("nothing calibrated (no base reading)" if 0 in self.calibration_missing else "left uncorrected"),
+                )
+            )
         if self.stats.bad_samples or self.stats.out_of_order or self.stats.unknown_frame:
             est.shape.diagnostics.append(
                 DiagnosticStatus(
