@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -16,13 +15,11 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from shape_sensing.estimators.hinge_arc import SCHEMA, HingeArcConfig, HingeArcEstimator  # noqa: E402
-from shape_sensing.io.bag import BagWriter  # noqa: E402
-from shape_sensing.messages import common as msgs  # noqa: E402
-from shape_sensing.replay import replay_bag  # noqa: E402
-from shape_sensing.types import ImuSample  # noqa: E402
+from shape_sensing.estimators.hinge_arc import SCHEMA, HingeArcConfig, HingeArcEstimator
+from shape_sensing.io.bag import BagWriter
+from shape_sensing.messages import common as msgs
+from shape_sensing.replay import replay_bag
+from shape_sensing.types import ImuSample
 
 
 def naive_chain(quats: np.ndarray, spacing: float, diameter: float) -> np.ndarray:
@@ -98,7 +95,7 @@ def bench_replay(minutes: float) -> None:
         replay_bag(bag, Path(tmp) / "out.mcap", argparse.Namespace(namespace="/vine"))
         replay_s = time.perf_counter() - t0
         duration = steps / rate
-        print(f"recording: {minutes:g} min, {n} IMUs at {rate:g} Hz = {steps * n} messages (written in {write_s:.1f} s)")
+        print(f"recording: {minutes:g} min, {n} IMUs at {rate:g} Hz = {steps * n} messages, written in {write_s:.1f} s")
         print(f"replay: {replay_s:.2f} s -> {duration / replay_s:.1f}x real time (target >= 200x); "
               f"{steps * n / replay_s:.0f} messages/s")  # fmt: skip
 
