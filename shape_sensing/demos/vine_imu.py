@@ -13,7 +13,15 @@ from shape_sensing.demos.common import Progress, add_common_arguments, prepare_o
 from shape_sensing.estimators.hinge_arc import SCHEMA as ESTIMATOR_SCHEMA
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.messages import common as msgs
-from shape_sensing.pipelines.vine_imu import DEFAULT_NAMESPACE, ShapeWriter, TipErrors, VineImuTracker, resolve_topic
+from shape_sensing.pipelines.vine_imu import (
+    DEFAULT_NAMESPACE,
+    ShapeWriter,
+    TipErrors,
+    VineImuTracker,
+    length_message,
+    resolve_topic,
+    truth_messages,
+)
 from shape_sensing.sim.vine import R_WORLD_BASE, SCENARIOS, VineSimConfig, VineSimulator, VineTruth
 from shape_sensing.types import ShapeEstimate, TransformStamped
 
@@ -93,21 +101,17 @@ def run_demo(
             stamp = round(t * 1e9)
             truth = sim.truth(t)
             truth_cache = {stamp: truth} | {s: v for s, v in truth_cache.items() if stamp - s < 100_000_000}
-            length_msg = f.make(
-                "sensor_msgs/msg/JointState",
-                header=msgs.header(stamp, sim.base_frame, f),
-                name=["vine_length"],
-                position=np.array([truth.length]),
-                velocity=np.array([(sim.length(t + 1e-3) - sim.length(t)) / 1e-3]),
-                effort=np.zeros(0),
-            )
+            velocity = (sim.length(t + 1e-3) - sim.length(t)) / 1e-3
+            length_msg = length_message(stamp, sim.base_frame, truth.length, velocity, f)
             writer.write(length_topic, length_msg, stamp, qos="sensor")
             consume(tracker.push_length(stamp, float(length_msg.position[0])))
             for i, sample in enumerate(sim.imu_samples(t)):
                 m = msgs.imu_to_msg(sample, f)
                 writer.write(imu_topics[i], m, stamp, qos="sensor")
                 consume(tracker.push_imu(i, msgs.imu_from_msg(m)))
-            _write_truth(writer, truth, stamp, sim.base_frame, ns, full=(k % max(1, int(rate / 10)) == 0))
+            full = k % max(1, int(rate / 10)) == 0
+            for topic, m in truth_messages(truth, stamp, sim.base_frame, f, full=full):
+                writer.write(resolve_topic(topic, ns), m, stamp)
             prog.update(k + 1)
         consume(tracker.flush())
     runtime = time.perf_counter() - wall0
@@ -132,28 +136,6 @@ def _world_base() -> np.ndarray:
     T = np.eye(4)
     T[:3, :3] = R_WORLD_BASE
     return T
-
-
-def _write_truth(writer: BagWriter, truth: VineTruth, stamp: int, base: str, ns: str, full: bool) -> None:
-    f = writer.factory
-    writer.write(
-        resolve_topic("truth/tip", ns),
-        f.make(
-            "geometry_msgs/msg/PoseStamped", header=msgs.header(stamp, base, f), pose=msgs.pose_msg(truth.tip_pose, f)
-        ),
-        stamp,
-    )
-    if full:
-        writer.write(resolve_topic("truth/path", ns), msgs.path_msg(stamp, base, truth.backbone[::5], f), stamp)
-        writer.write(
-            resolve_topic("truth/sensors", ns),
-            f.make(
-                "geometry_msgs/msg/PoseArray",
-                header=msgs.header(stamp, base, f),
-                poses=[msgs.pose_msg(T, f) for T in truth.sensor_poses[truth.everted]],
-            ),
-            stamp,
-        )
 
 
 def _plot(
