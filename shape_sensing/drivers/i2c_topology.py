@@ -323,6 +323,13 @@ class MuxRouter:
         self.writes = 0
         self._visible: Counter[int] | None = None
         self._open_path: Path | None = None
+        # Segment -> addresses of the sensors on it, and the muxes on it (precomputed: routing is on the hot path).
+        self._sensor_addresses: dict[Path, list[int]] = {}
+        for s in topology.sensors:
+            self._sensor_addresses.setdefault(topology.sensor_path(s), []).append(s.address)
+        self._muxes_on: dict[Path, list[MuxSpec]] = {}
+        for m in topology.muxes.values():
+            self._muxes_on.setdefault(topology.mux_path(m.name), []).append(m)
 
     def invalidate(self, mux: str | None = None) -> None:
         """Forget the control byte of ``mux`` (all muxes when ``None``)."""
@@ -410,17 +417,13 @@ class MuxRouter:
         stack: list[Path] = [()]
         while stack:
             seg = stack.pop()
-            for m in self.topology.muxes.values():
-                if self.topology.mux_path(m.name) != seg:
-                    continue
+            for m in self._muxes_on.get(seg, ()):
                 counts[m.address] += 1
                 byte = self.state[m.name]
                 for ch in range(8):
                     if byte is None or byte & (1 << ch):
                         stack.append((*seg, (m.name, ch)))
-            for s in self.topology.sensors:
-                if self.topology.sensor_path(s) == seg:
-                    counts[s.address] += 1
+            counts.update(self._sensor_addresses.get(seg, ()))
         return counts
 
     def _hide_duplicates(self, path: Path, address: int) -> None:

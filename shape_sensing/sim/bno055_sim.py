@@ -57,6 +57,11 @@ def _i16(v: float) -> int:
     return max(-32768, min(32767, round(v)))
 
 
+def _int16_bytes(v: np.ndarray) -> bytes:
+    """Round, saturate and pack as little-endian int16 (the chip's data registers)."""
+    return np.clip(np.rint(v), -32768, 32767).astype("<i2").tobytes()
+
+
 class SimBNO055:
     """A simulated BNO055.
 
@@ -207,16 +212,14 @@ class SimBNO055:
         if raw == self.learned.to_bytes():
             self.levels = (3, 3, 3, 3)
 
-    def _remap(self, v: np.ndarray) -> tuple[float, float, float]:
+    def _remap(self, v: np.ndarray) -> np.ndarray:
+        """Apply AXIS_MAP_CONFIG/SIGN to rows of 3-vectors (``(..., 3)``)."""
         config, sign = self.regs[Reg.AXIS_MAP_CONFIG], self.regs[Reg.AXIS_MAP_SIGN]
         if config == 0x24 and sign == 0:
-            return (float(v[0]), float(v[1]), float(v[2]))
-        out = []
-        for i, shift in enumerate((0, 2, 4)):
-            axis = (config >> shift) & 3
-            s = -1.0 if sign & (4 >> i) else 1.0
-            out.append(s * float(v[min(axis, 2)]))
-        return (out[0], out[1], out[2])
+            return v
+        axes = [min((config >> shift) & 3, 2) for shift in (0, 2, 4)]
+        signs = np.array([-1.0 if sign & (4 >> i) else 1.0 for i in range(3)])
+        return v[..., axes] * signs
 
     def _refresh(self) -> None:
         r = self.regs
@@ -235,15 +238,11 @@ class SimBNO055:
         # gravity in the sensor frame: R^T [0, 0, g], R = world_from_sensor
         g_s = _GRAVITY * np.array([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)])
         acc = self.linear_acceleration
-        vec = {
-            Reg.ACC_DATA: acc * acc_scale,
-            Reg.MAG_DATA: self.magnetic_field * 1e6 * 16.0,
-            Reg.GYR_DATA: self.angular_velocity * gyr_scale,
-            Reg.LIA_DATA: (acc - g_s) * acc_scale,
-            Reg.GRV_DATA: g_s * acc_scale,
-        }
-        for reg, v in vec.items():
-            struct.pack_into("<3h", r, reg, *(_i16(c) for c in self._remap(v)))
+        # ACC 0x08, MAG 0x0E, GYR 0x14 are contiguous; so are LIA 0x28 and GRV 0x2E.
+        block1 = np.stack([acc * acc_scale, self.magnetic_field * 16e6, self.angular_velocity * gyr_scale])
+        block2 = np.stack([(acc - g_s) * acc_scale, g_s * acc_scale])
+        r[Reg.ACC_DATA : Reg.GYR_DATA + 6] = _int16_bytes(self._remap(block1))
+        r[Reg.LIA_DATA : Reg.GRV_DATA + 6] = _int16_bytes(self._remap(block2))
         heading = math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
         roll = math.atan2(2 * (w * x + y * z), 1 - 2 * (x * x + y * y))
         pitch = math.asin(max(-1.0, min(1.0, 2 * (w * y - z * x))))
