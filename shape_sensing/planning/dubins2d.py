@@ -13,12 +13,16 @@ geometry of the start and goal circles.
 
 Numerical edge cases, decided here and tested:
 
+* ``LSL``/``RSR`` with coincident circles (the goal on the start's circle):
+  the tangent direction is undefined (``atan2`` of rounding noise would add a
+  full loop); the path is the single arc from the start to the goal heading.
 * A word whose squared straight length is negative only by rounding
   (``> -1e-10``) exists with a zero-length straight (the two circles touch, or
   coincide for ``LSL``/``RSR``), instead of being dropped.
 * A ``CCC`` word whose cosine is outside ``[-1, 1]`` only by rounding is clamped.
-* Arc angles within ``1e-9`` rad of a full turn are snapped to zero (a
-  rounding artefact, never a wanted loop).
+* Outer arc angles within ``1e-9`` rad of a full turn are snapped to zero (a
+  rounding artefact, never a wanted loop); the middle arc of ``CCC`` words is
+  the long one, in ``(pi, 2 pi]``, and is never snapped.
 * Start equal to goal gives the zero-length path ``LSL`` (0, 0, 0).
 * Ties between words (equal lengths to ``1e-12`` relative) go to the first in
   :data:`WORDS` order, so the choice is deterministic.
@@ -42,6 +46,7 @@ WORDS: tuple[str, ...] = ("LSL", "RSR", "LSR", "RSL", "RLR", "LRL")
 TWO_PI = 2.0 * math.pi
 _NEG_TOL = 1e-10
 _ANGLE_SNAP = 1e-9
+_COINCIDENT = 1e-12  # centre distance over r below which two circles are one
 
 
 def _mod2pi(a: float) -> float:
@@ -65,44 +70,49 @@ def normalised_word(word: str, alpha: float, beta: float, d: float) -> tuple[flo
     sa, sb = math.sin(alpha), math.sin(beta)
     ca, cb = math.cos(alpha), math.cos(beta)
     c_ab = math.cos(alpha - beta)
+    # The straight's length comes from the distance between the circle centres (hypot), which keeps
+    # short straights accurate where the expanded p^2 formulas cancel.
     if word == "LSL":
-        p2 = 2.0 + d * d - 2.0 * c_ab + 2.0 * d * (sa - sb)
-        if p2 < -_NEG_TOL:
-            return None
-        tmp = math.atan2(cb - ca, d + sa - sb)
-        return _mod2pi(tmp - alpha), math.sqrt(max(p2, 0.0)), _mod2pi(beta - tmp)
+        x, y = d + sa - sb, cb - ca
+        p = math.hypot(x, y)
+        # Coincident circles (p = 0): the tangent direction is undefined; one arc from alpha to beta.
+        tmp = beta if p < _COINCIDENT else math.atan2(y, x)
+        return _mod2pi(tmp - alpha), p, _mod2pi(beta - tmp)
     if word == "RSR":
-        p2 = 2.0 + d * d - 2.0 * c_ab + 2.0 * d * (sb - sa)
-        if p2 < -_NEG_TOL:
-            return None
-        tmp = math.atan2(ca - cb, d - sa + sb)
-        return _mod2pi(alpha - tmp), math.sqrt(max(p2, 0.0)), _mod2pi(tmp - beta)
+        x, y = d - sa + sb, ca - cb
+        p = math.hypot(x, y)
+        tmp = beta if p < _COINCIDENT else math.atan2(y, x)
+        return _mod2pi(alpha - tmp), p, _mod2pi(tmp - beta)
     if word == "LSR":
-        p2 = -2.0 + d * d + 2.0 * c_ab + 2.0 * d * (sa + sb)
+        x, y = d + sa + sb, -ca - cb
+        h = math.hypot(x, y)
+        p2 = (h - 2.0) * (h + 2.0)
         if p2 < -_NEG_TOL:
             return None
         p = math.sqrt(max(p2, 0.0))
-        tmp = math.atan2(-ca - cb, d + sa + sb) - math.atan2(-2.0, p)
+        tmp = math.atan2(y, x) - math.atan2(-2.0, p)
         return _mod2pi(tmp - alpha), p, _mod2pi(tmp - beta)
     if word == "RSL":
-        p2 = -2.0 + d * d + 2.0 * c_ab - 2.0 * d * (sa + sb)
+        x, y = d - sa - sb, ca + cb
+        h = math.hypot(x, y)
+        p2 = (h - 2.0) * (h + 2.0)
         if p2 < -_NEG_TOL:
             return None
         p = math.sqrt(max(p2, 0.0))
-        tmp = math.atan2(ca + cb, d - sa - sb) - math.atan2(2.0, p)
+        tmp = math.atan2(y, x) - math.atan2(2.0, p)
         return _mod2pi(alpha - tmp), p, _mod2pi(beta - tmp)
     if word == "RLR":
         c = (6.0 - d * d + 2.0 * c_ab + 2.0 * d * (sa - sb)) / 8.0
         if abs(c) > 1.0 + _NEG_TOL:
             return None
-        p = _mod2pi(TWO_PI - math.acos(min(1.0, max(-1.0, c))))
+        p = TWO_PI - math.acos(min(1.0, max(-1.0, c)))  # the long middle arc, in (pi, 2 pi]: never snapped
         t = _mod2pi(alpha - math.atan2(ca - cb, d - sa + sb) + p / 2.0)
         return t, p, _mod2pi(alpha - beta - t + p)
     if word == "LRL":
         c = (6.0 - d * d + 2.0 * c_ab + 2.0 * d * (sb - sa)) / 8.0
         if abs(c) > 1.0 + _NEG_TOL:
             return None
-        p = _mod2pi(TWO_PI - math.acos(min(1.0, max(-1.0, c))))
+        p = TWO_PI - math.acos(min(1.0, max(-1.0, c)))  # the long middle arc, in (pi, 2 pi]: never snapped
         t = _mod2pi(-alpha - math.atan2(ca - cb, d + sa - sb) + p / 2.0)
         return t, p, _mod2pi(beta - alpha - t + p)
     raise PlanningError(f"Dubins word {word!r} unknown; expected one of {list(WORDS)}")
