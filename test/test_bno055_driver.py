@@ -300,3 +300,32 @@ def test_real_smbus2_object_drives_the_simulated_tree(monkeypatch):
     hw.set_dead("imu_03")
     chain.sweep()
     assert "Remote I/O error" in chain.health["imu_03"].last_error
+
+
+def test_plan_reads_is_optimal_against_brute_force():
+    """Every contiguous grouping of the sorted fields, costed independently, is never cheaper than the plan."""
+    import itertools
+
+    rng = np.random.default_rng(0)
+    names = sorted(FIELDS, key=lambda f: FIELDS[f][0])
+    for _ in range(150):
+        chosen = [f for f in names if rng.random() < 0.5] or ["orientation"]
+        spans = [(FIELDS[f][0], FIELDS[f][0] + FIELDS[f][1]) for f in chosen]
+        best = None
+        for cuts in itertools.product([False, True], repeat=len(spans) - 1):
+            groups, start = [], 0
+            for i, cut in enumerate(cuts, start=1):
+                if cut:
+                    groups.append(spans[start:i])
+                    start = i
+            groups.append(spans[start:])
+            lengths = [max(e for _, e in g) - g[0][0] for g in groups]
+            if max(lengths) <= 32:
+                cost = sum(30 + 9 * n for n in lengths)
+                best = cost if best is None else min(best, cost)
+        plan = plan_reads(chosen)
+        assert plan.wire_bits == best, chosen
+        # and the plan covers every field inside its reads
+        for f in chosen:
+            k, off = plan.offsets[f]
+            assert off + FIELDS[f][1] <= plan.reads[k].length
