@@ -131,7 +131,7 @@ def test_edge_cases_against_brute_force(name, start, goal):
     for w in ("LSL", "RSR", "LSR", "RSL"):  # CSC: one tangent each; CCC words take the long middle arc by design
         if paths[w] is not None and brute[w] is not None:
             assert paths[w].length <= brute[w] + 1e-9, (name, w)
-            x, y, h = paths[w].end
+            x, y, _h = paths[w].end
             assert math.hypot(x - goal[0], y - goal[1]) < 1e-9, (name, w)
     best = min(v for v in brute.values() if v is not None)
     p = shortest_path(start, goal, r)

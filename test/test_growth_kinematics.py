@@ -57,7 +57,9 @@ def _factored(alpha, g, phi):
     return rot("z", alpha) @ trans(v) @ rot("y", phi) @ trans(-v) @ rot("z", -alpha)
 
 
-@pytest.mark.parametrize(("alpha", "g", "phi"), [(0.0, 0.01, 0.1), (1.0, 0.02, -0.3), (-2.5, 0.5, 2.0), (3.0, 1.0, 1e-3)])
+@pytest.mark.parametrize(
+    ("alpha", "g", "phi"), [(0.0, 0.01, 0.1), (1.0, 0.02, -0.3), (-2.5, 0.5, 2.0), (3.0, 1.0, 1e-3)]
+)
 def test_tip_step_closed_form_equals_the_factored_product(alpha, g, phi):
     assert np.allclose(tip_step(alpha, g, phi), _factored(alpha, g, phi), atol=1e-12)
 
@@ -100,7 +102,8 @@ def test_angles_round_trip_and_tip_frame():
 def test_configuration_space_circles_match_the_tip_steps():
     g, rmin, dt, n = 0.01, 0.1, 0.5, 40
     # Horizontal turn at the bound: a circle of radius Rmin in the x-y plane.
-    states = integrate_configuration([0, 0, 0, 0, 0], np.tile([g / rmin, 0.0], (n, 1)), growth_rate=g, dt=dt, min_radius=rmin)
+    kw = {"growth_rate": g, "dt": dt, "min_radius": rmin}
+    states = integrate_configuration([0, 0, 0, 0, 0], np.tile([g / rmin, 0.0], (n, 1)), **kw)
     s = g * dt * np.arange(n + 1)
     assert np.allclose(states[:, 0], rmin * np.sin(s / rmin), atol=1e-9)
     assert np.allclose(states[:, 1], rmin * (1 - np.cos(s / rmin)), atol=1e-9)
@@ -110,7 +113,7 @@ def test_configuration_space_circles_match_the_tip_steps():
     Te = T0 @ tip_step(alpha, s[-1], s[-1] / rmin)
     assert np.allclose(Te[:3, 3], states[-1, :3], atol=1e-9)
     # Pitching up: a vertical circle.
-    states = integrate_configuration([0, 0, 0, 1.0, 0], np.tile([0.0, g / rmin], (n, 1)), growth_rate=g, dt=dt, min_radius=rmin)
+    states = integrate_configuration([0, 0, 0, 1.0, 0], np.tile([0.0, g / rmin], (n, 1)), **kw)
     assert np.allclose(states[:, 4], s / rmin)
     assert np.allclose(states[:, 2], rmin * (1 - np.cos(s / rmin)), atol=1e-9)
 
