@@ -237,3 +237,10 @@ def test_bad_options():
         ChainOptions(imu_fields=("euler",))
     with pytest.raises(DriverConfigError, match="retry_initial"):
         ChainOptions(retry_initial=1.0, retry_max=0.1)
+
+
+def test_imu_mode_reads_no_magnetometer():
+    hw, chain, _ = make(ChainOptions(mode=Mode.IMU, mag_rate=20.0))
+    results = run(chain, hw, 0.3)
+    assert all(r.magnetic_field is None for res in results for r in res.readings)
+    assert all(chip.mode == Mode.IMU for chip in hw.sensors.values())

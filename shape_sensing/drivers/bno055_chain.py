@@ -132,7 +132,7 @@ SCHEMA = Schema(
         Param("rate", float, 100.0, "target sweep rate", min=0.1, max=1000.0, unit="Hz"),
         Param("mode", str, "NDOF", "BNO055 operation mode", choices=("NDOF", "IMU", "NDOF_FMC_OFF", "M4G", "COMPASS")),
         Param("imu_fields", "str[]", list(IMU_FIELDS), "sensor_msgs/Imu fields read every sweep", choices=IMU_FIELDS),
-        Param("mag_rate", float, 20.0, "magnetometer read rate (0: never)", min=0.0, unit="Hz"),
+        Param("mag_rate", float, 20.0, "magnetometer read rate (0: never; none in IMU mode)", min=0.0, unit="Hz"),
         Param("status_rate", float, 1.0, "temperature/calibration/status read rate", min=0.01, unit="Hz"),
         Param("axis_map_config", int, 0x24, "AXIS_MAP_CONFIG register (0x24: chip default)", min=0, max=0x3F),
         Param("axis_map_sign", int, 0x00, "AXIS_MAP_SIGN register", min=0, max=7),
@@ -441,6 +441,7 @@ class Bno055Chain:
         self.sweep_rate_hz = 0.0
         self._last_sweep_ns: int | None = None
         self._plans = self._make_plans()
+        self._mag_on = self.options.mag_rate > 0 and self.options.mode != Mode.IMU  # IMU mode: magnetometer off
         n = len(self.order)
         # Stagger low-rate reads across sensors so each sweep carries a similar load.
         t0 = clock()
@@ -728,7 +729,7 @@ class Bno055Chain:
     def _read(self, spec: SensorSpec, h: SensorHealth, chip: BNO055) -> Bno055Reading | None:
         opts = self.options
         now = self.clock()
-        mag_due = opts.mag_rate > 0 and now >= h.mag_due_ns
+        mag_due = self._mag_on and now >= h.mag_due_ns
         status_due = h.status_now or now >= h.status_due_ns
         plan = self._plans[(mag_due, status_due)]
         stamp = now
