@@ -234,7 +234,7 @@ def _closed_loop(
     step = model.step_length
     half = 0.5 * step
     margin = 0.5 * radius if replan_margin is None else float(replan_margin)
-    chunk = 0.25 * radius if max_chunk is None else float(max_chunk)
+    chunk = max(0.25 * radius, step) if max_chunk is None else float(max_chunk)
     if not (math.isfinite(chunk) and chunk >= step):
         raise PlanningError(f"max_chunk = {max_chunk!r}: expected at least one step ({step:.6g} m)")
     if not (math.isfinite(margin) and margin >= 0.0):
