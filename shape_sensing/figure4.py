@@ -112,7 +112,8 @@ def format_table(result: dict[str, Any], trend: list[dict[str, Any]]) -> str:
         f"bend {result['bend_per_step_deg']:.2f} deg/step, {result['pairs']} pairs per group, seed {result['seed']}",
         "",
         "normalised position error (Eq. 26), mean ± SD",
-        f"  {'group':>6}  {'paper':>17}  {'open loop':>17}  {'closed loop':>17}  {'open, exact radius':>18}  {'l / Rc':>6}",
+        f"  {'group':>6}  {'paper':>17}  {'open loop':>17}  {'closed loop':>17}  "
+        f"{'open, exact radius':>18}  {'l / Rc':>6}",
     ]
     for k, g in result["groups"].items():
         paper = PAPER["position_norm"].get(k)
