@@ -15,6 +15,7 @@ NODES = {
     "hyper_redundant_simulator": "hyper_redundant_simulator",
     "bno055_chain": "bno055_chain",
     "continuum_estimator": "continuum_estimator",
+    "growth_planner": "growth_planner",
 }
 
 setup(

@@ -20,6 +20,7 @@ NODE_SCHEMAS: dict[str, str] = {
     "hyper_redundant_simulator": "shape_sensing.sim.hyper_redundant:SCHEMA",
     "bno055_chain": "shape_sensing.drivers.bno055_chain:SCHEMA",
     "continuum_estimator": "shape_sensing.estimators.continuum.online:SCHEMA",
+    "growth_planner": "shape_sensing.planning.growth_planner:SCHEMA",
 }
 
 

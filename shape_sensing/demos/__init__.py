@@ -14,4 +14,5 @@ DEMOS: dict[str, tuple[str, str]] = {
         "shape_sensing.demos.hyper_redundant",
         "hyper-redundant robot of 2-DoF modules with WT901 sensors, rigid-module shape estimate",
     ),
+    "growing": ("shape_sensing.demos.growing", "tip-growing robot planned with 3D Dubins paths, open and closed loop"),
 }
