@@ -98,11 +98,14 @@ def run_demo(
         writer.write(f"{NS}/plan/path", msgs.path_msg(0, BASE, grown.frames, f), 0)
         markers = gmsgs.plan_markers(0, BASE, grown.plan, executed=poses[:, :3, 3], factory=f)
         writer.write(f"{NS}/plan/markers", markers, 0)
-        for i in range(0, len(poses), tf_every):
+        indices = list(range(0, len(poses), tf_every))
+        if indices[-1] != len(poses) - 1:
+            indices.append(len(poses) - 1)  # the tip at the end of growth is always in the bag
+        for i in indices:
             stamp = int(stamps[i])
             tf = TransformStamped(stamp, BASE, TIP, poses[i])
             writer.write("/tf", msgs.tf_message([tf], f), stamp)
-            if i % body_every == 0 or i + tf_every >= len(poses):
+            if i % body_every == 0 or i == len(poses) - 1:
                 body = poses[: i + 1 : max(1, (i + 1) // 300)]
                 if len(body) >= 2:
                     writer.write(f"{NS}/body/path", msgs.path_msg(stamp, BASE, body, f), stamp)
