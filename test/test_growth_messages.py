@@ -14,17 +14,18 @@ from shape_sensing.messages.growth import goal_from_pose_stamped, plan_markers, 
 from shape_sensing.planning.dubins3d import plan_3d
 
 
-def _round_trip(msg, typename):
-    f = default_factory()
+def _round_trip(msg, typename, distro="jazzy"):
+    f = default_factory(distro)
     raw = f.typestore.serialize_cdr(msg, typename)
     return f.typestore.deserialize_cdr(raw, typename)
 
 
-def test_plan_markers_round_trip():
+@pytest.mark.parametrize("distro", ["humble", "jazzy"])
+def test_plan_markers_round_trip(distro):
     plan = plan_3d([0, 0, 0], [1, 0, 0], [0.4, 0.3, 0.2], direction_from_angles(1.0, 0.5), 0.1)
     executed = np.linspace([0, 0, 0], [0.4, 0.3, 0.2], 20)
-    msg = plan_markers(123, "growing_base", plan, step=0.01, executed=executed)
-    back = _round_trip(msg, "visualization_msgs/msg/MarkerArray")
+    msg = plan_markers(123, "growing_base", plan, step=0.01, executed=executed, factory=default_factory(distro))
+    back = _round_trip(msg, "visualization_msgs/msg/MarkerArray", distro)
     ns = [m.ns for m in back.markers]
     assert ns.count("plan/segments") == len(plan.segments)
     assert {"plan/start", "plan/goal", "plan/waypoint", "plan/executed", "plan/label"} <= set(ns)
