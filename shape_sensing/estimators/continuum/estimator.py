@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +34,8 @@ class Tuning:
         q3_scale: extra multiplier of Q3.
         r_pose_scale: extra multiplier of R_pose.
         r_gyro_scale: extra multiplier of R_gyro.
+        multipliers: per-entry multipliers of whole weight vectors, e.g. ``{"Q1": (3, 3, 3, 0.3, 0.3, 0.3)}``
+            (keys ``P0``, ``Q1``, ``Q2``, ``Q3``, ``R_pose``, ``R_gyro``).
     """
 
     cauchy_pose: float | None = None
@@ -46,6 +48,7 @@ class Tuning:
     q3_scale: float = 1.0
     r_pose_scale: float = 1.0
     r_gyro_scale: float = 1.0
+    multipliers: dict[str, tuple[float, ...]] = field(default_factory=dict)
 
 
 def weights_from_trial(trial: Trial, tuning: Tuning | None = None) -> Weights:
@@ -53,13 +56,23 @@ def weights_from_trial(trial: Trial, tuning: Tuning | None = None) -> Weights:
     tn = tuning or Tuning()
     r = trial.robot
     c = trial.config
+    sizes = {"P0": 18, "Q1": 6, "Q2": 6, "Q3": 6, "R_pose": 6, "R_gyro": 3}
+    mult: dict[str, FloatArray] = {}
+    for key, n in sizes.items():
+        m = np.asarray(tn.multipliers.get(key, np.ones(n)), dtype=np.float64)
+        if m.shape != (n,):
+            raise ContinuumError(f"tuning multiplier {key} must have {n} entries, got {m.size}")
+        mult[key] = m
+    unknown = sorted(set(tn.multipliers) - set(sizes))
+    if unknown:
+        raise ContinuumError(f"unknown tuning multiplier(s) {unknown}; known: {sorted(sizes)}")
     return Weights(
-        P0=r.P0,
-        Q1=r.Q1 * tn.q1_scale,
-        Q2=r.Q2 * tn.q2_scale,
-        Q3=r.Q3 * tn.q3_scale,
-        R_pose=r.R_pose * tn.r_pose_scale,
-        R_gyro=r.R_gyro * tn.r_gyro_scale,
+        P0=r.P0 * mult["P0"],
+        Q1=r.Q1 * tn.q1_scale * mult["Q1"],
+        Q2=r.Q2 * tn.q2_scale * mult["Q2"],
+        Q3=r.Q3 * tn.q3_scale * mult["Q3"],
+        R_pose=r.R_pose * tn.r_pose_scale * mult["R_pose"],
+        R_gyro=r.R_gyro * tn.r_gyro_scale * mult["R_gyro"],
         prior_factor=r.prior_factor * tn.prior_scale,
         measurement_factor=r.measurement_factor,
         cauchy_pose=tn.cauchy_pose,
