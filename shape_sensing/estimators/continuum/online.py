@@ -64,10 +64,10 @@ SCHEMA = Schema(
         Param("Q1", "float[]", [90.0] * 3 + [2400.0] * 3, "acceleration noise power in time", check=_positive),
         Param("Q2", "float[]", [8e-1] * 3 + [1e3] * 3, "strain-rate noise power along s", check=_positive),
         Param(
-            "Q3", "float[]", [8e-1] * 3 + [1e4] * 3, "strain random walk in time / velocity along s", check=_positive
+            "Q3", "float[]", [8e-4] * 3 + [1e2] * 3, "strain random walk in time / velocity along s", check=_positive
         ),
         Param("prior_factor", float, 0.15, "multiplies every prior covariance", min=1e-12),
-        Param("R_pose", "float[]", [2e-5] * 3 + [2.5e-3] * 3, "pose variances (m^2, rad^2)", check=_positive),
+        Param("R_pose", "float[]", [2e-5] * 3 + [7.5e-3] * 3, "pose variances (m^2, rad^2)", check=_positive),
         Param("R_gyro", "float[]", [1e-6] * 3, "gyroscope variances ((rad/s)^2)", check=_positive),
         Param("measurement_factor", float, 1.0, "multiplies every measurement covariance", min=1e-12),
         Param("cauchy_pose", float, 0.0, "Cauchy scale of pose factors (whitened); 0 = least squares", min=0.0),
