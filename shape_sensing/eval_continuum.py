@@ -11,8 +11,8 @@ frames are used as recorded: the dataset's base frame is the robot base.
 
 Outputs in ``--out``: ``<trial>_<estimator>.png`` (errors over time and
 shapes) and ``<trial>_<estimator>_bag/`` (rosbag2 MCAP: ``/tf`` per node,
-``shape/path``, ``shape/markers``, ``shape/tip_pose`` with covariance,
-``vicon/path``).
+``/continuum/shape/path``, ``/continuum/shape/markers``, ``/continuum/shape/tip``
+with covariance, ``/continuum/vicon/path``: the topics of the node).
 """
 
 from __future__ import annotations
@@ -264,7 +264,15 @@ def _plot(path: Path, trial: Trial, res: EvalResult, metrics: dict[str, Any]) ->
     plt.close(fig)
 
 
-def write_bag(path: Path, trial: Trial, res: EvalResult, *, distro: str = "jazzy", frame_prefix: str = "") -> int:
+def write_bag(
+    path: Path,
+    trial: Trial,
+    res: EvalResult,
+    *,
+    distro: str = "jazzy",
+    frame_prefix: str = "",
+    namespace: str = "/continuum",
+) -> int:
     """Write the estimate (one message set per slice) and the Vicon path to a rosbag2 MCAP; returns messages written."""
     from shape_sensing.io.bag import BagWriter
     from shape_sensing.messages import common as mc
@@ -291,15 +299,17 @@ def write_bag(path: Path, trial: Trial, res: EvalResult, *, distro: str = "jazzy
                 for n, T in zip(names, poses, strict=True)
             ]
             bag.write("/tf", mc.tf_message(tfs), stamp)
-            bag.write("shape/path", mc.path_msg(stamp, frame_prefix + "base", backbone), stamp)
-            bag.write("shape/markers", mc.shape_markers(shape, frame_prefix=frame_prefix), stamp)
+            bag.write(f"{namespace}/shape/path", mc.path_msg(stamp, frame_prefix + "base", backbone), stamp)
+            bag.write(f"{namespace}/shape/markers", mc.shape_markers(shape, frame_prefix=frame_prefix), stamp)
             cov6 = None
             if cov is not None:
                 A = np.zeros((6, 6))
                 A[:3, :3] = A[3:, 3:] = poses[-1, :3, :3]
                 cov6 = A @ cov @ A.T
             bag.write(
-                "shape/tip_pose", mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", poses[-1], cov6), stamp
+                f"{namespace}/shape/tip",
+                mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", poses[-1], cov6),
+                stamp,
             )
             count += 4
         vic = [st for st in trial.of_kind("vicon") if st.s[0] > 0]
@@ -308,7 +318,7 @@ def write_bag(path: Path, trial: Trial, res: EvalResult, *, distro: str = "jazzy
             if tip.t.size:
                 Tv = lie.exp(tip.values)
                 stamp = round(tip.t[-1] * 1e9)
-                bag.write("vicon/path", mc.path_msg(stamp, frame_prefix + "base", Tv), stamp)
+                bag.write(f"{namespace}/vicon/path", mc.path_msg(stamp, frame_prefix + "base", Tv), stamp)
                 count += 1
     return count
 
