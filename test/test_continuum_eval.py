@@ -48,7 +48,7 @@ def test_short_real_run_is_accurate(estimator: str) -> None:
 
 @needs_data
 def test_bag_holds_tf_path_markers_and_tip(tmp_path: Path) -> None:
-    m, tr, res = evaluate_trial(DATASET, "slow_free_space", "batch", t_end=19.5)
+    _, tr, res = evaluate_trial(DATASET, "slow_free_space", "batch", t_end=19.5)
     n = write_bag(tmp_path / "bag", tr, res)
     topics = bag_topics(tmp_path / "bag")
     assert topics == {
