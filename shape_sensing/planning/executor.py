@@ -17,8 +17,11 @@ tip pose actually reached after every executed piece (a segment, or at most
   pose (the tip stays in that plane, and a Dubins tail is itself a Dubins
   path, so an unperturbed re-plan is exactly the rest of the old one).
 * At the waypoint the rest is re-planned in 3D (:func:`plan_3d`, new planes
-  through the pose reached), and again on long straights towards the goal,
-  so errors across the plane are corrected as well.
+  through the pose reached), and again on long straights towards the goal
+  whenever the tip is off the leg's plane by more than half a step (or its
+  direction by a quarter of a step's bend), so errors across the plane are
+  corrected as well. Such a re-plan can change the path's shape (new planes,
+  new waypoint) within ``replan_margin`` of the old length.
 * A re-plan longer than the old remainder by more than ``replan_margin`` (a
   loop forced by a tiny miss at the end of an arc) is not taken; the old path
   continues, and the rounding of its pieces is carried over, not repeated.
@@ -298,8 +301,13 @@ def _closed_loop(
             offset += piece
             segments += 1
             fresh_needed = True
-            if kind == "S" and planned_3d and path.length - offset > 3.0 * r_now:
-                # A long straight to the goal: re-plan in 3D so that errors across the plane get corrected too.
+            nv = np.asarray(normal)
+            off_plane = abs(float((T[:3, 3] - np.asarray(frame[0])) @ nv)) > half or abs(float(T[:3, 2] @ nv)) > (
+                0.25 * step / r_now
+            )
+            if kind == "S" and planned_3d and path.length - offset > 3.0 * r_now and off_plane:
+                # A long straight to the goal, off the leg's plane by more than half a step (or its direction by
+                # a quarter of a step's bend): re-plan in 3D so that errors across the plane get corrected too.
                 fresh3 = plan_3d(T[:3, 3], T[:3, 2], goal_position, goal_direction, r_now)
                 if fresh3.length <= path.length - offset + margin:
                     replans += 1
