@@ -125,3 +125,11 @@ def test_growing_demo_bad_arguments(tmp_path):
         run_demo(tmp_path, distance=0.0, progress=False, picture=False)
     with pytest.raises(ValueError, match="--duration"):
         run_demo(tmp_path, duration=-1.0, progress=False, picture=False)
+
+
+def test_growing_demo_cli_json(capsys, tmp_path):
+    assert main(["demo", "growing", "--out", str(tmp_path), "--duration", "1", "--distance", "3", "--json"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["bag"].endswith("growing.mcap") and metrics["steps"] > 0
+    assert main(["demo", "growing", "--out", str(tmp_path), "--rate", "0"]) == 2
+    assert "--rate" in capsys.readouterr().err
