@@ -85,6 +85,21 @@ def test_pose_factor_jacobian_interpolated() -> None:
     )
 
 
+Q4 = (np.array([0]), np.array([1]), np.array([2]), np.array([3]))
+
+
+def test_pose_factor_between_nodes_jacobian() -> None:
+    Tm = lie.exp(RNG.normal(scale=0.5, size=(1, 6)))
+    R = np.array([1e-4, 1e-4, 1e-4, 1e-2, 1e-2, 1e-2])
+    ut, dt, us, h = np.array([0.35]), np.array([0.3]), np.array([0.6]), np.array([0.2])
+    _check(lambda T, e, v: fac.pose_factor_st(T, e, v, Q4, ut, dt, us, h, Tm, R))
+
+
+def test_gyro_factor_between_nodes_jacobian() -> None:
+    w = RNG.normal(size=(1, 3))
+    _check(lambda T, e, v: fac.gyro_factor_st(v, Q4, np.array([0.3]), np.array([0.8]), w, np.array([1e-3, 2e-3, 3e-3])))
+
+
 def test_gyro_factor_jacobian() -> None:
     w = RNG.normal(size=(2, 3))
     _check(lambda T, e, v: fac.gyro_factor(v, IA, IB, np.array([0.2, 0.7]), w, np.array([1e-3, 2e-3, 3e-3])))

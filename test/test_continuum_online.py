@@ -85,7 +85,7 @@ def test_bad_samples_are_counted_and_skipped() -> None:
     ("change", "match"),
     [
         ({"gyro_arc_lengths": [0.2]}, "gyro_arc_lengths must have one entry per gyro_topics"),
-        ({"pose_arc_lengths": [0.0, 0.15]}, r"sensor at 0.15 m is not on a node"),
+        ({"pose_arc_lengths": [0.0, 0.5]}, r"sensor at 0.5 m is beyond the robot length 0.4 m"),
         ({"Q1": [1.0] * 5}, "Q1 must have 6 entries"),
         ({"R_gyro": [1.0, 0.0, 1.0]}, "R_gyro"),
         ({"window_size": 1}, "window_size"),

@@ -45,8 +45,10 @@ __all__ = [
     "base_prior",
     "gp_sqrt_info",
     "gyro_factor",
+    "gyro_factor_st",
     "hermite",
     "pose_factor",
+    "pose_factor_st",
     "space_prior",
     "strain_walk",
     "time_prior",
@@ -308,3 +310,84 @@ def gyro_factor(
     Ja[:, idx, 15 + idx] = -(1.0 - u)[:, None] * w[None, :]
     Jb[:, idx, 15 + idx] = -u[:, None] * w[None, :]
     return FactorBatch("gyro", [ia, ib], [Ja, Jb], e, cauchy)
+
+
+def pose_factor_st(
+    T: FloatArray,
+    eps: FloatArray,
+    varpi: FloatArray,
+    nodes: tuple[IntArray, IntArray, IntArray, IntArray],
+    ut: FloatArray,
+    dt: FloatArray,
+    us: FloatArray,
+    h: FloatArray,
+    T_meas: FloatArray,
+    R: FloatArray,
+    cauchy: float | None = None,
+) -> FactorBatch:
+    """Pose measurements between arc-length nodes and between time slices.
+
+    The pose is interpolated in time at the two surrounding arc-length nodes
+    (constant-velocity GP mean, :func:`hermite`), their strains linearly in
+    time, then along s between them (constant-strain GP mean).
+
+    Args:
+        T: flat poses.
+        eps: flat strains.
+        varpi: flat velocities.
+        nodes: flat indices of ``(n, k)``, ``(n, k+1)``, ``(n+1, k)``, ``(n+1, k+1)``.
+        ut: ``(M,)`` fraction in time.
+        dt: ``(M,)`` slice spacing.
+        us: ``(M,)`` fraction along s.
+        h: ``(M,)`` node spacing.
+        T_meas: ``(M, 4, 4)`` measured poses.
+        R: variances (6).
+        cauchy: Cauchy scale or ``None``.
+    """
+    n00, n01, n10, n11 = nodes
+    M = n00.size
+    Tn, A_T, A_v, B_T, B_v = hermite(T[n00], varpi[n00], T[n01], varpi[n01], ut, dt)
+    Tm, C_T, C_v, D_T, D_v = hermite(T[n10], varpi[n10], T[n11], varpi[n11], ut, dt)
+    en = (1.0 - ut)[:, None] * eps[n00] + ut[:, None] * eps[n01]
+    em = (1.0 - ut)[:, None] * eps[n10] + ut[:, None] * eps[n11]
+    Ts, S_Tn, S_en, S_Tm, S_em = hermite(Tn, en, Tm, em, us, h)
+    e = lie.log(lie.inv(T_meas) @ Ts)
+    Ji = lie.jr_inv(e)
+    JTn, Jen, JTm, Jem = Ji @ S_Tn, Ji @ S_en, Ji @ S_Tm, Ji @ S_em
+    w = 1.0 / np.sqrt(R)
+    jacs = []
+    for JT, Je, PT, Pv, wt in (
+        (JTn, Jen, A_T, A_v, 1.0 - ut),
+        (JTn, Jen, B_T, B_v, ut),
+        (JTm, Jem, C_T, C_v, 1.0 - ut),
+        (JTm, Jem, D_T, D_v, ut),
+    ):
+        J = np.zeros((M, 6, DOF))
+        J[:, :, :6] = JT @ PT
+        J[:, :, 6:12] = wt[:, None, None] * Je
+        J[:, :, 12:] = JT @ Pv
+        jacs.append(w[None, :, None] * J)
+    return FactorBatch("pose_between_nodes", [n00, n01, n10, n11], jacs, w[None, :] * e, cauchy)
+
+
+def gyro_factor_st(
+    varpi: FloatArray,
+    nodes: tuple[IntArray, IntArray, IntArray, IntArray],
+    ut: FloatArray,
+    us: FloatArray,
+    w_meas: FloatArray,
+    R: FloatArray,
+    cauchy: float | None = None,
+) -> FactorBatch:
+    """Gyroscope readings between arc-length nodes: angular velocity bilinear in time and s."""
+    weights = ((1 - us) * (1 - ut), (1 - us) * ut, us * (1 - ut), us * ut)
+    M = ut.size
+    om = sum(c[:, None] * varpi[n, 3:] for c, n in zip(weights, nodes, strict=True))
+    w = 1.0 / np.sqrt(R)
+    idx = np.arange(3)
+    jacs = []
+    for c in weights:
+        J = np.zeros((M, 3, DOF))
+        J[:, idx, 15 + idx] = -c[:, None] * w[None, :]
+        jacs.append(J)
+    return FactorBatch("gyro_between_nodes", list(nodes), jacs, w[None, :] * (w_meas - om), cauchy)

@@ -96,20 +96,25 @@ class AssignedMeasurements:
     gyro_u: FloatArray
     gyro_w: FloatArray
     skipped: int = 0
+    pose_st: (
+        tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]
+        | None
+    ) = None
+    gyro_st: tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray] | None = None
 
 
-def _node_of(s_nodes: FloatArray, s: FloatArray, what: str) -> IntArray:
-    n = np.argmin(np.abs(s[:, None] - s_nodes[None, :]), axis=1) if s.size else np.zeros(0, dtype=np.int64)
-    if s.size:
-        off = np.abs(s_nodes[n] - s)
-        tol = 1e-6 * max(1.0, float(s_nodes[-1]))
-        if np.any(off > tol):
-            bad = float(s[np.argmax(off)])
-            raise ContinuumError(
-                f"{what} at arc length {bad} does not fall on an arc-length node {s_nodes.tolist()}; "
-                "choose N so that every sensor sits on a node"
-            )
-    return n.astype(np.int64)
+def _node_of(s_nodes: FloatArray, s: FloatArray, what: str) -> tuple[IntArray, FloatArray, NDArray[np.bool_]]:
+    """Node index, fraction towards the next node, and whether the arc length is on the node."""
+    tol = 1e-6 * max(1.0, float(s_nodes[-1]))
+    if np.any(s < s_nodes[0] - tol) or np.any(s > s_nodes[-1] + tol):
+        bad = float(s[(s < s_nodes[0] - tol) | (s > s_nodes[-1] + tol)][0])
+        raise ContinuumError(f"{what} at arc length {bad} is outside the nodes [{s_nodes[0]}, {s_nodes[-1]}]")
+    nearest = np.argmin(np.abs(s[:, None] - s_nodes[None, :]), axis=1) if s.size else np.zeros(0, dtype=np.int64)
+    on = np.abs(s_nodes[nearest] - s) <= tol
+    n = np.where(on, nearest, np.clip(np.searchsorted(s_nodes, s, side="right") - 1, 0, s_nodes.size - 2))
+    den = s_nodes[np.minimum(n + 1, s_nodes.size - 1)] - s_nodes[n]
+    u = np.where(on, 0.0, (s - s_nodes[n]) / np.where(den > 0, den, 1.0))
+    return n.astype(np.int64), u, on
 
 
 def assign_measurements(state: GridState, meas: Measurements, first_interval: int = 0) -> AssignedMeasurements:
@@ -134,21 +139,38 @@ def assign_measurements(state: GridState, meas: Measurements, first_interval: in
         return ok, k.astype(np.int64), u, dt
 
     okp, kp, up, dtp = cells(meas.pose_t)
-    np_ = _node_of(state.s, meas.pose_s[okp], "pose measurement")
+    np_, usp, onp = _node_of(state.s, meas.pose_s[okp], "pose measurement")
     okg, kg, ug, _ = cells(meas.gyro_t)
-    ng = _node_of(state.s, meas.gyro_s[okg], "gyro reading")
+    ng, usg, ong = _node_of(state.s, meas.gyro_s[okg], "gyro reading")
     skipped = int((~okp).sum() + (~okg).sum())
+    pose_mat = meas.pose_mat[okp]
+    gyro_w = meas.gyro_w[okg]
+
+    def quad(k: IntArray, n: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+        return (k * N + n, (k + 1) * N + n, k * N + n + 1, (k + 1) * N + n + 1)
+
+    pose_st = None
+    if np.any(~onp):
+        o = ~onp
+        h = state.s[np_[o] + 1] - state.s[np_[o]]
+        pose_st = (quad(kp[o], np_[o]), up[o], dtp[o], usp[o], h, pose_mat[o])
+    gyro_st = None
+    if np.any(~ong):
+        o = ~ong
+        gyro_st = (quad(kg[o], ng[o]), ug[o], usg[o], gyro_w[o])
     return AssignedMeasurements(
-        kp * N + np_,
-        (kp + 1) * N + np_,
-        up,
-        dtp,
-        meas.pose_mat[okp],
-        kg * N + ng,
-        (kg + 1) * N + ng,
-        ug,
-        meas.gyro_w[okg],
+        kp[onp] * N + np_[onp],
+        (kp[onp] + 1) * N + np_[onp],
+        up[onp],
+        dtp[onp],
+        pose_mat[onp],
+        kg[ong] * N + ng[ong],
+        (kg[ong] + 1) * N + ng[ong],
+        ug[ong],
+        gyro_w[ong],
         skipped,
+        pose_st,
+        gyro_st,
     )
 
 
@@ -217,6 +239,12 @@ def build_factors(
                     w.cauchy_pose,
                 )
             )
+        if meas.pose_st is not None:
+            q, ut, dt_, us, h, Tm = meas.pose_st
+            out.append(fac.pose_factor_st(T, eps, varpi, q, ut, dt_, us, h, Tm, mf * w.R_pose, w.cauchy_pose))
+        if meas.gyro_st is not None:
+            q, ut, us, gw = meas.gyro_st
+            out.append(fac.gyro_factor_st(varpi, q, ut, us, gw, mf * w.R_gyro, w.cauchy_gyro))
         if meas.gyro_ia.size:
             out.append(
                 fac.gyro_factor(
@@ -296,7 +324,12 @@ def assemble(
         ``ab`` (``(18 (N + 1), 18 n_nodes)`` lower-banded ``H``), ``g`` and the robust cost.
     """
     nvar = DOF * n_nodes
-    bw = DOF * (N + 1)
+    off = N if extra is None else max(N, extra[1].size // DOF - 1)
+    for b in batches:
+        if b.size and len(b.nodes) > 1:
+            stack = np.stack(b.nodes)
+            off = max(off, int((stack.max(axis=0) - stack.min(axis=0)).max()))
+    bw = DOF * (off + 1)
     flat: list[IntArray] = []
     vals: list[FloatArray] = []
     gidx: list[IntArray] = []
