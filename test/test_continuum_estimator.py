@@ -190,3 +190,35 @@ def test_measurements_outside_span_are_counted_not_used() -> None:
     m = Measurements(gyro_t=np.array([-1.0, 0.05, 3.0]), gyro_s=np.array([0.4, 0.4, 0.4]), gyro_w=np.zeros((3, 3)))
     am = assign_measurements(st, m)
     assert am.skipped == 2 and am.gyro_ia.size == 1
+
+
+def test_cauchy_loss_rejects_an_outlier_pose() -> None:
+    """One tip pose 5 cm off: least squares is pulled towards it, the Cauchy loss (IRLS) barely moves."""
+    fn = constant_strain(np.array([0.0, 0.0, 1.0, 1.0, 0.0, 0.0]))
+    pt = np.arange(0.0, 1.0, 1 / 40) + 0.004
+    meas = sample_measurements(fn, pt, [0.4], np.zeros(0), [])
+    bad = 20
+    meas.pose_mat[bad] = meas.pose_mat[bad].copy()
+    meas.pose_mat[bad][:3, 3] += [0.05, 0.0, 0.0]
+    truth_tip = sample_grid(fn, np.array([0.0]), S).T[0, -1, :3, 3]
+    errs = {}
+    for name, c in (("ls", None), ("cauchy", 1.0)):
+        w = _weights(R_pose=[1e-6] * 3 + [1e-4] * 3, cauchy_pose=c)
+        res = BatchEstimator(w, S, 20).solve(meas, 0.0, 1.0)
+        tip = query_poses(res.state, meas.pose_t[bad : bad + 1], np.array([0.4]))[0, :3, 3]
+        errs[name] = float(np.linalg.norm(tip - truth_tip))
+    assert errs["ls"] > 5e-3
+    assert errs["cauchy"] < 0.1 * errs["ls"]
+
+
+def test_laplace_covariance_equals_dense_inverse() -> None:
+    w, meas, _ = _moving_problem()
+    res = BatchEstimator(w, S, 10).solve(meas.between(0.0, 0.5), 0.0, 0.5)
+    assert res.ab is not None
+    from shape_sensing.estimators.continuum.solver import banded_to_dense
+
+    Hinv = np.linalg.inv(banded_to_dense(res.ab))
+    nodes = [0, 7, res.state.K * S.size - 1]
+    cov = node_covariances(res.ab, nodes)
+    for i, n in enumerate(nodes):
+        assert np.allclose(cov[i], Hinv[18 * n : 18 * n + 18, 18 * n : 18 * n + 18], rtol=1e-8, atol=1e-14)

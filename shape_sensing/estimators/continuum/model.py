@@ -53,7 +53,7 @@ class Weights:
         measurement_factor: multiplies R_pose and R_gyro.
         cauchy_pose: Cauchy scale (in whitened units) of the pose factors, ``None`` for least squares.
         cauchy_gyro: same for the gyroscope factors.
-        cauchy_prior: same for the prior factors (normally ``None``).
+        cauchy_prior: same for every prior factor (along s, in time, base; normally ``None``).
         fixed_base: apply the base prior at every time slice (a clamped base), not only the first.
         T0: base pose of the prior (4x4).
         epsilon0: strain of the base prior (6).

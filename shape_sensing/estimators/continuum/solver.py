@@ -219,6 +219,8 @@ def build_factors(
     if ta.size:
         out.append(fac.time_prior(T, varpi, ta, tb, dts, pf * w.Q1))
         out.append(fac.strain_walk(eps, ta, tb, dts, pf * w.Q3))
+    for b in out:
+        b.cauchy = w.cauchy_prior
     if base_slices is None:
         base_slices = range(K) if w.fixed_base else range(min(K, 1))
     bi = np.asarray(list(base_slices), dtype=np.int64) * N
