@@ -17,7 +17,9 @@ tip pose actually reached after every executed piece (a segment, or at most
   pose (the tip stays in that plane, and a Dubins tail is itself a Dubins
   path, so an unperturbed re-plan is exactly the rest of the old one).
 * At the waypoint the rest is re-planned in 3D (:func:`plan_3d`, new planes
-  through the pose reached), and again on long straights towards the goal
+  through the pose reached; unless that is longer than the old second leg by
+  more than ``replan_margin``, as for a goal behind the waypoint, where the
+  old leg is followed in its plane and errors across it stay), and again on long straights towards the goal
   whenever the tip is off the leg's plane by more than half a step (or its
   direction by a quarter of a step's bend), so errors across the plane are
   corrected as well. Such a re-plan can change the path's shape (new planes,
@@ -322,8 +324,13 @@ def _closed_loop(
         if not planned_3d:
             planned_3d = True
             fresh3 = plan_3d(T[:3, 3], T[:3, 2], goal_position, goal_direction, r_now)
-            replans += 1
-            legs = [(fresh3.frames[k], fresh3.normals[k], fresh3.paths[k]) for k in (0, 1)]
+            # Not taken when much longer than the old second leg (a goal behind the waypoint: the new
+            # waypoint would be 2 Rc out again); the old leg is then followed in its plane.
+            if fresh3.length <= plan.paths[1].length + margin:
+                replans += 1
+                legs = [(fresh3.frames[k], fresh3.normals[k], fresh3.paths[k]) for k in (0, 1)]
+            else:
+                legs = [(plan.frames[1], plan.normals[1], plan.paths[1])]
     poses = np.concatenate(all_poses)
     return ExecutionResult(
         poses, plan, pose_errors(T, goal_position, goal_direction, plan.length), steps,
