@@ -106,3 +106,13 @@ def test_closed_loop_reaches_the_goal_within_a_step():
 def test_bad_inputs_raise(make, match):
     with pytest.raises(PlanningError, match=match):
         make()
+
+
+def test_closed_loop_to_a_goal_behind_the_waypoint_grows_no_detour():
+    # The goal is closer than Eq. 13's waypoint distance: the plan turns back to it from beyond it.
+    T0 = tip_frame(np.zeros(3), 0.0, 0.0)
+    pe, ve = np.array([0.05, 0.01, 0.0]), direction_from_angles(2.0, 0.5)
+    res = execute(T0, pe, ve, R, ROBOT_A, closed_loop=True)
+    assert res.plan.case == "waypoint_beyond_goal"
+    assert res.grown <= 1.05 * res.plan.length
+    assert res.errors["position"] < 0.005 and res.errors["direction_deg"] < 1.0
