@@ -111,7 +111,7 @@ def test_bad_inputs_raise(make, match):
 def test_closed_loop_to_a_goal_behind_the_waypoint_grows_no_detour():
     # The goal is closer than Eq. 13's waypoint distance: the plan turns back to it from beyond it.
     T0 = tip_frame(np.zeros(3), 0.0, 0.0)
-    pe, ve = np.array([0.05, 0.01, 0.0]), direction_from_angles(2.0, 0.5)
+    pe, ve = np.array([0.02, 0.01, 0.0]), direction_from_angles(2.0, 0.5)
     res = execute(T0, pe, ve, R, ROBOT_A, closed_loop=True)
     assert res.plan.case == "waypoint_beyond_goal"
     assert res.grown <= 1.05 * res.plan.length
