@@ -116,3 +116,13 @@ def test_closed_loop_to_a_goal_behind_the_waypoint_grows_no_detour():
     assert res.plan.case == "waypoint_beyond_goal"
     assert res.grown <= 1.05 * res.plan.length
     assert res.errors["position"] < 0.005 and res.errors["direction_deg"] < 1.0
+
+
+def test_closed_loop_growth_is_bounded_even_with_a_loose_margin():
+    # A margin that lets every re-plan through would loop; growth stops at 2 l + 2 pi Rc (plus the last piece).
+    T0 = tip_frame(np.zeros(3), 0.0, 0.0)
+    pe, ve = np.array([0.02, 0.01, 0.0]), direction_from_angles(2.0, 0.5)
+    res = execute(T0, pe, ve, R, ROBOT_A, closed_loop=True, replan_margin=10.0)
+    assert res.grown <= 2 * res.plan.length + 2 * math.pi * R + 0.25 * R + ROBOT_A.step_length
+    with pytest.raises(PlanningError, match="replan_margin"):
+        execute(T0, pe, ve, R, ROBOT_A, closed_loop=True, replan_margin=-1.0)

@@ -196,7 +196,8 @@ def execute(
         keep_steps: keep every step's pose (for pictures and bags).
         replan_margin: how much longer (m) than the old remainder a re-plan may
             be and still be taken (default ``radius``).
-        max_segments: safety bound on executed segments in closed loop.
+        max_segments: safety bound on executed pieces in closed loop; growth also stops beyond
+            twice the first plan's length plus one turn (``2 l + 2 pi Rc``).
 
     Raises:
         PlanningError: bad goal (non-finite, zero direction), bad radius.
@@ -258,13 +259,15 @@ def _closed_loop(
     # leg. At the waypoint the rest is re-planned once in 3D (new planes through the pose reached).
     legs: list[tuple[tuple[Vec, Vec, Vec], Vec, DubinsPath2D]] = [(plan.frames[0], plan.normals[0], plan.paths[0])]
     planned_3d = False
-    while legs and segments < max_segments:
+    # Safety bound: re-plans that keep growing without arriving (never seen with the default margin) stop here.
+    max_growth = 2.0 * plan.length + 2.0 * math.pi * radius
+    while legs and segments < max_segments and steps * step <= max_growth:
         frame, normal, path = legs.pop(0)
         target = path.end
         offset = carry = 0.0
         fresh_needed = False
         for _ in range(4 * max_segments):
-            if segments >= max_segments:
+            if segments >= max_segments or steps * step > max_growth:
                 break
             if fresh_needed and path.length - offset >= half:
                 fresh = shortest_path(_plane_pose(T, frame), target, r_now)
