@@ -173,6 +173,14 @@ def test_subsets_every_k_and_explicit_list_agree() -> None:
     assert sa.frame_ids == sb.frame_ids == ["imu_0", "imu_2", "imu_4", "imu_6", "imu_8", "vine_tip"]
     assert np.allclose(sa.poses, sb.poses)
     assert sa.diagnostics[0].level == DiagnosticLevel.OK  # unselected sensors are not "missing"
+    # the body still ends at the last IMU: straight on from the last used one when that is the last
+    straight = _estimator(9, every_k=4)
+    _offset(straight)
+    s0 = straight.update(_quats(np.zeros(9)), np.ones(9, dtype=bool), 0)
+    assert np.allclose(s0.tip_pose[:3, 3], [0, 0, 8 * L])
+    s3 = _estimator(9, every_k=3)  # uses 0, 3, 6: the tip is 2 L beyond sensor 6
+    _offset(s3)
+    assert np.allclose(s3.update(_quats(np.zeros(9)), np.ones(9, dtype=bool), 0).tip_pose[:3, 3], [0, 0, 8 * L])
 
 
 def test_partial_growth_uses_everted_sensors_and_a_partial_last_segment() -> None:

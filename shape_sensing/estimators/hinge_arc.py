@@ -364,10 +364,10 @@ class HingeArcEstimator:
         chords = np.einsum("kij,kj->ki", B[:-1], d)
         centre = np.concatenate([np.zeros((1, 3)), np.cumsum(chords, axis=0)])
         # Tip: straight on from the last used node.
-        if length is not None:
-            ext = max(length - node_sigma[-1], 0.0)
-        else:
-            ext = float(sigma[selected][-1] - node_sigma[-1] + cfg.tip_offset) if selected.any() else cfg.tip_offset
+        # The body ends at the measured length, or without one at the last IMU plus tip_offset
+        # (whether or not that IMU is used or fresh).
+        end = length if length is not None else float(sigma[-1]) + cfg.tip_offset
+        ext = max(end - float(node_sigma[-1]), 0.0)
         tip_chord = B[-1][:, 2] * ext
         half_r = cfg.diameter / 2.0
         wall = B[1:, :, 0] * half_r
