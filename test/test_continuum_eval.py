@@ -75,6 +75,18 @@ def test_cli_json_and_outputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert m["trial"] == "impulse_1" and m["estimator"] == "batch" and m["robot"] == "robot2"
     assert m["authors"]["all_mm"] == 12.59
     assert Path(m["plot"]).is_file() and Path(m["bag"]).is_dir()
+    assert m["tuned"] is True
+
+
+@needs_data
+def test_cli_untuned_uses_published_weights(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["eval-continuum", str(DATASET), "extensible", "--duration", "0.3", "--json", "--no-outputs"]
+    assert cli_main(args) == 0
+    tuned = json.loads(capsys.readouterr().out)
+    assert cli_main([*args, "--untuned"]) == 0
+    untuned = json.loads(capsys.readouterr().out)
+    assert tuned["tuned"] and not untuned["tuned"] and tuned["robot"] == "robot1"
+    assert tuned["all"]["rot_deg"]["rmse"] != untuned["all"]["rot_deg"]["rmse"]
 
 
 def test_cli_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
