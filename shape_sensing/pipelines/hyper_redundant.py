@@ -52,6 +52,7 @@ from shape_sensing.messages import common as msgs
 from shape_sensing.messages import hyper_redundant as hmsgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.pipelines.common import RateThrottle, StampTicker, resolve_topic
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample
 
 __all__ = [
@@ -71,13 +72,6 @@ __all__ = [
 NAME = "hyper-redundant"
 DEFAULT_NAMESPACE = "/hyper_redundant"
 IMU_TOPIC_RE = re.compile(r"imu/platform_(\d+)$")
-
-
-def resolve_topic(name: str, namespace: str) -> str:
-    """A relative topic as seen in a bag under ``namespace``; absolute names stay."""
-    if name.startswith("/"):
-        return name
-    return f"{namespace.rstrip('/')}/{name}" if namespace.strip("/") else f"/{name}"
 
 
 @dataclass
@@ -104,8 +98,7 @@ class HyperRedundantTracker:
         self.config = RigidModuleConfig.from_params(self.params)
         self.estimator = RigidModuleEstimator(self.config)
         self.n = self.config.n_modules + 1
-        self.period_ns = round(1e9 / self.params["publish_rate"])
-        self.next_tick: int | None = None
+        self.ticker = StampTicker(self.params["publish_rate"])
         self.latest_ns = -1
         self.last_ns = np.full(self.n, -1, dtype=np.int64)
         self.stats = _Stats()
@@ -126,20 +119,10 @@ class HyperRedundantTracker:
         self._cal_count[:] = 0
 
     def _advance(self, stamp_ns: int) -> list[RigidModuleEstimate]:
-        out: list[RigidModuleEstimate] = []
-        if self.next_tick is None:
-            self.next_tick = (stamp_ns // self.period_ns + 1) * self.period_ns
-            if not self.calibrated and self._cal_start is None:
-                self._cal_start = stamp_ns
-                self._cal_end = stamp_ns + self.rods_ns
-            return out
-        while self.next_tick < stamp_ns:
-            tick = self.next_tick
-            self.next_tick += self.period_ns
-            est = self._estimate(tick)
-            if est is not None:
-                out.append(est)
-        return out
+        if not self.ticker.started and not self.calibrated and self._cal_start is None:
+            self._cal_start = stamp_ns  # the rods calibration window opens with the first message
+            self._cal_end = stamp_ns + self.rods_ns
+        return [est for tick in self.ticker.due(stamp_ns) if (est := self._estimate(tick)) is not None]
 
     def _finish_calibration(self, tick: int) -> None:
         if self.calibrated or self._cal_end is None or tick < self._cal_end:
@@ -207,9 +190,9 @@ class HyperRedundantTracker:
 
     def flush(self) -> list[RigidModuleEstimate]:
         """Estimate at the last tick not yet fired (end of a recording)."""
-        if self.next_tick is None or self.latest_ns < 0:
+        if self.latest_ns < 0:
             return []
-        return self._advance(self.next_tick + 1)
+        return [est for tick in self.ticker.flush() if (est := self._estimate(tick)) is not None]
 
 
 # Estimate topics (relative to the robot namespace unless absolute) -> message type.
@@ -239,8 +222,7 @@ class EstimateMessages:
     def __init__(self, factory: MessageFactory, frame_prefix: str = "", marker_rate: float = 5.0) -> None:
         self.factory = factory
         self.prefix = frame_prefix
-        self.marker_period_ns = round(1e9 / marker_rate)
-        self._last_marker_ns: int | None = None
+        self.markers = RateThrottle(marker_rate)
 
     def build(self, est: RigidModuleEstimate) -> list[tuple[str, Any]]:
         """``(topic, message)`` pairs: TF, joint states, path, end effector, diagnostics, markers when due."""
@@ -259,8 +241,7 @@ class EstimateMessages:
             ),
             ("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f)),
         ]
-        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
-            self._last_marker_ns = stamp
+        if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, frame_prefix=p, factory=f)))
         return out
 

@@ -45,6 +45,7 @@ from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.pipelines.common import RateThrottle, StampTicker, resolve_topic
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
 
 if TYPE_CHECKING:
@@ -69,13 +70,6 @@ __all__ = [
 NAME = "vine-imu"
 DEFAULT_NAMESPACE = "/vine"
 IMU_TOPIC_RE = re.compile(r"imu_\d+/data$")
-
-
-def resolve_topic(name: str, namespace: str) -> str:
-    """A parameter's topic name as seen in a bag: absolute names stay, relative ones get the namespace."""
-    if name.startswith("/"):
-        return name
-    return f"{namespace.rstrip('/')}/{name}" if namespace.strip("/") else f"/{name}"
 
 
 @dataclass
@@ -104,8 +98,7 @@ class VineImuTracker:
         self.quats = np.tile([0.0, 0.0, 0.0, 1.0], (n, 1))
         self.last_ns = np.full(n, -1, dtype=np.int64)
         self.length: float | None = None
-        self.period_ns = round(1e9 / self.params["publish_rate"])
-        self.next_tick: int | None = None
+        self.ticker = StampTicker(self.params["publish_rate"])
         self.latest_ns = -1
         self.stats = _Stats()
         self._offset_requested = bool(self.params["auto_offset"])
@@ -117,18 +110,8 @@ class VineImuTracker:
         self._offset_requested = True
 
     def _advance(self, stamp_ns: int) -> list[ShapeEstimate]:
-        """Fire every tick strictly before ``stamp_ns``."""
-        out: list[ShapeEstimate] = []
-        if self.next_tick is None:
-            self.next_tick = (stamp_ns // self.period_ns + 1) * self.period_ns
-            return out
-        while self.next_tick < stamp_ns:
-            tick = self.next_tick
-            self.next_tick += self.period_ns
-            est = self._estimate(tick)
-            if est is not None:
-                out.append(est)
-        return out
+        """Estimate at every tick strictly before ``stamp_ns``."""
+        return [est for tick in self.ticker.due(stamp_ns) if (est := self._estimate(tick)) is not None]
 
     def _fresh(self, tick: int) -> np.ndarray:
         return (self.last_ns >= 0) & (tick - self.last_ns <= self.stale_ns)
@@ -189,9 +172,9 @@ class VineImuTracker:
 
     def flush(self) -> list[ShapeEstimate]:
         """Estimate at the last tick not yet fired (end of a recording)."""
-        if self.next_tick is None or self.latest_ns < 0:
+        if self.latest_ns < 0:
             return []
-        return self._advance(self.next_tick + 1)
+        return [est for tick in self.ticker.flush() if (est := self._estimate(tick)) is not None]
 
 
 # Topics of one estimate (relative to the robot namespace unless absolute) -> message type.
@@ -225,8 +208,7 @@ class ShapeMessages:
 
     def __init__(self, factory: MessageFactory, marker_rate: float = 5.0) -> None:
         self.factory = factory
-        self.marker_period_ns = round(1e9 / marker_rate)
-        self._last_marker_ns: int | None = None
+        self.markers = RateThrottle(marker_rate)
 
     def build(self, shape: ShapeEstimate) -> list[tuple[str, Any]]:
         """``(topic, message)`` pairs of one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
@@ -240,8 +222,7 @@ class ShapeMessages:
             ("shape/tip", msgs.pose_with_covariance_stamped(stamp, shape.parent_frame, shape.tip_pose, cov6, f)),
             ("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f)),
         ]
-        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
-            self._last_marker_ns = stamp
+        if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, factory=f)))
         return out
 
