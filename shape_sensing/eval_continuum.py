@@ -253,20 +253,24 @@ def _plot(path: Path, trial: Trial, res: EvalResult, metrics: dict[str, Any]) ->
     axes[0].legend()
     axes[0].set_title(f"{metrics['trial']} {metrics['estimator']}")
     s_fine = np.linspace(state.s[0], state.s[-1], 40)
+    vicon = [st for st in trial.of_kind("vicon") if st.window(t0, t1).t.size]
+    tip_t = max(vicon, key=lambda st: float(st.s[0])).window(t0, t1).t if vicon else np.zeros(0)
     for i, tq in enumerate(np.linspace(t0, t1, 6)):
+        if tip_t.size:  # draw at a Vicon sample time so that markers and estimate are simultaneous
+            tq = float(tip_t[np.argmin(np.abs(tip_t - tq))])
         Tq = query_poses(state, np.full(s_fine.size, tq), s_fine)
         axes[1].plot(Tq[:, 0, 3], Tq[:, 2, 3], color=f"C{i}", label=f"t = {tq:.1f}")
         axes[2].plot(Tq[:, 1, 3], Tq[:, 2, 3], color=f"C{i}")
-        for st in trial.of_kind("vicon"):
+        for st in vicon:
             j = np.argmin(np.abs(st.t - tq))
-            if abs(st.t[j] - tq) < 0.05:
+            if abs(st.t[j] - tq) < 1e-3:
                 p = lie.exp(st.values[j : j + 1])[0, :3, 3]
                 axes[1].plot(p[0], p[2], "x", color=f"C{i}")
                 axes[2].plot(p[1], p[2], "x", color=f"C{i}")
     for ax, lab in ((axes[1], "x"), (axes[2], "y")):
         ax.set_xlabel(f"{lab} (m)")
         ax.set_ylabel("z (m)")
-        ax.set_aspect("equal")
+        ax.set_aspect("equal", adjustable="datalim")
     axes[1].legend(fontsize=7)
     axes[1].set_title("estimate (lines) and Vicon (x)")
     fig.tight_layout()

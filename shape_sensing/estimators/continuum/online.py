@@ -19,7 +19,7 @@ import numpy as np
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.model import Measurements, Weights
+from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
@@ -224,9 +224,7 @@ class ContinuumTracker:
         T = win.final_T[i]
         eps = win.final_eps[i]
         s_fine = np.linspace(0.0, self.params["length"], 30)
-        # backbone: constant-strain segments between nodes (the GP mean along s at this slice)
-        from shape_sensing.estimators.continuum.model import GridState
-
+        # backbone: the GP mean along s at this slice
         one = GridState(np.array([0.0]), self.s_nodes, T[None], eps[None], win.final_varpi[i][None])
         backbone = query_poses(one, np.zeros(s_fine.size), s_fine)[:, :3, 3]
         cov = win.final_cov[i] if i < len(win.final_cov) else None
