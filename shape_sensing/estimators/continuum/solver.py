@@ -292,6 +292,8 @@ def _cost(b: fac.FactorBatch) -> float:
 
 
 _PATTERNS: dict[tuple[int, bytes], tuple[IntArray, NDArray[np.bool_]]] = {}
+_PATTERN_BUDGET = 64 * 2**20  # bytes of cached index patterns
+_pattern_bytes = 0
 
 
 def _lower_pattern(var: IntArray, nvar: int) -> tuple[IntArray, NDArray[np.bool_]]:
@@ -305,9 +307,14 @@ def _lower_pattern(var: IntArray, nvar: int) -> tuple[IntArray, NDArray[np.bool_
     diff = rows - cols
     keep = diff >= 0
     out = ((diff * nvar + cols)[keep], keep)
-    if len(_PATTERNS) > 256:
+    global _pattern_bytes
+    size = out[0].nbytes + out[1].nbytes
+    if _pattern_bytes + size > _PATTERN_BUDGET:
         _PATTERNS.clear()
-    _PATTERNS[key] = out
+        _pattern_bytes = 0
+    if size <= _PATTERN_BUDGET // 4:
+        _PATTERNS[key] = out
+        _pattern_bytes += size
     return out
 
 
