@@ -12,7 +12,9 @@ Printed (figures only, nothing asserted):
   largest difference of the two solutions;
 * cost against the number of arc-length nodes N = 5..50 on a synthetic robot:
   batch Gauss-Newton iteration (factor evaluation + assembly, factorisation)
-  and a window step, each also per node, to show how the cost grows with N.
+  and a window step with the chain (banded) and the exact (dense) marginal
+  prior, each also per node, and the fitted exponent ``p`` of ``cost ~ N^p``
+  (least-squares slope in log-log) for each.
 
 Run: ``.venv/bin/python benchmarks/bench_continuum.py [--dataset DIR] [--repeats 3]``
 """
@@ -106,16 +108,23 @@ def dense_reference(dataset: Path, seconds: float) -> None:
     )
 
 
+def _slope(ns: list[int], ts: list[float]) -> float:
+    """Least-squares slope of log(cost) against log(N): the fitted exponent of the growth."""
+    return float(np.polyfit(np.log(ns), np.log(ts), 1)[0])
+
+
 def nodes_scaling(repeats: int) -> None:
     print(f"\n== cost against arc-length nodes N (synthetic robot, 1 s at 30 Hz; best of {repeats}) ==")
     print(
         f"{'N':>4} {'batch iter ms':>14} {'  eval+asm':>10} {'  factor':>9} {'per node':>9} "
-        f"{'window step ms':>15} {'per node':>9}"
+        f"{'window chain ms':>16} {'per node':>9} {'window exact ms':>16} {'per node':>9}"
     )
     fn = bending_strain(amplitude=2.0, frequency=0.5)
     length = 0.5
     rate = 30.0
-    for N in (5, 10, 20, 30, 40, 50):
+    ns = [5, 10, 20, 30, 40, 50]
+    cols: dict[str, list[float]] = {"batch": [], "batch eval+asm": [], "batch factor": [], "chain": [], "exact": []}
+    for N in ns:
         s = np.linspace(0.0, length, N)
         w = Weights(
             P0=[1e-8] * 6 + [1e-2, 1e-2, 1e-2, 1e2, 1e2, 1e-4] + [1e-2] * 6,
@@ -142,17 +151,30 @@ def nodes_scaling(repeats: int) -> None:
                 t2 = time.perf_counter()
                 t_eval = min(t_eval, t1 - tic)
                 t_fac = min(t_fac, t2 - t1)
-        t_win = np.inf
-        for _ in range(repeats):
-            win = SlidingWindow(w, s, rate, 0.0, size=4, iterations=1)
-            tic = time.perf_counter()
-            win.run(meas, 0.5)
-            t_win = min(t_win, (time.perf_counter() - tic) / win.steps)
+        t_win = {}
+        for marginal in ("chain", "exact"):
+            best = np.inf
+            for _ in range(repeats):
+                win = SlidingWindow(w, s, rate, 0.0, size=4, iterations=1, marginal=marginal)
+                tic = time.perf_counter()
+                win.run(meas, 0.5)
+                best = min(best, (time.perf_counter() - tic) / win.steps)
+            t_win[marginal] = best
         it = t_eval + t_fac
+        cols["batch"].append(it)
+        cols["batch eval+asm"].append(t_eval)
+        cols["batch factor"].append(t_fac)
+        cols["chain"].append(t_win["chain"])
+        cols["exact"].append(t_win["exact"])
         print(
             f"{N:>4} {1e3 * it:14.1f} {1e3 * t_eval:10.1f} {1e3 * t_fac:9.1f} {1e3 * it / N:9.2f} "
-            f"{1e3 * t_win:15.2f} {1e3 * t_win / N:9.3f}"
+            f"{1e3 * t_win['chain']:16.2f} {1e3 * t_win['chain'] / N:9.3f} "
+            f"{1e3 * t_win['exact']:16.2f} {1e3 * t_win['exact'] / N:9.3f}"
         )
+    print("fitted exponent p of cost ~ N^p (log-log least squares over N = 5..50; 1 = linear):")
+    for name, ts in cols.items():
+        label = {"chain": "window step, chain marginal", "exact": "window step, exact marginal"}.get(name, name)
+        print(f"  {label:<30} p = {_slope(ns, ts):.2f}   (N = 20..50: p = {_slope(ns[2:], ts[2:]):.2f})")
 
 
 def main() -> None:

@@ -116,8 +116,14 @@ def run_estimator(
     iterations: int = 1,
     covariance: bool = True,
     t_end: float | None = None,
+    marginal: str = "chain",
+    band: int = 1,
 ) -> EvalResult:
-    """Run the batch or window estimator over the trial window (optionally cut at ``t_end``)."""
+    """Run the batch or window estimator over the trial window (optionally cut at ``t_end``).
+
+    ``marginal`` chooses the window's marginalisation: ``"chain"`` (banded, linear in the
+    number of nodes; Markov order ``band`` along s) or ``"exact"`` (dense Schur complement).
+    """
     tn = tuning or DEFAULT_TUNING.get(trial.robot.name, Tuning())
     t0 = trial.config.start_time
     t1 = trial.config.end_time if t_end is None else min(t_end, trial.config.end_time)
@@ -140,7 +146,17 @@ def run_estimator(
                 tip_cov = np.repeat(c, stride, axis=0)[:K]
             return EvalResult(res.state, runtime, res.iterations, float(res.converged), tip_cov, dropped)
         if estimator == "window":
-            win = SlidingWindow(w, s, rate, t0, size=window_size, iterations=iterations, covariance=covariance)
+            win = SlidingWindow(
+                w,
+                s,
+                rate,
+                t0,
+                size=window_size,
+                iterations=iterations,
+                covariance=covariance,
+                marginal=marginal,
+                band=band,
+            )
             tic = time.perf_counter()
             state = win.run(meas, t1)
             runtime = time.perf_counter() - tic
@@ -192,6 +208,8 @@ def evaluate_trial(
     iterations: int = 1,
     t_end: float | None = None,
     covariance: bool = True,
+    marginal: str = "chain",
+    band: int = 1,
 ) -> tuple[dict[str, Any], Trial, EvalResult]:
     """Load, estimate, score; returns the metrics, the trial and the raw result."""
     trial = load_trial(dataset_dir, trial_name)
@@ -203,6 +221,8 @@ def evaluate_trial(
         iterations=iterations,
         t_end=t_end,
         covariance=covariance,
+        marginal=marginal,
+        band=band,
     )
     t0 = trial.config.start_time
     t1 = float(res.state.t[-1])
@@ -212,6 +232,7 @@ def evaluate_trial(
         "trial": trial_name,
         "robot": trial.robot.name,
         "estimator": estimator,
+        "marginal": (f"chain (band {band})" if marginal == "chain" else marginal) if estimator == "window" else None,
         "span_s": span,
         "runtime_s": res.runtime,
         "rtf": span / res.runtime if res.runtime > 0 else float("inf"),
@@ -347,6 +368,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("out/eval_continuum"), help="plot and bag directory")
     parser.add_argument("--window-size", type=int, default=4, help="slices in the window (lag = (size-1)/rate)")
     parser.add_argument("--iterations", type=int, default=1, help="Gauss-Newton iterations per window step")
+    parser.add_argument(
+        "--marginal",
+        choices=["chain", "exact"],
+        default="chain",
+        help="window marginalisation: chain (banded, linear in nodes; default) or exact (dense Schur complement)",
+    )
+    parser.add_argument(
+        "--band", type=int, default=1, help="Markov order along s of the chain marginal prior (default 1)"
+    )
     parser.add_argument("--duration", type=float, default=None, help="only the first DURATION seconds of the trial")
     parser.add_argument("--no-outputs", action="store_true", help="skip the plot and the bag")
     parser.add_argument("--untuned", action="store_true", help="use the robot config's weights as published")
@@ -371,6 +401,8 @@ def run(args: argparse.Namespace) -> int:
         window_size=args.window_size,
         iterations=args.iterations,
         t_end=t_end,
+        marginal=args.marginal,
+        band=args.band,
     )
     metrics["tuned"] = not args.untuned
     if not args.no_outputs:

@@ -3,12 +3,18 @@
 :func:`build_factors` evaluates every factor of a :class:`GridState` (priors,
 base prior, measurements, an optional marginal prior from a sliding window);
 :func:`assemble` accumulates ``H = J^T J`` and ``g = J^T r`` directly into
-LAPACK lower-banded storage (half bandwidth ``18 (N + 1) - 1``: variables are
-time-major, so no factor couples nodes more than ``N`` apart), with Cauchy
-weights by iteratively reweighted least squares; :func:`solve_banded`
-factorises it with a banded Cholesky (``O(K N^3)``, linear in time and in the
-number of slices). :func:`gauss_newton` iterates. The dense reference used by
-the benchmark is :func:`dense_normal_equations`.
+LAPACK lower-banded storage, with Cauchy weights by iteratively reweighted
+least squares; :func:`solve_banded` factorises it with a banded Cholesky.
+Variables are time-major by default (half bandwidth ``18 (N + 2)``: no factor
+couples nodes more than ``N + 1`` apart), so a batch costs ``O(K N^3)``, linear
+in the number of slices ``K``. A short window can instead be ordered
+arc-length-major (:func:`arc_major_order`, half bandwidth ``18 (K + 2)``), which
+makes its cost linear in ``N``. Linear in ``N`` for the batch is out of reach of
+any exact direct solve: the nodes form a ``K x N`` grid graph, whose Cholesky
+fill is at best ``O(K N log N)`` with ``O(K N^2)`` flops (nested dissection of
+``K / N`` squares); the band here costs ``O(K N^3)``. :func:`gauss_newton`
+iterates. The dense reference used by the benchmark is
+:func:`dense_normal_equations`.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ from shape_sensing.geometry import FloatArray
 __all__ = [
     "GNResult",
     "MarginalPrior",
+    "arc_major_order",
     "assemble",
     "assemble_dense",
     "assign_measurements",
@@ -291,14 +298,14 @@ def _cost(b: fac.FactorBatch) -> float:
     return float(0.5 * b.cauchy**2 * np.log1p(sq / b.cauchy**2).sum())
 
 
-_PATTERNS: dict[tuple[int, bytes], tuple[IntArray, NDArray[np.bool_]]] = {}
+_PATTERNS: dict[tuple[int, tuple[int, ...], bytes], tuple[IntArray, NDArray[np.bool_]]] = {}
 _PATTERN_BUDGET = 64 * 2**20  # bytes of cached index patterns
 _pattern_bytes = 0
 
 
 def _lower_pattern(var: IntArray, nvar: int) -> tuple[IntArray, NDArray[np.bool_]]:
     """Banded flat indices of the lower-triangle entries of the blocks ``var x var`` (cached: a window repeats them)."""
-    key = (nvar, var.tobytes())
+    key = (nvar, var.shape, var.tobytes())
     hit = _PATTERNS.get(key)
     if hit is not None:
         return hit
@@ -318,22 +325,46 @@ def _lower_pattern(var: IntArray, nvar: int) -> tuple[IntArray, NDArray[np.bool_
     return out
 
 
+def arc_major_order(K: int, N: int) -> IntArray:
+    """Position in the system of each flat (time-major) node ``k N + n`` when ordered arc-length-major (``n K + k``).
+
+    In this order a factor coupling neighbouring nodes in time or along s spans
+    at most ``K + 1`` positions, so the half bandwidth ``18 (K + 2)`` does not
+    depend on ``N`` (a window has few slices): the banded Cholesky costs
+    ``O(N K^3)``, linear in ``N``.
+    """
+    k, n = np.divmod(np.arange(K * N, dtype=np.int64), N)
+    return n * K + k
+
+
 def assemble(
-    n_nodes: int, N: int, batches: list[fac.FactorBatch], extra: tuple[FloatArray, FloatArray] | None = None
+    n_nodes: int,
+    N: int,
+    batches: list[fac.FactorBatch],
+    extra: tuple[FloatArray, FloatArray] | None = None,
+    order: IntArray | None = None,
 ) -> tuple[FloatArray, FloatArray, float]:
     """Accumulate ``H`` (lower banded) and ``g`` over factor batches.
 
     Args:
         n_nodes: number of nodes (variables ``18 n_nodes``).
-        N: nodes per slice (sets the bandwidth).
+        N: nodes per slice (sets the smallest bandwidth in time-major order).
         batches: whitened factors.
-        extra: a dense ``(H, g)`` on the first variables (a marginal prior).
+        extra: a dense ``(H, g)`` on the first variables (a marginal prior; time-major order only).
+        order: position in the system of each flat node (default: the flat, time-major order),
+            e.g. :func:`arc_major_order`; ``ab`` and ``g`` are then in that order.
 
     Returns:
-        ``ab`` (``(18 (N + 1), 18 n_nodes)`` lower-banded ``H``), ``g`` and the robust cost.
+        ``ab`` (lower-banded ``H``, as many rows as the widest factor needs), ``g`` and the robust cost.
     """
     nvar = DOF * n_nodes
-    off = N if extra is None else max(N, extra[1].size // DOF - 1)
+    if order is not None:
+        if extra is not None:
+            raise ContinuumError("a dense marginal prior needs the time-major order")
+        batches = [fac.FactorBatch(b.name, [order[n] for n in b.nodes], b.jac, b.r, b.cauchy) for b in batches]
+        off = 0
+    else:
+        off = N if extra is None else max(N, extra[1].size // DOF - 1)
     for b in batches:
         if b.size and len(b.nodes) > 1:
             stack = np.stack(b.nodes)

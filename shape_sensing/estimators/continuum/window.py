@@ -5,14 +5,23 @@ adds a slice ``1/rate`` after the newest (initialised by constant-velocity
 extrapolation), attaches the measurements that arrived since, and runs a few
 Gauss-Newton iterations on the window (banded, with the marginal prior on its
 oldest slice). When the window is over size, its oldest slice is marginalised
-at the step's last linearisation: the factors touching it (its along-s priors,
-the time priors to the next slice, the measurements between them, the
-previous marginal prior) are assembled densely over the two oldest slices,
-and the Schur complement of the oldest slice's 18 N block leaves a Gaussian
-prior on the next slice (a dense 18 N x 18 N Cholesky: the only dense solve,
-independent of the trajectory length). The oldest slice is then final: it is the
-fixed-lag smoother output, ``(size - 1) / rate`` seconds behind the newest
-data.
+at the step's last linearisation from the factors touching it (its along-s
+priors, the time priors to the next slice, the measurements between them, the
+previous marginal prior). The oldest slice is then final: it is the fixed-lag
+smoother output, ``(size - 1) / rate`` seconds behind the newest data.
+
+Two marginalisations (``marginal=``):
+
+* ``"chain"`` (default): the marginal prior is the Markov-in-s projection
+  of the exact marginal (see :mod:`~shape_sensing.estimators.continuum.marginal`),
+  which couples only neighbouring nodes, and the window's variables are
+  ordered arc-length-major whenever that band (half bandwidth
+  ``18 (p (size + 1) + 1)`` for a prior of Markov order ``p = band``,
+  independent of ``N``) is narrower than the time-major one (``18 (N + 2)``):
+  every step costs ``O(N)``.
+* ``"exact"``: the Schur complement of the oldest slice's ``18 N`` block,
+  a dense ``18 N x 18 N`` prior on the next slice (a dense Cholesky), with
+  the window ordered time-major: every step costs ``O(N^3)``.
 """
 
 from __future__ import annotations
@@ -27,11 +36,13 @@ from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.factors import FactorBatch
+from shape_sensing.estimators.continuum.marginal import ChainPrior, chain_prior_factor, marginalize_chain
 from shape_sensing.estimators.continuum.model import DOF, GridState, Measurements, Weights, straight_state
 from shape_sensing.estimators.continuum.solver import (
     AssignedMeasurements,
     MarginalPrior,
     _prior_terms,
+    arc_major_order,
     assemble,
     assemble_dense,
     assign_measurements,
@@ -70,6 +81,8 @@ class SlidingWindow:
         tol: convergence threshold on the largest step entry.
         init: optional ``(T (N,4,4), eps (N,6), varpi (N,6))`` of the first slice; straight at rest otherwise.
         covariance: keep the Laplace covariance (6x6, right perturbation) of the tip pose of every finalised slice.
+        marginal: ``"chain"`` (banded, linear in the number of nodes) or ``"exact"`` (dense Schur complement).
+        band: Markov order along s of the chain marginal prior (nodes coupled at most this far apart).
     """
 
     def __init__(
@@ -84,6 +97,8 @@ class SlidingWindow:
         tol: float = 1e-5,
         init: tuple[FloatArray, FloatArray, FloatArray] | None = None,
         covariance: bool = False,
+        marginal: str = "chain",
+        band: int = 1,
     ) -> None:
         s_nodes = np.asarray(s_nodes, dtype=np.float64)
         if s_nodes.ndim != 1 or s_nodes.size < 2 or np.any(np.diff(s_nodes) <= 0):
@@ -94,6 +109,12 @@ class SlidingWindow:
             raise ContinuumError(f"time-node rate must be > 0, got {rate}")
         if iterations < 1:
             raise ContinuumError(f"iterations must be >= 1, got {iterations}")
+        if marginal not in ("chain", "exact"):
+            raise ContinuumError(f"marginal must be 'chain' or 'exact', got {marginal!r}")
+        if band < 1:
+            raise ContinuumError(f"marginal band must be >= 1, got {band}")
+        self.marginal = marginal
+        self.band = int(band)
         self.weights = weights
         self.rate = float(rate)
         self.size = int(size)
@@ -103,7 +124,7 @@ class SlidingWindow:
         if init is not None:
             st.T[0], st.eps[0], st.varpi[0] = init
         self.state: GridState = st
-        self.prior: MarginalPrior | None = None
+        self.prior: MarginalPrior | ChainPrior | None = None
         self.buffer = Measurements()
         self.first_slice_index = 0  # global index of the window's oldest slice
         self.final_t: list[float] = []
@@ -156,26 +177,36 @@ class SlidingWindow:
         N = state.N
         base = self._base_slices(state.K)
         marginalize = self.size < state.K
+        chain = self.marginal == "chain"
+        # arc-length-major when it gives the narrower band: a factor then spans at most max(p K, K + 1)
+        # positions (the prior couples nodes p apart), against N + 1 time-major
+        order = arc_major_order(state.K, N) if chain and max(self.band * state.K, state.K + 1) < N + 1 else None
         converged = False
         cost = 0.0
         it = 0
-        new_prior: MarginalPrior | None = None
+        new_prior: MarginalPrior | ChainPrior | None = None
         while it < self.iterations:
             it += 1
             batches = build_factors(state, self.weights, am, base_slices=base)
             extra = None
             pc = 0.0
-            if self.prior is not None:
+            if isinstance(self.prior, ChainPrior):
+                T, e, v = state.T[0], state.eps[0], state.varpi[0]
+                batches.append(chain_prior_factor(T, e, v, np.arange(N, dtype=np.int64), self.prior))
+            elif self.prior is not None:
                 Hp, gp, pc = _prior_terms(state, self.prior)
                 extra = (Hp, gp)
-            ab, g, cost = assemble(state.K * N, N, batches, extra)
+            ab, g, cost = assemble(state.K * N, N, batches, extra, order)
             cost += pc
             dx = solve_banded(ab, g)
             converged = float(np.abs(dx).max()) < self.tol
+            tip = N - 1 if order is None else int(order[N - 1])
+            if order is not None:
+                dx = dx.reshape(-1, DOF)[order].reshape(-1)
             if marginalize and (converged or it == self.iterations):
-                new_prior = self._schur(state, batches, extra)
+                new_prior = self._chain(state, batches) if chain else self._schur(state, batches, extra)
                 if self.covariance:
-                    self.final_cov.append(node_covariances(ab, [N - 1], slice(0, 6))[0])
+                    self.final_cov.append(node_covariances(ab, [tip], slice(0, 6))[0])
             state = state.retract(dx)
             if converged:
                 break
@@ -187,11 +218,9 @@ class SlidingWindow:
             info.finalized.append(self._drop_oldest(new_prior))
         return info
 
-    def _schur(
-        self, state: GridState, batches: list[FactorBatch], extra: tuple[FloatArray, FloatArray] | None
-    ) -> MarginalPrior:
-        """Marginal prior on slice 1 from the factors touching slice 0 (Schur complement of slice 0's block)."""
-        N = state.N
+    @staticmethod
+    def _touching(N: int, batches: list[FactorBatch]) -> list[FactorBatch]:
+        """The factors touching slice 0 (flat nodes below ``N``)."""
         touching = []
         for b in batches:
             mask = np.zeros(b.size, dtype=bool)
@@ -199,7 +228,20 @@ class SlidingWindow:
                 mask |= n < N
             if mask.any():
                 touching.append(b.select(mask))
-        H, g = assemble_dense(2 * N, touching, extra)
+        return touching
+
+    def _chain(self, state: GridState, batches: list[FactorBatch]) -> ChainPrior:
+        """Chain (Markov-in-s) prior on slice 1 from the factors touching slice 0, in ``O(N)``."""
+        N = state.N
+        ab, g, _ = assemble(2 * N, N, self._touching(N, batches), order=arc_major_order(2, N))
+        return marginalize_chain(ab, g, state.T[1], state.eps[1], state.varpi[1], self.band)
+
+    def _schur(
+        self, state: GridState, batches: list[FactorBatch], extra: tuple[FloatArray, FloatArray] | None
+    ) -> MarginalPrior:
+        """Marginal prior on slice 1 from the factors touching slice 0 (Schur complement of slice 0's block)."""
+        N = state.N
+        H, g = assemble_dense(2 * N, self._touching(N, batches), extra)
         m = N * DOF
         Hmm, Hmr, Hrr = H[:m, :m], H[:m, m:], H[m:, m:]
         cf = cho_factor(Hmm, lower=True, check_finite=False)
@@ -208,7 +250,7 @@ class SlidingWindow:
         gn = g[m:] - Hmr.T @ X[:, m]
         return MarginalPrior(state.T[1].copy(), state.eps[1].copy(), state.varpi[1].copy(), 0.5 * (Hn + Hn.T), gn)
 
-    def _drop_oldest(self, prior: MarginalPrior) -> float:
+    def _drop_oldest(self, prior: MarginalPrior | ChainPrior) -> float:
         st = self.state
         t0, t1 = float(st.t[0]), float(st.t[1])
         self.prior = prior
