@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.linalg import LinAlgError, cho_solve_banded, cholesky_banded
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
@@ -48,6 +49,7 @@ from shape_sensing.geometry import FloatArray
 
 __all__ = [
     "ChainPrior",
+    "banded_block_ldl",
     "block_ldl",
     "block_tridiagonal",
     "chain_prior_factor",
@@ -137,12 +139,8 @@ def chain_prior_factor(
     return FactorBatch("chain_prior", [idx[ctx[:, j]] for j in range(p)] + [idx], jacs, r)
 
 
-def block_tridiagonal(ab: FloatArray, b: int) -> tuple[FloatArray, FloatArray]:
-    """Diagonal ``(m, b, b)`` and sub-diagonal ``(m - 1, b, b)`` blocks of a lower-banded symmetric matrix.
-
-    Raises:
-        ContinuumError: the band is wider than block tridiagonal with blocks of ``b``.
-    """
+def _blocks(ab: FloatArray, b: int) -> tuple[FloatArray, NDArray[np.bool_], FloatArray]:
+    """Lower triangles of the diagonal blocks, their validity mask, and the sub-diagonal blocks of banded storage."""
     bw, nvar = ab.shape
     m = nvar // b
     if m * b != nvar:
@@ -155,13 +153,54 @@ def block_tridiagonal(ab: FloatArray, b: int) -> tuple[FloatArray, FloatArray]:
     cols = np.arange(m)[:, None, None] * b + q[None]
     lower = p >= q
     D = np.where(lower[None], abp[np.where(lower, p - q, 0)[None], cols], 0.0)
-    D = D + np.swapaxes(np.where(lower, D, 0.0) * ~np.eye(b, dtype=bool)[None], 1, 2)
     E = abp[(b + p - q)[None], cols[:-1]]  # rows of block n+1, columns of block n
+    return D, lower, E
+
+
+def block_tridiagonal(ab: FloatArray, b: int) -> tuple[FloatArray, FloatArray]:
+    """Diagonal ``(m, b, b)`` and sub-diagonal ``(m - 1, b, b)`` blocks of a lower-banded symmetric matrix.
+
+    Raises:
+        ContinuumError: the band is wider than block tridiagonal with blocks of ``b``.
+    """
+    D, lower, E = _blocks(ab, b)
+    D = D + np.swapaxes(np.where(lower, D, 0.0) * ~np.eye(b, dtype=bool)[None], 1, 2)
     return D, E
 
 
-def selected_inverse(piv: FloatArray, L: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Block tridiagonal of ``H^-1`` from the block LDL^T of :func:`block_ldl` (``O(m b^3)``).
+def banded_block_ldl(ab: FloatArray, g: FloatArray, b: int) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Block LDL^T of a block-tridiagonal SPD matrix from LAPACK's banded Cholesky, and the solution of ``H x = g``.
+
+    The same factorisation as :func:`block_ldl` (the Cholesky factor of a
+    block-tridiagonal matrix is block bidiagonal), with one LAPACK call instead
+    of a Python loop of small ones.
+
+    Returns:
+        Inverse pivots ``P^-1`` ``(m, b, b)``, unit lower factor blocks ``L`` ``(m - 1, b, b)`` and ``x``.
+
+    Raises:
+        ContinuumError: not positive definite, or the band is too wide.
+    """
+    bw = ab.shape[0]
+    abp = np.zeros((max(bw, 2 * b), ab.shape[1]))
+    abp[:bw] = ab
+    try:
+        cb = cholesky_banded(abp, lower=True, check_finite=False)
+    except LinAlgError as exc:
+        raise ContinuumError("the factors of the marginalised slice are not positive definite") from exc
+    x = np.asarray(cho_solve_banded((cb, True), g, check_finite=False))
+    Ld, _, Lo = _blocks(cb[: 2 * b], b)
+    Ldinv = np.linalg.inv(Ld)
+    return np.swapaxes(Ldinv, 1, 2) @ Ldinv, Lo @ Ldinv[:-1], x
+
+
+def selected_inverse(piv: FloatArray, L: FloatArray, *, inverted: bool = False) -> tuple[FloatArray, FloatArray]:
+    """Block tridiagonal of ``H^-1`` from a block LDL^T (``O(m b^3)``).
+
+    Args:
+        piv: pivots ``P`` ``(m, b, b)`` of :func:`block_ldl`, or their inverses if ``inverted``.
+        L: unit lower factor's sub-diagonal blocks ``(m - 1, b, b)``.
+        inverted: ``piv`` already holds ``P^-1`` (as from :func:`banded_block_ldl`).
 
     Returns:
         ``S`` (``(m, b, b)``, ``H^-1[n, n]``) and ``Sl`` (``(m - 1, b, b)``, ``H^-1[n+1, n]``).
@@ -169,7 +208,7 @@ def selected_inverse(piv: FloatArray, L: FloatArray) -> tuple[FloatArray, FloatA
     m = piv.shape[0]
     S = np.empty_like(piv)
     Sl = np.empty_like(L)
-    Dinv = np.linalg.inv(piv)
+    Dinv = piv if inverted else np.linalg.inv(piv)
     S[m - 1] = Dinv[m - 1]
     for n in range(m - 2, -1, -1):
         Sl[n] = -S[n + 1] @ L[n]
@@ -250,10 +289,9 @@ def marginalize_chain(
     abp[0, ab.shape[1] :] = 1.0  # padding nodes: decoupled, unit information
     gp = np.zeros(nvar)
     gp[: g.size] = g
-    D, E = block_tridiagonal(abp, b)
-    piv, L = block_ldl(D, E)
-    S, Sl = selected_inverse(piv, L)
-    x = solve_ldl(piv, L, -gp.reshape(m, b)).reshape(-1, nb)[:N]
+    pinv, L, x = banded_block_ldl(abp, -gp, b)
+    S, Sl = selected_inverse(pinv, L, inverted=True)
+    x = x.reshape(-1, nb)[:N]
     mu = x[:, DOF:]
 
     def cov(i: int, j: int) -> FloatArray:
