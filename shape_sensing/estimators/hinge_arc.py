@@ -114,7 +114,7 @@ SCHEMA = Schema(
         Param("frame_prefix", str, "", "prefix of every published frame id"),
         Param("publish_rate", float, 30.0, "shape publishing rate", min=0.1, max=1000.0, unit="Hz"),
         Param("marker_rate", float, 5.0, "body marker publishing rate (at most the shape rate)", min=0.1, unit="Hz"),
-        Param("arc_samples", int, 6, "backbone points per bend arc for Path and markers", min=1, max=64),
+        Param("arc_samples", int, 4, "backbone points per bend arc for Path and markers", min=1, max=64),
     ),
     description="Hinge-arc shape of a vine robot from distributed IMUs.",
 )
@@ -136,7 +136,7 @@ class HingeArcConfig:
     orientation_noise: float = np.deg2rad(0.5)
     drift_rate: float = np.deg2rad(1.33) / 60.0
     first_mount: FloatArray = field(default_factory=lambda: np.eye(3))
-    arc_samples: int = 6
+    arc_samples: int = 4
     base_frame: str = "vine_base"
     tip_frame: str = "vine_tip"
 

@@ -70,11 +70,13 @@ def header(stamp_ns: int, frame_id: str, factory: MessageFactory | None = None) 
 def _vec3(
     v: Sequence[float] | FloatArray, factory: MessageFactory | None, typename: str = "geometry_msgs/msg/Vector3"
 ) -> Any:
-    return _f(factory).make(typename, x=float(v[0]), y=float(v[1]), z=float(v[2]))
+    # Every field is given, so the class is called directly (the hot path of paths and markers).
+    return _f(factory).cls(typename)(x=float(v[0]), y=float(v[1]), z=float(v[2]))
 
 
 def _quat(q: Sequence[float] | FloatArray, factory: MessageFactory | None) -> Any:
-    return _f(factory).make("geometry_msgs/msg/Quaternion", x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3]))
+    cls = _f(factory).cls("geometry_msgs/msg/Quaternion")
+    return cls(x=float(q[0]), y=float(q[1]), z=float(q[2]), w=float(q[3]))
 
 
 def _cov9(cov: FloatArray | None, *, unknown: float = 0.0) -> FloatArray:
@@ -393,7 +395,7 @@ def shape_markers(
 ) -> Any:
     """MarkerArray of a shape: body tube, backbone line, frame spheres, tip covariance ellipsoid."""
     hdr = header(shape.stamp_ns, frame_prefix + shape.parent_frame, factory)
-    body = tube_mesh(_decimate(shape.backbone, 60), shape.radius, 10)
+    body = tube_mesh(_decimate(shape.backbone, 48), shape.radius, 8)
     markers = [
         _marker(factory, hdr, f"{ns}/body", 0, MARKER_TRIANGLE_LIST, points=body, rgba=rgba),
         _marker(

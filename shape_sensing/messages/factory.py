@@ -82,10 +82,17 @@ class MessageFactory:
         self.distro = distro
         self.typestore = get_typestore(DISTROS[distro])
         self._plans: dict[str, Any] = {}
+        self._classes: dict[str, Any] = {}
 
     # -- classes ---------------------------------------------------------
     def cls(self, typename: str) -> Any:
         """The message class for ``pkg/msg/Name``."""
+        found = self._classes.get(typename)
+        if found is None:
+            found = self._classes[typename] = self._lookup(typename)
+        return found
+
+    def _lookup(self, typename: str) -> Any:
         if self.backend == "rosbags":
             try:
                 return self.typestore.types[typename]
