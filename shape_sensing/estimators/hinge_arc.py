@@ -58,6 +58,7 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from shape_sensing.config import Param, Schema
 from shape_sensing.geometry import FloatArray
@@ -143,8 +144,6 @@ class HingeArcConfig:
     @classmethod
     def from_params(cls, params: dict[str, object], n_sensors: int | None = None) -> HingeArcConfig:
         """Build from a parameter mapping (validated by :data:`SCHEMA`)."""
-        from scipy.spatial.transform import Rotation
-
         p = SCHEMA.validate(params)
         n = len(p["imu_topics"]) if n_sensors is None else n_sensors
         if p["sensor_positions"]:
@@ -186,21 +185,7 @@ class HingeArcConfig:
 
 def quats_to_matrices(q: FloatArray) -> FloatArray:
     """``(n, 4)`` ``[x, y, z, w]`` quaternions (normalised here) to ``(n, 3, 3)`` matrices."""
-    q = q / np.linalg.norm(q, axis=1, keepdims=True)
-    x, y, z, w = q.T
-    xx, yy, zz = x * x, y * y, z * z
-    xy, xz, yz, wx, wy, wz = x * y, x * z, y * z, w * x, w * y, w * z
-    out = np.empty((len(q), 3, 3))
-    out[:, 0, 0] = 1 - 2 * (yy + zz)
-    out[:, 0, 1] = 2 * (xy - wz)
-    out[:, 0, 2] = 2 * (xz + wy)
-    out[:, 1, 0] = 2 * (xy + wz)
-    out[:, 1, 1] = 1 - 2 * (xx + zz)
-    out[:, 1, 2] = 2 * (yz - wx)
-    out[:, 2, 0] = 2 * (xz - wy)
-    out[:, 2, 1] = 2 * (yz + wx)
-    out[:, 2, 2] = 1 - 2 * (xx + yy)
-    return out
+    return Rotation.from_quat(q).as_matrix()
 
 
 @dataclass(frozen=True)
