@@ -177,13 +177,96 @@ def nodes_scaling(repeats: int) -> None:
         print(f"  {label:<30} p = {_slope(ns, ts):.2f}   (N = 20..50: p = {_slope(ns[2:], ts[2:]):.2f})")
 
 
+#: Multiplier groups of the coordinate search (weight vector, entries).
+TUNE_GROUPS: list[tuple[str, tuple[int, ...]]] = [
+    ("Q1", (0, 1, 2)),
+    ("Q1", (3, 4, 5)),
+    ("Q2", (0, 1, 2)),
+    ("Q2", (3, 4, 5)),
+    ("Q3", (0, 1, 2)),
+    ("Q3", (3, 4, 5)),
+    ("R_pose", (0, 1, 2)),
+    ("R_pose", (3, 4, 5)),
+    ("R_gyro", (0, 1, 2)),
+    ("P0", (6, 7, 8)),
+]
+SIZES = {"P0": 18, "Q1": 6, "Q2": 6, "Q3": 6, "R_pose": 6, "R_gyro": 3}
+
+
+def tune(dataset: Path, trial_names: list[str], passes: int) -> dict[str, tuple[float, ...]]:
+    """Coordinate search of weight multipliers on the given trials only (the batch's pooled all-s RMSE).
+
+    Objective: the sum over the trials of ``pos_rmse / authors_pos +
+    rot_rmse / authors_rot`` (the authors' batch figures of each trial), from
+    the published weights; each pass tries x1/10, x1/3, x3, x10 on every group
+    in turn and keeps the best if it lowers the objective by more than 0.2 %.
+    Trials not named are held out.
+    """
+    from shape_sensing.estimators.continuum.estimator import Tuning
+    from shape_sensing.eval_continuum import run_estimator, score
+
+    trials = [load_trial(dataset, name) for name in trial_names]
+    mult = {k: np.ones(n) for k, n in SIZES.items()}
+
+    def objective(m: dict[str, np.ndarray]) -> float:
+        tn = Tuning(multipliers={k: tuple(float(x) for x in v) for k, v in m.items()})
+        total = 0.0
+        for name, trial in zip(trial_names, trials, strict=True):
+            ref = AUTHORS[(name, "batch")]
+            res = run_estimator(trial, "batch", tuning=tn, covariance=False)
+            a = score(trial, res.state, trial.config.start_time, trial.config.end_time)["all"]
+            total += float(a["pos_mm"]["rmse"] / ref["all_mm"] + a["rot_deg"]["rmse"] / ref["all_deg"])
+        return total
+
+    best = objective(mult)
+    print(f"== coordinate search on {', '.join(trial_names)} only (batch, pooled all-s objective) ==")
+    print(f"start {best:.4f}")
+    for p in range(passes):
+        for key, idx in TUNE_GROUPS:
+            cand = None
+            for f in (0.1, 1 / 3, 3.0, 10.0):
+                m = {k: v.copy() for k, v in mult.items()}
+                m[key][list(idx)] *= f
+                j = objective(m)
+                if j < best * (1 - 2e-3) and (cand is None or j < cand[0]):
+                    cand = (j, m)
+            if cand is not None:
+                best, mult = cand
+                print(f"pass {p + 1}: {key}{list(idx)} -> {mult[key][list(idx)][0]:.4g}   objective {best:.4f}")
+    out = {k: tuple(float(x) for x in v) for k, v in mult.items() if np.any(v != 1.0)}
+    print(f"multipliers: {out}")
+    return out
+
+
+def pose_noise(dataset: Path, trial_name: str) -> tuple[float, float]:
+    """Print the pose-sensor noise of a trial from the sensors' own samples (no ground truth)."""
+    from shape_sensing.eval_continuum import pose_sensor_noise
+
+    lin, ang = pose_sensor_noise(load_trial(dataset, trial_name))
+    print(f"pose-sensor noise on {trial_name} (second differences, no ground truth): {lin:.3g} m^2, {ang:.3g} rad^2")
+    return lin, ang
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--dense-seconds", type=float, default=1.0)
     parser.add_argument("--skip-trials", action="store_true", help="skip the per-trial RTF table")
+    parser.add_argument(
+        "--tune",
+        metavar="TRIALS",
+        help="only run the coordinate search of weight multipliers on TRIALS (comma-separated) and print them",
+    )
+    parser.add_argument("--passes", type=int, default=2, help="passes of the coordinate search")
+    parser.add_argument("--noise", metavar="TRIAL", help="only print the pose-sensor noise of TRIAL (no ground truth)")
     args = parser.parse_args()
+    if args.tune:
+        tune(args.dataset, args.tune.split(","), args.passes)
+        return
+    if args.noise:
+        pose_noise(args.dataset, args.noise)
+        return
     if not args.skip_trials:
         rtf_table(args.dataset, args.repeats)
     dense_reference(args.dataset, args.dense_seconds)

@@ -44,9 +44,12 @@ from shape_sensing.io.space_time_dataset import Trial, load_trial
 __all__ = [
     "AUTHORS",
     "DEFAULT_TUNING",
+    "HELD_OUT_TUNING",
     "EvalResult",
     "add_arguments",
+    "default_tuning",
     "evaluate_trial",
+    "pose_sensor_noise",
     "run",
     "run_estimator",
     "score",
@@ -65,29 +68,100 @@ AUTHORS: dict[tuple[str, str], dict[str, float]] = {
     ("extensible", "batch"): {"tip_mm": 2.26, "tip_deg": 1.29, "all_mm": 2.84, "all_deg": 1.18, "rtf": 0.22},
 }
 
-#: Tuning used for the README figures (per robot config name): multipliers of the dataset's own weights,
-#: chosen by a coordinate search on the pooled all-s RMSE (batch) of the three robot-2 trials for robot2
-#: and of the one robot-1 trial (``extensible``, simulated) for robot1. ``--untuned`` runs the configs as
-#: published.
-DEFAULT_TUNING: dict[str, Tuning] = {
-    "robot2": Tuning(
-        multipliers={
-            "Q1": (3.0, 3.0, 3.0, 0.3, 0.3, 0.3),
-            "Q3": (1e-3, 1e-3, 1e-3, 1e-2, 1e-2, 1e-2),
-            "R_pose": (1.0, 1.0, 1.0, 3.0, 3.0, 3.0),
-            "P0": (1.0,) * 6 + (0.3, 0.3, 0.3) + (1.0,) * 9,
-        }
-    ),
-    "robot1": Tuning(
-        multipliers={
-            "Q1": (10.0, 10.0, 10.0, 3.0, 3.0, 3.0),
-            "Q2": (3.0, 3.0, 3.0, 1.0, 1.0, 1.0),
-            "Q3": (0.03, 0.03, 0.03, 1.0, 1.0, 1.0),
-            "R_pose": (1.0, 1.0, 1.0, 0.03, 0.03, 0.03),
-            "P0": (1.0,) * 6 + (0.1, 0.1, 0.1) + (1.0,) * 9,
-        }
-    ),
+#: Weight multipliers are chosen by rules that never look at the score of the trial they are reported on.
+#:
+#: * Robot 2 (the real robot; trials slow_free_space, fast_contact, impulse_1): a coordinate search
+#:   (``benchmarks/bench_continuum.py --tune TRIALS``: from the published weights, 2 passes of x1/10, x1/3,
+#:   x3, x10 per group of three entries, on the batch's pooled all-s RMSE over TRIALS). A trial is scored with
+#:   the multipliers searched on the OTHER robot-2 trials (leave one trial out, :data:`HELD_OUT_TUNING`).
+#:   fast_contact and impulse_1 are two windows of one recording, so each is not fully independent of the
+#:   other. Unknown (hidden) robot-2 trials and the node's defaults use the search on all three
+#:   (:data:`DEFAULT_TUNING`).
+#: * Robot 1 (the simulated extensible robot; one trial, nothing to hold out): the published weights with
+#:   ``R_pose`` set to the pose sensors' noise measured from their own samples, without ground truth
+#:   (second differences, ``benchmarks/bench_continuum.py --noise extensible``: 5.4e-6 m^2, 1.4e-4 rad^2).
+#:
+#: ``--untuned`` runs the configs as published.
+_NOT_FAST: dict[str, tuple[float, ...]] = {
+    "P0": (1.0,) * 6 + (1 / 3, 1 / 3, 1 / 3) + (1.0,) * 9,
+    "Q1": (1.0, 1.0, 1.0, 1 / 30, 1 / 30, 1 / 30),
+    "Q2": (0.1, 0.1, 0.1, 10.0, 10.0, 10.0),
+    "Q3": (10.0, 10.0, 10.0, 0.01, 0.01, 0.01),
+    "R_pose": (0.1,) * 6,
 }
+_NOT_SLOW: dict[str, tuple[float, ...]] = {
+    "Q1": (3.0, 3.0, 3.0, 1 / 3, 1 / 3, 1 / 3),
+    "Q2": (0.1, 0.1, 0.1, 1.0, 1.0, 1.0),
+    "Q3": (1.0, 1.0, 1.0, 0.01, 0.01, 0.01),
+}
+_NOT_IMPULSE: dict[str, tuple[float, ...]] = {
+    "P0": (1.0,) * 6 + (0.1, 0.1, 0.1) + (1.0,) * 9,
+    "Q1": (0.3, 0.3, 0.3, 0.1, 0.1, 0.1),
+    "Q2": (0.1, 0.1, 0.1, 10.0, 10.0, 10.0),
+    "Q3": (10.0, 10.0, 10.0, 1 / 30, 1 / 30, 1 / 30),
+}
+_ALL3: dict[str, tuple[float, ...]] = {
+    "P0": (1.0,) * 6 + (0.1, 0.1, 0.1) + (1.0,) * 9,
+    "Q1": (3.0, 3.0, 3.0, 0.1, 0.1, 0.1),
+    "Q2": (1 / 30, 1 / 30, 1 / 30, 3.0, 3.0, 3.0),
+    "Q3": (10.0, 10.0, 10.0, 0.01, 0.01, 0.01),
+    "R_pose": (1.0, 1.0, 1.0, 0.1, 0.1, 0.1),
+}
+
+DEFAULT_TUNING: dict[str, Tuning] = {
+    "robot2": Tuning(multipliers=_ALL3),
+    "robot1": Tuning(multipliers={"R_pose": (0.54, 0.54, 0.54, 0.55, 0.55, 0.55)}),
+}
+
+#: Per robot-2 trial: (the trials the search ran on, the multipliers it found). None of them is the trial itself.
+HELD_OUT_TUNING: dict[str, tuple[tuple[str, ...], Tuning]] = {
+    "slow_free_space": (("fast_contact", "impulse_1"), Tuning(multipliers=_NOT_SLOW)),
+    "fast_contact": (("slow_free_space", "impulse_1"), Tuning(multipliers=_NOT_FAST)),
+    "impulse_1": (("slow_free_space", "fast_contact"), Tuning(multipliers=_NOT_IMPULSE)),
+}
+
+
+def pose_sensor_noise(trial: Trial) -> tuple[float, float]:
+    """Pose-sensor noise variances (m^2 per axis, rad^2 per axis) from the sensors' own samples, no ground truth.
+
+    For white noise of variance ``v`` on a motion that is smooth at the
+    sampling rate, the second difference of consecutive body-frame increments
+    ``log(T_k^-1 T_k+1)`` has variance ``6 v``; a robust spread (1.4826 x median
+    absolute deviation) keeps the motion's own curvature out. Pooled (mean) over
+    every pose sensor and over the three linear and the three angular axes. It
+    measures white noise only: a tracker's slowly varying (distortion) error is
+    invisible to it, which is why it sets ``R_pose`` only for the simulated robot.
+
+    Raises:
+        ValueError: the trial has no pose sensor with at least 3 samples in its window.
+    """
+    c = trial.config
+    var = []
+    for st in trial.of_kind("aurora"):
+        w = st.window(c.start_time, c.end_time)
+        if w.t.size < 3:
+            continue
+        T = lie.exp(w.values)
+        d = lie.log(lie.inv(T[:-1]) @ T[1:])
+        dd = d[1:] - d[:-1]
+        mad = 1.4826 * np.median(np.abs(dd - np.median(dd, axis=0)), axis=0)
+        var.append(mad**2 / 6.0)
+    if not var:
+        raise ValueError(f"trial {c.name!r} has no pose sensor with 3 or more samples in its window")
+    v = np.asarray(var)
+    return float(v[:, :3].mean()), float(v[:, 3:].mean())
+
+
+def default_tuning(trial_name: str, robot_name: str) -> tuple[Tuning, str]:
+    """The multipliers a trial is scored with by default, and where they come from."""
+    held = HELD_OUT_TUNING.get(trial_name)
+    if held is not None:
+        return held[1], "searched on " + ", ".join(held[0]) + f" (held out: {trial_name})"
+    if robot_name == "robot2":
+        return DEFAULT_TUNING["robot2"], "searched on slow_free_space, fast_contact, impulse_1"
+    if robot_name == "robot1":
+        return DEFAULT_TUNING["robot1"], "published, R_pose from the pose sensors' own noise (no ground truth)"
+    return Tuning(), "published"
 
 
 @dataclass
@@ -124,7 +198,7 @@ def run_estimator(
     ``marginal`` chooses the window's marginalisation: ``"chain"`` (banded, linear in the
     number of nodes; Markov order ``band`` along s) or ``"exact"`` (dense Schur complement).
     """
-    tn = tuning or DEFAULT_TUNING.get(trial.robot.name, Tuning())
+    tn = tuning or default_tuning(trial.config.name, trial.robot.name)[0]
     t0 = trial.config.start_time
     t1 = trial.config.end_time if t_end is None else min(t_end, trial.config.end_time)
     w = weights_from_trial(trial, tn)
@@ -213,6 +287,10 @@ def evaluate_trial(
 ) -> tuple[dict[str, Any], Trial, EvalResult]:
     """Load, estimate, score; returns the metrics, the trial and the raw result."""
     trial = load_trial(dataset_dir, trial_name)
+    if tuning is None:
+        tuning, weights = default_tuning(trial.config.name, trial.robot.name)
+    else:
+        weights = "published" if tuning == Tuning() else "given"
     res = run_estimator(
         trial,
         estimator,
@@ -232,6 +310,7 @@ def evaluate_trial(
         "trial": trial_name,
         "robot": trial.robot.name,
         "estimator": estimator,
+        "weights": weights,
         "marginal": (f"chain (band {band})" if marginal == "chain" else marginal) if estimator == "window" else None,
         "span_s": span,
         "runtime_s": res.runtime,
@@ -423,6 +502,7 @@ def run(args: argparse.Namespace) -> int:
         f"in {metrics['runtime_s']:.2f} s (RTF {metrics['rtf']:.2f}), "
         f"{metrics['slices']} slices x {metrics['nodes']} nodes"
     )
+    print(f"weights: {metrics['weights']}")
     print(f"{'s (m)':>8} {'n':>5} {'pos RMSE mm':>12} {'pos MAE mm':>11} {'rot RMSE deg':>13} {'rot MAE deg':>12}")
     for s, d in metrics["per_s"].items():
         print(

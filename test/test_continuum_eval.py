@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,9 +11,17 @@ import pytest
 
 from shape_sensing.cli import main as cli_main
 from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.estimator import weights_from_trial
+from shape_sensing.estimators.continuum.estimator import Tuning, weights_from_trial
 from shape_sensing.estimators.continuum.model import GridState
-from shape_sensing.eval_continuum import DEFAULT_TUNING, evaluate_trial, score, write_bag
+from shape_sensing.eval_continuum import (
+    DEFAULT_TUNING,
+    HELD_OUT_TUNING,
+    default_tuning,
+    evaluate_trial,
+    pose_sensor_noise,
+    score,
+    write_bag,
+)
 from shape_sensing.io.bag import bag_topics, read_bag
 from shape_sensing.io.space_time_dataset import load_trial
 from shape_sensing.schemas import schema_for
@@ -108,3 +117,27 @@ def test_node_config_and_defaults_are_the_evaluated_weights() -> None:
     for key in ("P0", "Q1", "Q2", "Q3", "R_pose", "R_gyro"):
         assert np.allclose(from_yaml[key], getattr(w, key)) and np.allclose(defaults[key], getattr(w, key))
     assert from_yaml["prior_factor"] == defaults["prior_factor"] == w.prior_factor
+
+
+def test_default_weights_are_never_searched_on_the_scored_trial() -> None:
+    """Each robot-2 trial is scored with multipliers searched on the other robot-2 trials only."""
+    assert sorted(HELD_OUT_TUNING) == ["fast_contact", "impulse_1", "slow_free_space"]
+    for trial, (searched_on, tuning) in HELD_OUT_TUNING.items():
+        assert trial not in searched_on and len(searched_on) == 2
+        assert default_tuning(trial, "robot2") == (tuning, f"searched on {', '.join(searched_on)} (held out: {trial})")
+    tn, why = default_tuning("a_hidden_trial", "robot2")
+    assert tn == DEFAULT_TUNING["robot2"] and "slow_free_space, fast_contact, impulse_1" in why
+    assert default_tuning("extensible", "robot1")[0] == DEFAULT_TUNING["robot1"]
+    assert default_tuning("x", "robot9") == (Tuning(), "published")
+
+
+@needs_data
+def test_robot1_pose_noise_rule_gives_the_default_r_pose() -> None:
+    """robot1's R_pose multipliers are the pose sensors' own noise (no ground truth) over the published R_pose."""
+    tr = load_trial(DATASET, "extensible")
+    lin, ang = pose_sensor_noise(tr)
+    mult = np.asarray(DEFAULT_TUNING["robot1"].multipliers["R_pose"])
+    assert np.allclose(mult * tr.robot.R_pose, [lin] * 3 + [ang] * 3, rtol=0.02)
+    empty = dataclasses.replace(tr, config=dataclasses.replace(tr.config, start_time=5.0, end_time=6.0))
+    with pytest.raises(ValueError, match="trial 'extensible' has no pose sensor with 3 or more samples"):
+        pose_sensor_noise(empty)
