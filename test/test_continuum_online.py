@@ -35,9 +35,10 @@ def _stream():
     return sample_measurements(fn, pt, [0.0, 0.4], gt, [0.2, 0.4], pose_sigma=(1e-3, 1e-2), gyro_sigma=1e-2, rng=rng)
 
 
-def test_tracker_matches_offline_window() -> None:
+@pytest.mark.parametrize("marginal", ["chain", "exact"])
+def test_tracker_matches_offline_window(marginal: str) -> None:
     meas = _stream()
-    tr = ContinuumTracker(PARAMS)
+    tr = ContinuumTracker({**PARAMS, "marginal": marginal})
     t0_ns = 1_000_000_000_000
     # the first sample fixes the time origin: feed a base pose exactly at t = 0 first
     events = [(0.0, "pose", 0, np.eye(4))]
@@ -52,7 +53,7 @@ def test_tracker_matches_offline_window() -> None:
     assert all(b.stamp_ns - a.stamp_ns == 50_000_000 for a, b in itertools.pairwise(out))
     # offline: the same samples through the window directly
     w = tr.weights
-    win = SlidingWindow(w, tr.s_nodes, 20.0, 0.0, size=4, iterations=2)
+    win = SlidingWindow(w, tr.s_nodes, 20.0, 0.0, size=4, iterations=2, marginal=marginal)
     from shape_sensing.estimators.continuum.model import Measurements
 
     m0 = Measurements(pose_t=np.array([0.0]), pose_s=np.array([0.0]), pose_mat=np.eye(4)[None])
@@ -89,6 +90,8 @@ def test_bad_samples_are_counted_and_skipped() -> None:
         ({"Q1": [1.0] * 5}, "Q1 must have 6 entries"),
         ({"R_gyro": [1.0, 0.0, 1.0]}, "R_gyro"),
         ({"window_size": 1}, "window_size"),
+        ({"marginal": "dense"}, "marginal"),
+        ({"marginal_band": 0}, "marginal_band"),
     ],
 )
 def test_bad_parameters(change: dict, match: str) -> None:

@@ -60,6 +60,14 @@ SCHEMA = Schema(
         Param("rate", float, 30.0, "time slices per second", min=1.0, max=1000.0, unit="Hz"),
         Param("window_size", int, 4, "slices in the window; lag = (window_size - 1) / rate", min=2, max=100),
         Param("iterations", int, 1, "Gauss-Newton iterations per step", min=1, max=50),
+        Param(
+            "marginal",
+            str,
+            "chain",
+            "marginalisation of the oldest slice: chain (banded prior, cost linear in nodes) or exact (dense)",
+            choices=("chain", "exact"),
+        ),
+        Param("marginal_band", int, 1, "chain prior couples nodes at most this far apart along s", min=1, max=50),
         Param("latency", float, 0.02, "wait this long past a slice time for late samples", min=0.0, unit="s"),
         Param("P0", "float[]", _P0, "base prior variances [pose | strain | velocity]", check=_positive),
         Param("Q1", "float[]", [90.0] * 3 + [800.0] * 3, "acceleration noise power in time", check=_positive),
@@ -205,6 +213,8 @@ class ContinuumTracker:
                 size=p["window_size"],
                 iterations=p["iterations"],
                 covariance=True,
+                marginal=p["marginal"],
+                band=p["marginal_band"],
             )
         win = self.window
         out: list[ShapeEstimate] = []
