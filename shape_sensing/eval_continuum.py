@@ -81,7 +81,8 @@ AUTHORS: dict[tuple[str, str], dict[str, float]] = {
 #:   ``R_pose`` set to the pose sensors' noise measured from their own samples, without ground truth
 #:   (second differences, ``benchmarks/bench_continuum.py --noise extensible``: 5.4e-6 m^2, 1.4e-4 rad^2).
 #:
-#: ``--untuned`` runs the configs as published.
+#: ``--untuned`` runs the configs as published; ``--in-sample`` scores a robot-2 trial with the search on all three
+#: (the node's defaults: the trial's own score took part in choosing them, so it is no evidence).
 _NOT_FAST: dict[str, tuple[float, ...]] = {
     "P0": (1.0,) * 6 + (1 / 3, 1 / 3, 1 / 3) + (1.0,) * 9,
     "Q1": (1.0, 1.0, 1.0, 1 / 30, 1 / 30, 1 / 30),
@@ -459,6 +460,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--duration", type=float, default=None, help="only the first DURATION seconds of the trial")
     parser.add_argument("--no-outputs", action="store_true", help="skip the plot and the bag")
     parser.add_argument("--untuned", action="store_true", help="use the robot config's weights as published")
+    parser.add_argument(
+        "--in-sample",
+        action="store_true",
+        help="use the node's default weights (searched on every robot-2 trial, this one included)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -472,11 +478,19 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--duration must be > 0, got {args.duration}")
         trial_probe = load_trial(args.dataset_dir, args.trial)
         t_end = trial_probe.config.start_time + args.duration
+    if args.untuned and args.in_sample:
+        raise ValueError("--untuned and --in-sample exclude each other")
+    tuning = None
+    if args.untuned:
+        tuning = Tuning()
+    elif args.in_sample:
+        probe = trial_probe or load_trial(args.dataset_dir, args.trial)
+        tuning = default_tuning("", probe.robot.name)[0]
     metrics, trial, res = evaluate_trial(
         args.dataset_dir,
         args.trial,
         args.estimator,
-        tuning=Tuning() if args.untuned else None,
+        tuning=tuning,
         window_size=args.window_size,
         iterations=args.iterations,
         t_end=t_end,
@@ -484,6 +498,8 @@ def run(args: argparse.Namespace) -> int:
         band=args.band,
     )
     metrics["tuned"] = not args.untuned
+    if args.in_sample:
+        metrics["weights"] = "in sample: " + default_tuning("", metrics["robot"])[1]
     if not args.no_outputs:
         args.out.mkdir(parents=True, exist_ok=True)
         png = args.out / f"{args.trial}_{args.estimator}.png"

@@ -101,6 +101,8 @@ def test_cli_untuned_uses_published_weights(capsys: pytest.CaptureFixture[str]) 
 def test_cli_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["eval-continuum", str(tmp_path), "nope", "--no-outputs"]) == 2
     assert "not a space_time_continuum dataset" in capsys.readouterr().err
+    assert cli_main(["eval-continuum", str(tmp_path), "x", "--untuned", "--in-sample", "--no-outputs"]) == 2
+    assert "--untuned and --in-sample exclude each other" in capsys.readouterr().err
     if DATASET.is_dir():
         assert cli_main(["eval-continuum", str(DATASET), "nope", "--no-outputs"]) == 2
         assert "unknown trial 'nope'" in capsys.readouterr().err
