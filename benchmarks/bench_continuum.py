@@ -16,6 +16,13 @@ Printed (figures only, nothing asserted):
   prior, each also per node, and the fitted exponent ``p`` of ``cost ~ N^p``
   (least-squares slope in log-log) for each.
 
+Two more modes print the rules that chose the default weights (see
+``shape_sensing.eval_continuum.HELD_OUT_TUNING``):
+
+* ``--tune TRIALS``: the coordinate search of weight multipliers on the
+  comma-separated TRIALS only (the others are held out);
+* ``--noise TRIAL``: the pose sensors' noise from their own samples (no ground truth).
+
 Run: ``.venv/bin/python benchmarks/bench_continuum.py [--dataset DIR] [--repeats 3]``
 """
 
