@@ -36,6 +36,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--every-k", type=int, default=1, help="use every k-th IMU (spacing re-analysis; default 1)")
     parser.add_argument("--rate", type=float, default=100.0, help="IMU rate in Hz (default 100)")
+    parser.add_argument(
+        "--register-level",
+        action="store_true",
+        help="read the IMUs as the BNO055 driver does: simulated BNO055 registers behind simulated TCA9548A muxes",
+    )
 
 
 def run_demo(
@@ -49,6 +54,7 @@ def run_demo(
     distro: str = "jazzy",
     progress: bool = True,
     picture: bool = True,
+    register_level: bool = False,
 ) -> dict[str, Any]:
     """Run the demo; returns the metrics. Writes ``out/vine-imu.mcap`` and ``out/vine-imu.png``."""
     if duration <= 0:
@@ -58,6 +64,12 @@ def run_demo(
     out = prepare_out_dir(out)
     sim = VineSimulator(VineSimConfig(scenario=scenario, duration=duration, seed=seed, rate=rate))
     n = sim.config.n_sensors
+    imu_source = sim.imu_samples
+    if register_level:  # the same samples, through BNO055/TCA9548A register simulators and the real driver
+        from shape_sensing.sim.register_level import RegisterLevelSource
+
+        imu_source = RegisterLevelSource(sim.imu_samples, seed=seed)
+    sensor_index = {name: i for i, name in enumerate(sim.sensor_names)}
     params = ESTIMATOR_SCHEMA.defaults() | {"imu_topics": [f"imu_{i:02d}/data" for i in range(n)], "every_k": every_k}
     tracker = VineImuTracker(params)
     ns = DEFAULT_NAMESPACE
@@ -105,7 +117,8 @@ def run_demo(
             length_msg = length_message(stamp, sim.base_frame, truth.length, velocity, f)
             writer.write(length_topic, length_msg, stamp, qos="sensor")
             consume(tracker.push_length(stamp, float(length_msg.position[0])))
-            for i, sample in enumerate(sim.imu_samples(t)):
+            for sample in imu_source(t):
+                i = sensor_index[sample.frame_id]
                 m = msgs.imu_to_msg(sample, f)
                 writer.write(imu_topics[i], m, stamp, qos="sensor")
                 consume(tracker.push_imu(i, msgs.imu_from_msg(m)))
@@ -125,6 +138,8 @@ def run_demo(
         "runtime_s": round(runtime, 3),
         "bag": str(bag_path),
     }
+    if register_level:
+        metrics["imu_source"] = "register-level (BNO055 driver over simulated I2C muxes)"
     if picture:
         png = out / "vine-imu.png"
         _plot(png, snapshots, np.asarray(err_t), np.asarray(errors.errors), scenario)
@@ -179,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
         rate=args.rate,
         distro=args.distro,
         progress=not args.json,
+        register_level=args.register_level,
     )
     print_metrics(metrics, args.json, title=f"vine-imu demo ({args.scenario})")
     return 0
