@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from shape_sensing.geometry import FloatArray
+from shape_sensing.geometry import FloatArray, hat
 
 __all__ = ["adj", "curly", "exp", "inv", "jl", "jl_inv", "jr", "jr_inv", "log", "skew", "so3_log"]
 
@@ -26,15 +26,8 @@ _SMALL = 1e-5
 
 
 def skew(v: FloatArray) -> FloatArray:
-    """``(M, 3)`` -> ``(M, 3, 3)`` skew-symmetric matrices."""
-    out = np.zeros((*v.shape[:-1], 3, 3))
-    out[..., 0, 1] = -v[..., 2]
-    out[..., 0, 2] = v[..., 1]
-    out[..., 1, 0] = v[..., 2]
-    out[..., 1, 2] = -v[..., 0]
-    out[..., 2, 0] = -v[..., 1]
-    out[..., 2, 1] = v[..., 0]
-    return out
+    """``(M, 3)`` -> ``(M, 3, 3)`` skew-symmetric matrices (:func:`shape_sensing.geometry.hat`)."""
+    return hat(v)
 
 
 def _coeffs(theta: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:

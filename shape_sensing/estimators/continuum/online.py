@@ -23,6 +23,7 @@ from shape_sensing.estimators.continuum.model import GridState, Measurements, We
 from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
+from shape_sensing.pipelines.common import RateThrottle
 from shape_sensing.types import ShapeEstimate
 
 __all__ = ["CONTINUUM_TOPICS", "SCHEMA", "ContinuumMessages", "ContinuumTracker", "TrackerStats"]
@@ -72,9 +73,7 @@ SCHEMA = Schema(
         Param("P0", "float[]", _P0, "base prior variances [pose | strain | velocity]", check=_positive),
         Param("Q1", "float[]", [90.0] * 3 + [800.0] * 3, "acceleration noise power in time", check=_positive),
         Param("Q2", "float[]", [0.8 / 30] * 3 + [3e3] * 3, "strain-rate noise power along s", check=_positive),
-        Param(
-            "Q3", "float[]", [8.0] * 3 + [1e2] * 3, "strain random walk in time / velocity along s", check=_positive
-        ),
+        Param("Q3", "float[]", [8.0] * 3 + [1e2] * 3, "strain random walk in time / velocity along s", check=_positive),
         Param("prior_factor", float, 0.15, "multiplies every prior covariance", min=1e-12),
         Param("R_pose", "float[]", [2e-5] * 3 + [2.5e-4] * 3, "pose variances (m^2, rad^2)", check=_positive),
         Param("R_gyro", "float[]", [1e-6] * 3, "gyroscope variances ((rad/s)^2)", check=_positive),
@@ -302,8 +301,7 @@ class ContinuumMessages:
     def __init__(self, factory: Any, frame_prefix: str = "", marker_rate: float = 5.0) -> None:
         self.factory = factory
         self.prefix = frame_prefix
-        self.marker_period_ns = round(1e9 / marker_rate)
-        self._last_marker_ns: int | None = None
+        self.markers = RateThrottle(marker_rate)
 
     def build(self, shape: ShapeEstimate, tip_cov6: FloatArray | None = None) -> list[tuple[str, Any]]:
         """``(topic, message)`` pairs: TF per node, path, tip pose with covariance, markers when due."""
@@ -316,7 +314,6 @@ class ContinuumMessages:
             ("shape/path", msgs.path_msg(stamp, parent, shape.backbone, f)),
             ("shape/tip", msgs.pose_with_covariance_stamped(stamp, parent, shape.tip_pose, tip_cov6, f)),
         ]
-        if self._last_marker_ns is None or stamp - self._last_marker_ns >= self.marker_period_ns:
-            self._last_marker_ns = stamp
+        if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, frame_prefix=self.prefix, factory=f)))
         return out
