@@ -14,10 +14,12 @@ from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.estimator import Tuning, weights_from_trial
 from shape_sensing.estimators.continuum.model import GridState
 from shape_sensing.eval_continuum import (
+    DEFAULT_ROBOT2,
     DEFAULT_TUNING,
     HELD_OUT_TUNING,
     default_tuning,
     evaluate_trial,
+    noise_family,
     pose_sensor_noise,
     score,
     write_bag,
@@ -119,16 +121,24 @@ def test_node_config_and_defaults_are_the_evaluated_weights() -> None:
     for key in ("P0", "Q1", "Q2", "Q3", "R_pose", "R_gyro"):
         assert np.allclose(from_yaml[key], getattr(w, key)) and np.allclose(defaults[key], getattr(w, key))
     assert from_yaml["prior_factor"] == defaults["prior_factor"] == w.prior_factor
+    assert from_yaml["cauchy_space"] == defaults["cauchy_space"] == w.cauchy_space
 
 
-def test_default_weights_are_never_searched_on_the_scored_trial() -> None:
-    """Each robot-2 trial is scored with multipliers searched on the other robot-2 trials only."""
+def test_default_weights_are_never_chosen_on_the_scored_trial() -> None:
+    """Each robot-2 trial is scored with a family member chosen on the other robot-2 trials only."""
+    family = noise_family()
+    assert len(family) == 72
     assert sorted(HELD_OUT_TUNING) == ["fast_contact", "impulse_1", "slow_free_space"]
-    for trial, (searched_on, tuning) in HELD_OUT_TUNING.items():
-        assert trial not in searched_on and len(searched_on) == 2
-        assert default_tuning(trial, "robot2") == (tuning, f"searched on {', '.join(searched_on)} (held out: {trial})")
+    for trial, (chosen_on, name, tuning) in HELD_OUT_TUNING.items():
+        assert trial not in chosen_on and len(chosen_on) == 2
+        assert family[name] == tuning
+        assert default_tuning(trial, "robot2") == (
+            tuning,
+            f"noise model {name} chosen on {', '.join(chosen_on)} (held out: {trial})",
+        )
     tn, why = default_tuning("a_hidden_trial", "robot2")
-    assert tn == DEFAULT_TUNING["robot2"] and "slow_free_space, fast_contact, impulse_1" in why
+    assert tn == DEFAULT_TUNING["robot2"] == family[DEFAULT_ROBOT2]
+    assert "slow_free_space, fast_contact, impulse_1" in why
     assert default_tuning("extensible", "robot1")[0] == DEFAULT_TUNING["robot1"]
     assert default_tuning("x", "robot9") == (Tuning(), "published")
 

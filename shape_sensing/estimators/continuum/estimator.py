@@ -26,6 +26,7 @@ class Tuning:
     Attributes:
         cauchy_pose: Cauchy scale of pose factors (whitened units), ``None`` = least squares.
         cauchy_gyro: same for gyroscope factors.
+        cauchy_space: same for the along-s strain prior (abrupt strain changes at contacts).
         gyro_saturation: readings with any axis at or beyond this (rad/s) are dropped.
         fixed_base: base prior on every slice (clamped base).
         prior_scale: extra multiplier of the prior covariances.
@@ -40,6 +41,7 @@ class Tuning:
 
     cauchy_pose: float | None = None
     cauchy_gyro: float | None = None
+    cauchy_space: float | None = None
     gyro_saturation: float = 4.9
     fixed_base: bool = True
     prior_scale: float = 1.0
@@ -77,6 +79,7 @@ def weights_from_trial(trial: Trial, tuning: Tuning | None = None) -> Weights:
         measurement_factor=r.measurement_factor,
         cauchy_pose=tn.cauchy_pose,
         cauchy_gyro=tn.cauchy_gyro,
+        cauchy_space=tn.cauchy_space,
         fixed_base=tn.fixed_base,
         T0=c.T0,
         epsilon0=c.epsilon0,

@@ -54,6 +54,9 @@ class Weights:
         cauchy_pose: Cauchy scale (in whitened units) of the pose factors, ``None`` for least squares.
         cauchy_gyro: same for the gyroscope factors.
         cauchy_prior: same for every prior factor (along s, in time, base; normally ``None``).
+        cauchy_space: same for the along-s strain prior only (overrides ``cauchy_prior`` there): the
+            strain may then change abruptly along s where a contact or a segment end bends the robot,
+            while it stays smooth elsewhere.
         fixed_base: apply the base prior at every time slice (a clamped base), not only the first.
         T0: base pose of the prior (4x4).
         epsilon0: strain of the base prior (6).
@@ -71,6 +74,7 @@ class Weights:
     cauchy_pose: float | None = None
     cauchy_gyro: float | None = None
     cauchy_prior: float | None = None
+    cauchy_space: float | None = None
     fixed_base: bool = True
     T0: FloatArray = field(default_factory=lambda: np.eye(4))
     epsilon0: FloatArray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0]))
@@ -83,7 +87,7 @@ class Weights:
             v = getattr(self, name)
             if not np.isfinite(v) or v <= 0:
                 raise ContinuumError(f"weight {name} must be > 0, got {v!r}")
-        for name in ("cauchy_pose", "cauchy_gyro", "cauchy_prior"):
+        for name in ("cauchy_pose", "cauchy_gyro", "cauchy_prior", "cauchy_space"):
             v = getattr(self, name)
             if v is not None and (not np.isfinite(v) or v <= 0):
                 raise ContinuumError(f"{name} must be > 0 or None, got {v!r}")

@@ -33,7 +33,7 @@ _log = logging.getLogger(__name__)
 # Defaults: the real two-segment tendon-driven robot of the space_time_continuum dataset: robot2.json's
 # weights with the multipliers searched on its three trials (eval_continuum.DEFAULT_TUNING["robot2"]; the
 # held-out evidence for that search is in the README).
-_P0 = [8e-5] * 3 + [1e-3] * 3 + [1e-3] * 3 + [1e3, 1e3, 1e-4] + [1e2] * 6
+_P0 = [8e-5] * 3 + [1e-3] * 3 + [1e-5] * 3 + [1e3, 1e3, 1e-4] + [1e2] * 6
 
 
 def _check_lengths(key: str, n: int) -> Any:
@@ -71,15 +71,23 @@ SCHEMA = Schema(
         Param("marginal_band", int, 1, "chain prior couples nodes at most this far apart along s", min=1, max=50),
         Param("latency", float, 0.02, "wait this long past a slice time for late samples", min=0.0, unit="s"),
         Param("P0", "float[]", _P0, "base prior variances [pose | strain | velocity]", check=_positive),
-        Param("Q1", "float[]", [90.0] * 3 + [800.0] * 3, "acceleration noise power in time", check=_positive),
-        Param("Q2", "float[]", [0.8 / 30] * 3 + [3e3] * 3, "strain-rate noise power along s", check=_positive),
-        Param("Q3", "float[]", [8.0] * 3 + [1e2] * 3, "strain random walk in time / velocity along s", check=_positive),
+        Param("Q1", "float[]", [30.0] * 3 + [8e3] * 3, "acceleration noise power in time", check=_positive),
+        Param("Q2", "float[]", [8e-4] * 3 + [1e2] * 3, "strain-rate noise power along s", check=_positive),
+        Param("Q3", "float[]", [0.8] * 3 + [1e4] * 3, "strain random walk in time / velocity along s", check=_positive),
         Param("prior_factor", float, 0.15, "multiplies every prior covariance", min=1e-12),
-        Param("R_pose", "float[]", [2e-5] * 3 + [2.5e-4] * 3, "pose variances (m^2, rad^2)", check=_positive),
+        Param("R_pose", "float[]", [2e-5] * 3 + [2.5e-3] * 3, "pose variances (m^2, rad^2)", check=_positive),
         Param("R_gyro", "float[]", [1e-6] * 3, "gyroscope variances ((rad/s)^2)", check=_positive),
         Param("measurement_factor", float, 1.0, "multiplies every measurement covariance", min=1e-12),
         Param("cauchy_pose", float, 0.0, "Cauchy scale of pose factors (whitened); 0 = least squares", min=0.0),
         Param("cauchy_gyro", float, 0.0, "Cauchy scale of gyro factors (whitened); 0 = least squares", min=0.0),
+        Param(
+            "cauchy_space",
+            float,
+            3.0,
+            "Cauchy scale of the along-s strain prior (whitened; abrupt strain changes at segment ends and "
+            "contacts); 0 = least squares",
+            min=0.0,
+        ),
         Param(
             "gyro_saturation", float, 4.9, "readings at or beyond this on any axis are skipped", min=0.0, unit="rad/s"
         ),
@@ -144,6 +152,7 @@ class ContinuumTracker:
             measurement_factor=p["measurement_factor"],
             cauchy_pose=p["cauchy_pose"] or None,
             cauchy_gyro=p["cauchy_gyro"] or None,
+            cauchy_space=p["cauchy_space"] or None,
             fixed_base=p["fixed_base"],
         )
         self.window: SlidingWindow | None = None

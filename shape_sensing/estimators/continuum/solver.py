@@ -228,6 +228,8 @@ def build_factors(
         out.append(fac.strain_walk(eps, ta, tb, dts, pf * w.Q3))
     for b in out:
         b.cauchy = w.cauchy_prior
+        if b.name == "space_prior" and w.cauchy_space is not None:
+            b.cauchy = w.cauchy_space
     if base_slices is None:
         base_slices = range(K) if w.fixed_base else range(min(K, 1))
     bi = np.asarray(list(base_slices), dtype=np.int64) * N
