@@ -146,7 +146,7 @@ class BatchEstimator:
     """
 
     def __init__(
-        self, weights: Weights, s_nodes: FloatArray, rate: float, *, max_iterations: int = 30, tol: float = 1e-6
+        self, weights: Weights, s_nodes: FloatArray, rate: float, *, max_iterations: int = 50, tol: float = 1e-6
     ) -> None:
         self.weights = weights
         self.s_nodes = np.asarray(s_nodes, dtype=np.float64)
