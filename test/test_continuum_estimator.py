@@ -183,6 +183,9 @@ def test_bad_inputs_name_the_problem() -> None:
         _weights(Q1=[1.0] * 5)
     with pytest.raises(ContinuumError, match="weight R_gyro must hold finite variances > 0"):
         _weights(R_gyro=[1.0, 0.0, 1.0])
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ContinuumError, match="cauchy_space must be > 0 or None"):
+            _weights(cauchy_space=bad)
     with pytest.raises(ContinuumError, match="arc-length nodes must be >= 2 increasing"):
         BatchEstimator(_weights(), np.array([0.0, 0.2, 0.1]), 10)
     with pytest.raises(ContinuumError, match="window size must be >= 2"):
