@@ -60,6 +60,7 @@ from shape_sensing.estimators.continuum.synthetic import bending_strain, sample_
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.eval_continuum import AUTHORS, evaluate_trial, noise_family
 from shape_sensing.io.space_time_dataset import load_trial
+from shape_sensing.runtime import retain_heap
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[1].parent / "shared" / "datasets" / "space_time_continuum"
 TRIALS = ["slow_free_space", "fast_contact", "impulse_1", "extensible"]
@@ -338,9 +339,18 @@ def main() -> None:
     parser.add_argument(
         "--select", action="store_true", help="only score the noise-model family and print the held-out choices"
     )
+    parser.add_argument(
+        "--default-heap",
+        action="store_true",
+        help="leave glibc's allocator at its defaults (the node and eval-continuum call retain_heap)",
+    )
     parser.add_argument("--jobs", type=int, default=2, help="worker processes of --select")
     parser.add_argument("--noise", metavar="TRIAL", help="only print the pose-sensor noise of TRIAL (no ground truth)")
     args = parser.parse_args()
+    if args.default_heap:
+        print("glibc heap: defaults (freed blocks go back to the kernel)")
+    else:
+        print(f"glibc heap: freed memory retained (shape_sensing.runtime.retain_heap): {retain_heap()}")
     if args.tune:
         tune(args.dataset, args.tune.split(","), args.passes, args.objective)
         return

@@ -40,6 +40,7 @@ from shape_sensing.estimators.continuum.solver import blas_single_thread
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.space_time_dataset import Trial, load_trial
+from shape_sensing.runtime import retain_heap
 
 __all__ = [
     "AUTHORS",
@@ -484,6 +485,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``eval-continuum``."""
     import json
+
+    retain_heap()
 
     t_end = None
     trial_probe = None

@@ -32,6 +32,7 @@ from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.runtime import retain_heap
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
 __all__ = ["NODE_NAME", "ContinuumEstimatorNode", "main"]
@@ -116,6 +117,7 @@ class ContinuumEstimatorNode:
 
 def main(args: Sequence[str] | None = None) -> int:
     """Console-script entry: run the node until shut down; non-zero exit on a bad configuration."""
+    retain_heap()  # keep the window's per-step arrays resident (see shape_sensing.runtime)
     return run(NODE_NAME, ContinuumEstimatorNode, args)
 
 

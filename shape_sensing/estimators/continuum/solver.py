@@ -405,7 +405,7 @@ def assemble(
     if allf.size and allf.max() >= bw * nvar:
         raise ContinuumError("a factor couples nodes farther apart than the band allows")
     ab = np.bincount(allf, weights=np.concatenate(vals) if vals else None, minlength=bw * nvar).reshape(bw, nvar)
-    return ab.astype(np.float64), np.asarray(g, dtype=np.float64), cost
+    return np.asarray(ab, dtype=np.float64), np.asarray(g, dtype=np.float64), cost
 
 
 def assemble_dense(
