@@ -112,8 +112,8 @@ def noise_family() -> dict[str, Tuning]:
                         "P0": (1.0,) * 6 + (stretch,) * 3 + (1.0,) * 9,
                         "R_pose": (1.0,) * 3 + (rot,) * 3,
                     }
-                    name = f"s{stretch:g}b{bend:g}r{rot:g}c{cauchy:g}" if cauchy else f"s{stretch:g}b{bend:g}r{rot:g}c-"
-                    out[name] = Tuning(multipliers=mult, cauchy_space=cauchy)
+                    tag = f"{cauchy:g}" if cauchy else "-"
+                    out[f"s{stretch:g}b{bend:g}r{rot:g}c{tag}"] = Tuning(multipliers=mult, cauchy_space=cauchy)
     return out
 
 
@@ -129,9 +129,12 @@ DEFAULT_TUNING: dict[str, Tuning] = {
 
 #: Per robot-2 trial: (the trials the choice was made on, the member's name, its tuning). None is the trial itself.
 HELD_OUT_TUNING: dict[str, tuple[tuple[str, ...], str, Tuning]] = {
-    "slow_free_space": (("fast_contact", "impulse_1"), "s0.01b0.1r1c-", _FAMILY["s0.01b0.1r1c-"]),
-    "fast_contact": (("slow_free_space", "impulse_1"), "s0.001b0.1r1c3", _FAMILY["s0.001b0.1r1c3"]),
-    "impulse_1": (("slow_free_space", "fast_contact"), "s0.001b0.1r1c3", _FAMILY["s0.001b0.1r1c3"]),
+    trial: (chosen_on, name, _FAMILY[name])
+    for trial, chosen_on, name in (
+        ("slow_free_space", ("fast_contact", "impulse_1"), "s0.01b0.1r1c-"),
+        ("fast_contact", ("slow_free_space", "impulse_1"), "s0.001b0.1r1c3"),
+        ("impulse_1", ("slow_free_space", "fast_contact"), "s0.001b0.1r1c3"),
+    )
 }
 
 
@@ -172,9 +175,8 @@ def default_tuning(trial_name: str, robot_name: str) -> tuple[Tuning, str]:
     if held is not None:
         return held[2], f"noise model {held[1]} chosen on " + ", ".join(held[0]) + f" (held out: {trial_name})"
     if robot_name == "robot2":
-        return DEFAULT_TUNING[
-            "robot2"
-        ], f"noise model {DEFAULT_ROBOT2} chosen on slow_free_space, fast_contact, impulse_1"
+        why = f"noise model {DEFAULT_ROBOT2} chosen on slow_free_space, fast_contact, impulse_1"
+        return DEFAULT_TUNING["robot2"], why
     if robot_name == "robot1":
         return DEFAULT_TUNING["robot1"], "published, R_pose from the pose sensors' own noise (no ground truth)"
     return Tuning(), "published"

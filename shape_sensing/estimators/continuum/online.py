@@ -31,8 +31,8 @@ __all__ = ["CONTINUUM_TOPICS", "SCHEMA", "ContinuumMessages", "ContinuumTracker"
 _log = logging.getLogger(__name__)
 
 # Defaults: the real two-segment tendon-driven robot of the space_time_continuum dataset: robot2.json's
-# weights with the multipliers searched on its three trials (eval_continuum.DEFAULT_TUNING["robot2"]; the
-# held-out evidence for that search is in the README).
+# weights made inextensible, with bending x 0.1 along s and a Cauchy along-s prior: the noise model chosen
+# on its three trials (eval_continuum.DEFAULT_TUNING["robot2"]; held-out evidence in the README).
 _P0 = [8e-5] * 3 + [1e-3] * 3 + [1e-5] * 3 + [1e3, 1e3, 1e-4] + [1e2] * 6
 
 
