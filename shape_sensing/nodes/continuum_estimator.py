@@ -90,7 +90,12 @@ class ContinuumEstimatorNode:
         self.publish(self.tracker.push_gyro(index, sample.stamp_ns, sample.angular_velocity))
 
     def _on_pose(self, index: int, msg: Any) -> None:
-        T = msgs.pose_to_matrix(msg.pose.pose)
+        try:
+            T = msgs.pose_to_matrix(msg.pose.pose)
+        except ValueError as exc:  # zero or non-finite quaternion
+            self.tracker.stats.skipped_bad += 1
+            self.node.get_logger().warning(f"skipped a bad pose: {exc}", throttle_duration_sec=5.0)
+            return
         self.publish(self.tracker.push_pose(index, msgs.stamp_from_msg(msg), T))
 
     def publish(self, estimates: Sequence[ShapeEstimate]) -> None:

@@ -1,0 +1,111 @@
+"""Stand-ins for the few rclpy pieces a node's constructor touches, to test node wiring without ROS 2.
+
+A test installs them with :func:`install` (stand-in modules ``rclpy``, ``rclpy.parameter``, ``rclpy.qos``,
+``rcl_interfaces.msg`` and any extra ones) and builds the node class on a :class:`FakeNode`, which records
+publishers, subscriptions, services and timers so the test can call the callbacks and read what was sent.
+Messages come from the rosbags backend of the same conversion layer (the real ROS 2 definitions).
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+import pytest
+
+from shape_sensing.messages.factory import default_factory
+
+PARAMETER_TYPES = ["BOOL", "INTEGER", "DOUBLE", "STRING", "BOOL_ARRAY", "INTEGER_ARRAY", "DOUBLE_ARRAY", "STRING_ARRAY"]
+
+
+class Publisher:
+    def __init__(self, cls: Any, topic: str, qos: Any) -> None:
+        self.cls, self.topic, self.qos, self.sent = cls, topic, qos, []
+
+    def publish(self, msg: Any) -> None:
+        self.sent.append(msg)
+
+
+class Logger:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, text: str, **_: Any) -> None:
+        self.lines.append(text)
+
+    warning = error = debug = fatal = info
+
+
+class ParameterType(str):
+    """What the stand-in ``Parameter.Type`` members are (a declared type, not a value)."""
+
+
+class FakeNode:
+    """Records what a node object is asked to create."""
+
+    def __init__(self, name: str, overrides: dict[str, Any] | None = None) -> None:
+        self.name = name
+        self._parameter_overrides = dict(overrides or {})
+        self.publishers: dict[str, Publisher] = {}
+        self.subscriptions: dict[str, tuple[Any, Any, Any]] = {}  # topic -> (class, callback, qos)
+        self.services: dict[str, Any] = {}
+        self.timers: list[tuple[float, Any]] = []
+        self.now_ns = 1_000_000_000
+        self.logger = Logger()
+
+    def get_name(self) -> str:
+        return self.name
+
+    def declare_parameter(self, name: str, default: Any, descriptor: Any) -> Any:
+        value = self._parameter_overrides.get(name, default)
+        return types.SimpleNamespace(value=None if isinstance(value, ParameterType) else value)
+
+    def create_publisher(self, cls: Any, topic: str, qos: Any) -> Publisher:
+        self.publishers[topic] = Publisher(cls, topic, qos)
+        return self.publishers[topic]
+
+    def create_subscription(self, cls: Any, topic: str, callback: Any, qos: Any) -> None:
+        self.subscriptions[topic] = (cls, callback, qos)
+
+    def create_service(self, srv: Any, name: str, callback: Any) -> None:
+        self.services[name] = callback
+
+    def create_timer(self, period: float, callback: Any) -> None:
+        self.timers.append((period, callback))
+
+    def get_clock(self) -> Any:
+        return types.SimpleNamespace(now=lambda: types.SimpleNamespace(nanoseconds=self.now_ns))
+
+    def get_logger(self) -> Logger:
+        return self.logger
+
+
+def install(
+    monkeypatch: pytest.MonkeyPatch, node_module: str, extra_modules: dict[str, dict[str, Any]] | None = None
+) -> None:
+    """Stand-in ROS modules for the duration of a test, and the rosbags message backend in ``node_module``.
+
+    ``extra_modules`` maps further module names (e.g. ``"std_srvs.srv"``) to their attributes.
+    """
+
+    def module(name: str, **attrs: Any) -> None:
+        m = types.ModuleType(name)
+        m.__dict__.update(attrs)
+        monkeypatch.setitem(sys.modules, name, m)
+
+    module("rclpy")
+    module("rclpy.exceptions")
+    declared = types.SimpleNamespace(**{n: ParameterType(n) for n in PARAMETER_TYPES})
+    module("rclpy.parameter", Parameter=types.SimpleNamespace(Type=declared))
+    module("rclpy.qos", qos_profile_sensor_data="sensor_data", QoSProfile=lambda **kw: kw,
+           DurabilityPolicy=types.SimpleNamespace(VOLATILE="volatile", TRANSIENT_LOCAL="transient_local"),
+           HistoryPolicy=types.SimpleNamespace(KEEP_LAST="keep_last"),
+           ReliabilityPolicy=types.SimpleNamespace(RELIABLE="reliable"))  # fmt: skip
+    module("rcl_interfaces")
+    codes = types.SimpleNamespace(**{f"PARAMETER_{n}": i for i, n in enumerate(PARAMETER_TYPES)})
+    module("rcl_interfaces.msg", ParameterDescriptor=lambda **kw: kw, ParameterType=codes)
+    for name, attrs in (extra_modules or {}).items():
+        module(name, **attrs)
+    mod = __import__(node_module, fromlist=["MessageFactory"])
+    monkeypatch.setattr(mod, "MessageFactory", lambda backend: default_factory())

@@ -1,0 +1,117 @@
+"""The continuum_estimator node's wiring without ROS 2 (stand-in node and rclpy modules, real message classes).
+
+The estimator core is tested elsewhere; this checks the plumbing around it: subscriptions and publishers
+from the schema with their QoS, messages in and estimates out, bad messages counted and skipped (never an
+exception out of a callback, which would stop the node), and the status timer.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from ros_stand_ins import FakeNode, install
+
+from shape_sensing.estimators.continuum.online import CONTINUUM_TOPICS, SCHEMA
+from shape_sensing.messages import common as msgs
+from shape_sensing.messages.factory import default_factory
+
+LENGTH = 0.466
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _shipped_config() -> dict[str, Any]:
+    """The parameters of config/continuum_estimator.yaml (base and tip pose topics, two gyros)."""
+    return SCHEMA.load_yaml(ROOT / "config" / "continuum_estimator.yaml")
+
+
+@pytest.fixture
+def stand_ins(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, "shape_sensing.nodes.continuum_estimator")
+
+
+def _pose_msg(stamp_ns: int, z: float, quat: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)) -> Any:
+    f = default_factory()
+    m = f.make("geometry_msgs/msg/PoseWithCovarianceStamped")
+    m.header.stamp.sec, m.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+    m.header.frame_id = "continuum_base"
+    m.pose.pose.position.z = z
+    o = m.pose.pose.orientation
+    o.x, o.y, o.z, o.w = quat
+    return m
+
+
+def _gyro_msg(stamp_ns: int, w: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> Any:
+    m = default_factory().make("sensor_msgs/msg/Imu")
+    m.header.stamp.sec, m.header.stamp.nanosec = divmod(stamp_ns, 1_000_000_000)
+    m.orientation.w = 1.0
+    m.angular_velocity.x, m.angular_velocity.y, m.angular_velocity.z = w
+    return m
+
+
+def test_straight_robot_in_tf_path_and_tip_out(stand_ins: None) -> None:
+    from shape_sensing.nodes.continuum_estimator import ContinuumEstimatorNode
+
+    node = FakeNode("continuum_estimator", _shipped_config())
+    app = ContinuumEstimatorNode(node)
+    assert set(node.subscriptions) == {"gyro_mid/data", "gyro_tip/data", "base_pose", "tip_pose"}
+    assert all(qos == "sensor_data" for _, _, qos in node.subscriptions.values())
+    assert set(node.publishers) == set(CONTINUUM_TOPICS)
+    assert node.publishers["shape/path"].qos["reliability"] == "reliable"
+    gyro_mid, gyro_tip, base, tip = (node.subscriptions[t][1] for t in ("gyro_mid/data", "gyro_tip/data",
+                                                                       "base_pose", "tip_pose"))  # fmt: skip
+    for k in range(60):  # 1.2 s at 50 Hz of a straight, still robot
+        stamp = 5_000_000_000 + 20_000_000 * k
+        base(_pose_msg(stamp, 0.0))
+        tip(_pose_msg(stamp, LENGTH))
+        gyro_mid(_gyro_msg(stamp + 7_000_000))
+        gyro_tip(_gyro_msg(stamp + 9_000_000))
+    tfs = node.publishers["/tf"].sent
+    assert len(tfs) > 20, "about one estimate per slice at 30 Hz once the window is full"
+    last = tfs[-1].transforms
+    assert [t.child_frame_id for t in last] == [f"continuum_node_{i:02d}" for i in range(5)]
+    assert {t.header.frame_id for t in last} == {"continuum_base"}
+    z = [t.transform.translation.z for t in last]
+    assert z == pytest.approx(np.linspace(0.0, LENGTH, 5), abs=1e-4)
+    assert all(abs(t.transform.translation.x) < 1e-4 and abs(t.transform.translation.y) < 1e-4 for t in last)
+    tip_msg = node.publishers["shape/tip"].sent[-1]
+    assert tip_msg.pose.pose.position.z == pytest.approx(LENGTH, abs=1e-4)
+    cov = np.asarray(tip_msg.pose.covariance).reshape(6, 6)
+    assert np.all(np.diag(cov) > 0) and np.allclose(cov, cov.T)
+    path = node.publishers["shape/path"].sent[-1]
+    assert path.header.frame_id == "continuum_base" and len(path.poses) >= 5
+    # estimates are stamped on the slice grid, behind the newest data by the window's lag
+    stamp = msgs.stamp_from_msg(path)
+    assert 5_000_000_000 < stamp < 5_000_000_000 + 20_000_000 * 60
+    assert node.publishers["shape/markers"].sent, "markers at marker_rate"
+    # the status timer reports the counts
+    (period, status), = node.timers  # fmt: skip
+    assert period == pytest.approx(1.0)
+    status()
+    diag = node.publishers["/diagnostics"].sent[-1].status[-1]
+    values = {kv.key: kv.value for kv in diag.values}
+    assert diag.message == "estimating" and values["pose"] == "120" and values["gyro"] == "120"
+    assert app.tracker.stats.skipped_bad == 0
+
+
+def test_bad_messages_are_counted_and_skipped(stand_ins: None) -> None:
+    from shape_sensing.nodes.continuum_estimator import ContinuumEstimatorNode
+
+    node = FakeNode("continuum_estimator", _shipped_config())
+    app = ContinuumEstimatorNode(node)
+    base = node.subscriptions["base_pose"][1]
+    gyro = node.subscriptions["gyro_mid/data"][1]
+    base(_pose_msg(5_000_000_000, 0.0, quat=(0.0, 0.0, 0.0, 0.0)))  # the all-zero quaternion of a default message
+    base(_pose_msg(5_010_000_000, 0.0, quat=(0.0, 0.0, 0.0, math.nan)))
+    gyro(_gyro_msg(5_020_000_000, (math.nan, 0.0, 0.0)))
+    assert app.tracker.stats.skipped_bad == 3
+    assert app.tracker.stats.pose == 0 and app.tracker.stats.gyro == 0
+    assert any("skipped a bad pose" in line for line in node.logger.lines)
+    base(_pose_msg(5_030_000_000, 0.0))
+    assert app.tracker.stats.pose == 1
+    status = node.timers[0][1]
+    status()
+    assert node.publishers["/diagnostics"].sent[-1].status[-1].message == "no estimate in the last second"
