@@ -7,96 +7,27 @@ and the goal_pose subscription (plans chain from the predicted tip), bad goals r
 from __future__ import annotations
 
 import math
-import sys
 import types
 from typing import Any
 
 import numpy as np
 import pytest
+from ros_stand_ins import FakeNode, install
 
 from shape_sensing.estimators.growth import tip_frame
 from shape_sensing.messages.factory import default_factory
 from shape_sensing.messages.growth import pose_stamped_msg
 
 
-class _Publisher:
-    def __init__(self, topic: str, qos: Any) -> None:
-        self.topic, self.qos, self.sent = topic, qos, []
-
-    def publish(self, msg: Any) -> None:
-        self.sent.append(msg)
-
-
-class _Logger:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, text: str) -> None:
-        self.lines.append(text)
-
-    warning = error = debug = fatal = info
-
-
-class _Type(str):
-    pass
-
-
-class _FakeNode:
-    def __init__(self, overrides: dict[str, Any]) -> None:
-        self._parameter_overrides = overrides
-        self.publishers: dict[str, _Publisher] = {}
-        self.subscriptions: dict[str, Any] = {}
-        self.services: dict[str, Any] = {}
-        self.logger = _Logger()
-
-    def get_name(self) -> str:
-        return "growth_planner"
-
-    def declare_parameter(self, name: str, default: Any, descriptor: Any) -> Any:
-        value = self._parameter_overrides.get(name, default)
-        return types.SimpleNamespace(value=None if isinstance(value, _Type) else value)
-
-    def create_publisher(self, cls: Any, topic: str, qos: Any) -> _Publisher:
-        self.publishers[topic] = _Publisher(topic, qos)
-        return self.publishers[topic]
-
-    def create_subscription(self, cls: Any, topic: str, callback: Any, qos: Any) -> None:
-        self.subscriptions[topic] = callback
-
-    def create_service(self, srv: Any, name: str, callback: Any) -> None:
-        self.services[name] = callback
-
-    def get_clock(self) -> Any:
-        return types.SimpleNamespace(now=lambda: types.SimpleNamespace(nanoseconds=7_000_000_000))
-
-    def get_logger(self) -> _Logger:
-        return self.logger
-
-
 @pytest.fixture
 def ros_stand_ins(monkeypatch: pytest.MonkeyPatch) -> None:
-    def module(name: str, **attrs: Any) -> None:
-        m = types.ModuleType(name)
-        m.__dict__.update(attrs)
-        monkeypatch.setitem(sys.modules, name, m)
+    install(monkeypatch, "shape_sensing.nodes.growth_planner", {"nav_msgs": {}, "nav_msgs.srv": {"GetPlan": object}})
 
-    names = ["BOOL", "INTEGER", "DOUBLE", "STRING", "BOOL_ARRAY", "INTEGER_ARRAY", "DOUBLE_ARRAY", "STRING_ARRAY"]
-    module("rclpy")
-    module("rclpy.exceptions")
-    parameter_types = types.SimpleNamespace(**{n: _Type(n) for n in names})
-    module("rclpy.parameter", Parameter=types.SimpleNamespace(Type=parameter_types))
-    module("rclpy.qos", QoSProfile=lambda **kw: kw,
-           DurabilityPolicy=types.SimpleNamespace(VOLATILE="volatile", TRANSIENT_LOCAL="transient_local"),
-           HistoryPolicy=types.SimpleNamespace(KEEP_LAST="keep_last"),
-           ReliabilityPolicy=types.SimpleNamespace(RELIABLE="reliable"))  # fmt: skip
-    module("rcl_interfaces")
-    module("rcl_interfaces.msg", ParameterDescriptor=lambda **kw: kw,
-           ParameterType=types.SimpleNamespace(**{f"PARAMETER_{n}": i for i, n in enumerate(names)}))  # fmt: skip
-    module("nav_msgs")
-    module("nav_msgs.srv", GetPlan=object)
-    import shape_sensing.nodes.growth_planner as node_module
 
-    monkeypatch.setattr(node_module, "MessageFactory", lambda backend: default_factory())
+def _node(overrides: dict[str, Any]) -> FakeNode:
+    node = FakeNode("growth_planner", overrides)
+    node.now_ns = 7_000_000_000
+    return node
 
 
 def _goal(position, theta, gamma, frame="growing_base"):
@@ -106,7 +37,7 @@ def _goal(position, theta, gamma, frame="growing_base"):
 def test_service_and_goal_topic(ros_stand_ins: None) -> None:
     from shape_sensing.nodes.growth_planner import TOPICS, GrowthPlannerNode
 
-    node = _FakeNode({"plan_frame": "growing_base", "start_direction": [0.0, 0.0, 1.0]})
+    node = _node({"plan_frame": "growing_base", "start_direction": [0.0, 0.0, 1.0]})
     app = GrowthPlannerNode(node)
     assert set(node.publishers) == set(TOPICS)
     assert all(p.qos["reliability"] == "reliable" for p in node.publishers.values())
@@ -121,10 +52,10 @@ def test_service_and_goal_topic(ros_stand_ins: None) -> None:
     assert response.plan.header.stamp.sec == 7  # no goal stamp: the node's clock
     assert len(node.publishers["plan/markers"].sent) == 1
     # The topic chains goals from the predicted tip.
-    node.subscriptions["goal_pose"](_goal([0.5, 0.0, 0.0], 0.0, 0.0))
+    node.subscriptions["goal_pose"][1](_goal([0.5, 0.0, 0.0], 0.0, 0.0))
     first_tip = app.planner.tip.copy()
     assert np.linalg.norm(first_tip[:3, 3] - [0.5, 0.0, 0.0]) < 0.002
-    node.subscriptions["goal_pose"](_goal([0.5, 0.5, 0.0], math.pi / 2, 0.0))
+    node.subscriptions["goal_pose"][1](_goal([0.5, 0.5, 0.0], math.pi / 2, 0.0))
     path = node.publishers["plan/path"].sent[-1]
     start = path.poses[0].pose.position
     assert np.allclose([start.x, start.y, start.z], first_tip[:3, 3])
@@ -133,7 +64,7 @@ def test_service_and_goal_topic(ros_stand_ins: None) -> None:
 def test_bad_goals_get_an_empty_plan_and_a_reason(ros_stand_ins: None) -> None:
     from shape_sensing.nodes.growth_planner import GrowthPlannerNode
 
-    node = _FakeNode({"plan_frame": "growing_base", "max_length": 1.0})
+    node = _node({"plan_frame": "growing_base", "max_length": 1.0})
     GrowthPlannerNode(node)
     f = default_factory()
     for goal, reason in (
@@ -152,6 +83,6 @@ def test_unreachable_parameters_are_a_config_error(ros_stand_ins: None) -> None:
     from shape_sensing.nodes.growth_planner import GrowthPlannerNode
 
     with pytest.raises(ConfigError, match="min_radius"):
-        GrowthPlannerNode(_FakeNode({"radius": 0.05}))
+        GrowthPlannerNode(_node({"radius": 0.05}))
     with pytest.raises(ConfigError, match="zero growth"):
-        GrowthPlannerNode(_FakeNode({"step_length": 0.0}))
+        GrowthPlannerNode(_node({"step_length": 0.0}))
