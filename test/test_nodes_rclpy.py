@@ -5,7 +5,8 @@ is published to the ``hinge_arc_estimator`` node; the shape must come out on
 ``/tf`` and ``shape/path``: a straight backbone along the base z axis, two
 spacings long, stamped with the data's stamps. The simulator node must
 publish its IMU streams and the static ``world`` -> ``vine_base`` transform.
-A bad parameter must be refused with an error naming it.
+A bad parameter must be refused with an error naming it. The continuum_estimator node
+must turn base and tip poses of a straight, still robot into node frames along z.
 """
 
 from __future__ import annotations
@@ -173,4 +174,70 @@ def test_bad_parameter_is_refused_naming_it(context: Any) -> None:
         with pytest.raises(ConfigError, match=r"parameter 'spacing' rejected by ROS 2.*decimal point"):
             HingeArcEstimatorNode(node)
     finally:
+        node.destroy_node()
+
+
+def test_continuum_estimator_tracks_a_straight_robot(context: Any) -> None:
+    """Base and tip poses of a straight, still robot in; node frames along z on /tf and the tip pose out."""
+    from builtin_interfaces.msg import Time
+    from geometry_msgs.msg import PoseWithCovarianceStamped
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.qos import QoSProfile, qos_profile_sensor_data
+    from sensor_msgs.msg import Imu
+    from tf2_msgs.msg import TFMessage
+
+    from shape_sensing.nodes.continuum_estimator import ContinuumEstimatorNode
+
+    length = 0.466
+    node = _node(
+        context,
+        "continuum_estimator",
+        pose_topics=["base_pose", "tip_pose"],
+        pose_arc_lengths=[0.0, length],
+    )
+    ContinuumEstimatorNode(node)
+    helper = _node(context, "test_helper")
+    poses = [
+        helper.create_publisher(PoseWithCovarianceStamped, t, qos_profile_sensor_data)
+        for t in ("base_pose", "tip_pose")
+    ]
+    gyros = [helper.create_publisher(Imu, t, qos_profile_sensor_data) for t in ("gyro_mid/data", "gyro_tip/data")]
+    tfs: list[Any] = []
+    tips: list[Any] = []
+    helper.create_subscription(TFMessage, "/tf", tfs.append, QoSProfile(depth=100))
+    helper.create_subscription(PoseWithCovarianceStamped, "shape/tip", tips.append, QoSProfile(depth=10))
+    executor = SingleThreadedExecutor(context=context)
+    executor.add_node(node)
+    executor.add_node(helper)
+
+    def publish(k: int) -> None:
+        stamp = 2_000_000_000 + 20_000_000 * k  # 50 Hz of data
+        t = Time(sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000)
+        for pub, z in zip(poses, (0.0, length), strict=True):
+            msg = PoseWithCovarianceStamped()
+            msg.header.stamp = t
+            msg.header.frame_id = "continuum_base"
+            msg.pose.pose.position.z = z
+            msg.pose.pose.orientation.w = 1.0
+            pub.publish(msg)
+        for pub in gyros:
+            imu = Imu()
+            imu.header.stamp = t
+            imu.orientation.w = 1.0
+            pub.publish(imu)
+
+    try:
+        assert _spin_until(executor, lambda: len(tfs) >= 5 and bool(tips), publish), "no /tf or shape/tip came out"
+        last = tfs[-1].transforms
+        assert [t.child_frame_id for t in last] == [f"continuum_node_{i:02d}" for i in range(5)]
+        assert {t.header.frame_id for t in last} == {"continuum_base"}
+        z = [t.transform.translation.z for t in last]
+        assert z == pytest.approx([i * length / 4 for i in range(5)], abs=1e-3)
+        tip = tips[-1]
+        assert tip.header.frame_id == "continuum_base"
+        assert tip.pose.pose.position.z == pytest.approx(length, abs=1e-3)
+        assert all(tip.pose.covariance[i * 7] > 0.0 for i in range(6))
+    finally:
+        executor.shutdown()
+        helper.destroy_node()
         node.destroy_node()
