@@ -49,6 +49,7 @@ __all__ = [
     "HELD_OUT_TUNING",
     "EvalResult",
     "add_arguments",
+    "convergence_line",
     "default_tuning",
     "evaluate_trial",
     "noise_family",
@@ -189,9 +190,13 @@ class EvalResult:
     state: GridState
     runtime: float
     iterations: int
-    converged_fraction: float
+    #: fraction of solves (the batch's one, or every window step) whose Gauss-Newton met its tolerance;
+    #: ``None`` for a window run at one iteration per step, where it is not tested
+    converged_fraction: float | None
     tip_cov: FloatArray | None
     dropped_gyro: int
+    #: window only: largest entry of the last update any finalised slice received (how far it still moved)
+    final_update_max: float | None = None
 
 
 def single_thread_blas() -> Any:
@@ -256,9 +261,9 @@ def run_estimator(
             if win.final_cov:
                 c = np.asarray(win.final_cov)
                 tip_cov = np.concatenate([c, np.repeat(c[-1:], state.K - c.shape[0], axis=0)])
-            return EvalResult(
-                state, runtime, win.steps * iterations, win.converged_steps / max(win.steps, 1), tip_cov, dropped
-            )
+            fraction = win.converged_steps / max(win.steps, 1) if iterations > 1 else None
+            upd = max(win.final_updates) if win.final_updates else None
+            return EvalResult(state, runtime, win.total_iterations, fraction, tip_cov, dropped, upd)
     raise ValueError(f"--estimator must be 'batch' or 'window', got {estimator!r}")
 
 
@@ -335,6 +340,7 @@ def evaluate_trial(
         "rtf": span / res.runtime if res.runtime > 0 else float("inf"),
         "iterations": res.iterations,
         "converged_fraction": res.converged_fraction,
+        "final_update_max": res.final_update_max,
         "dropped_saturated_gyro": res.dropped_gyro,
         "nodes": trial.robot.N,
         "slices": int(res.state.K),
@@ -349,6 +355,24 @@ def evaluate_trial(
                 sc["all"]["pos_mm"]["rmse"] < ref["all_mm"] and sc["all"]["rot_deg"]["rmse"] < ref["all_deg"]
             )
     return metrics, trial, res
+
+
+def convergence_line(metrics: dict[str, Any]) -> str:
+    """One line on how far Gauss-Newton got, from :func:`evaluate_trial`'s metrics."""
+    frac = metrics["converged_fraction"]
+    if metrics["estimator"] == "batch":
+        verdict = "converged" if frac else "did NOT converge"
+        return f"Gauss-Newton: {metrics['iterations']} iterations, {verdict}"
+    steps = metrics["slices"] - 1
+    line = f"window: {steps} steps, {metrics['iterations']} Gauss-Newton iterations"
+    if frac is None:
+        line += " (one per step; convergence not tested, --iterations 30 tests it)"
+    else:
+        line += f"; converged in {100.0 * frac:.1f} % of steps"
+    upd = metrics.get("final_update_max")
+    if upd is not None:
+        line += f"; last update of a finalised slice <= {upd:.2g}"
+    return line
 
 
 def _plot(path: Path, trial: Trial, res: EvalResult, metrics: dict[str, Any]) -> None:
@@ -464,7 +488,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument("--out", type=Path, default=Path("out/eval_continuum"), help="plot and bag directory")
     parser.add_argument("--window-size", type=int, default=4, help="slices in the window (lag = (size-1)/rate)")
-    parser.add_argument("--iterations", type=int, default=1, help="Gauss-Newton iterations per window step")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=1,
+        help="window: Gauss-Newton iterations per step, at most (a step stops early once its largest update "
+        "entry is below 1e-5; at 1, convergence is not tested). Default 1",
+    )
     parser.add_argument(
         "--marginal",
         choices=["chain", "exact"],
@@ -538,6 +568,7 @@ def run(args: argparse.Namespace) -> int:
         f"{metrics['slices']} slices x {metrics['nodes']} nodes"
     )
     print(f"weights: {metrics['weights']}")
+    print(convergence_line(metrics))
     print(f"{'s (m)':>8} {'n':>5} {'pos RMSE mm':>12} {'pos MAE mm':>11} {'rot RMSE deg':>13} {'rot MAE deg':>12}")
     for s, d in metrics["per_s"].items():
         print(

@@ -158,6 +158,30 @@ def test_sliding_window_equals_batch_on_short_trajectory(
     assert np.abs(d_old[:, :3]).max() < 2e-3
 
 
+def test_window_reports_iterations_convergence_and_how_far_finalised_slices_still_moved() -> None:
+    """Iterated to convergence, every step meets the tolerance and a finalised slice has stopped moving;
+    at one iteration per step no step can confirm convergence and the finalised slices still move."""
+    w, meas, _ = _moving_problem()
+    rate = 20.0
+    runs = {}
+    for iterations in (1, 30):
+        win = SlidingWindow(w, S, rate, 0.0, size=4, iterations=iterations, tol=1e-8)
+        infos = [win.step(meas.between(win.t_newest, win.t_newest + 1 / rate)) for _ in range(12)]
+        assert win.total_iterations == sum(i.iterations for i in infos)
+        finals = [i.final_update for i in infos if i.finalized]
+        assert finals == win.final_updates and len(finals) == len(win.final_t) == 12 - (win.size - 1)
+        assert all(i.final_update is None for i in infos if not i.finalized)
+        runs[iterations] = win
+    conv, one = runs[30], runs[1]
+    assert conv.converged_steps == conv.steps == 12 and conv.total_iterations > 2 * 12
+    assert max(conv.final_updates) < 1e-8
+    assert one.converged_steps == 0 and one.total_iterations == 12
+    assert min(one.final_updates) > 1e-3  # still moving when finalised: one iteration is an approximation
+    # and the two outputs are close on this gentle trajectory
+    a, b = one.finalized(), conv.finalized()
+    assert np.abs(a.T[..., :3, 3] - b.T[..., :3, 3]).max() < 1e-4  # measured 2.0e-5 m
+
+
 def test_window_with_marginalisation_matches_batch_when_window_holds_everything() -> None:
     w, meas, _ = _moving_problem()
     rate, t1 = 20.0, 0.3

@@ -66,6 +66,8 @@ class StepInfo:
     converged: bool
     cost: float
     finalized: list[float] = field(default_factory=list)
+    #: largest entry of the last update applied to the slice finalised by this step (``None`` if none was)
+    final_update: float | None = None
 
 
 class SlidingWindow:
@@ -135,6 +137,9 @@ class SlidingWindow:
         self.covariance = covariance
         self.steps = 0
         self.converged_steps = 0
+        self.total_iterations = 0
+        #: per finalised slice, the largest entry of the last Gauss-Newton update it received
+        self.final_updates: list[float] = []
 
     @property
     def t_newest(self) -> float:
@@ -185,6 +190,7 @@ class SlidingWindow:
         cost = 0.0
         it = 0
         new_prior: MarginalPrior | ChainPrior | None = None
+        final_update: float | None = None
         while it < self.iterations:
             it += 1
             batches = build_factors(state, self.weights, am, base_slices=base)
@@ -204,6 +210,7 @@ class SlidingWindow:
             if order is not None:
                 dx = dx.reshape(-1, DOF)[order].reshape(-1)
             if marginalize and (converged or it == self.iterations):
+                final_update = float(np.abs(dx[: N * DOF]).max())
                 new_prior = self._chain(state, batches) if chain else self._schur(state, batches, extra)
                 if self.covariance:
                     self.final_cov.append(node_covariances(ab, [tip], slice(0, 6))[0])
@@ -213,9 +220,11 @@ class SlidingWindow:
         self.state = state
         self.steps += 1
         self.converged_steps += int(converged)
-        info = StepInfo(t_new, it, converged, cost)
-        if new_prior is not None:
+        self.total_iterations += it
+        info = StepInfo(t_new, it, converged, cost, final_update=final_update)
+        if new_prior is not None and final_update is not None:
             info.finalized.append(self._drop_oldest(new_prior))
+            self.final_updates.append(final_update)
         return info
 
     @staticmethod
