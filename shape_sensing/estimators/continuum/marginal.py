@@ -36,14 +36,16 @@ apart given the nodes between them. ``p = 1`` is a chain.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
 from scipy.linalg import LinAlgError, cho_solve_banded, cholesky_banded
+from scipy.linalg.lapack import dtrtri
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
-from shape_sensing.estimators.continuum.factors import FactorBatch
+from shape_sensing.estimators.continuum.factors import FactorBatch, IntArray
 from shape_sensing.estimators.continuum.model import DOF
 from shape_sensing.geometry import FloatArray
 
@@ -139,6 +141,18 @@ def chain_prior_factor(
     return FactorBatch("chain_prior", [idx[ctx[:, j]] for j in range(p)] + [idx], jacs, r)
 
 
+@lru_cache(maxsize=16)
+def _block_index(b: int, m: int) -> tuple[IntArray, IntArray, IntArray, NDArray[np.bool_]]:
+    """Gather indices of :func:`_blocks` for ``m`` blocks of ``b`` (a window repeats the same shapes)."""
+    p, q = np.meshgrid(np.arange(b), np.arange(b), indexing="ij")
+    cols = np.arange(m)[:, None, None] * b + q[None]
+    lower = p >= q
+    out = (np.where(lower, p - q, 0)[None], (b + p - q)[None], cols, lower)
+    for a in out:
+        a.setflags(write=False)  # shared by every call
+    return out
+
+
 def _blocks(ab: FloatArray, b: int) -> tuple[FloatArray, NDArray[np.bool_], FloatArray]:
     """Lower triangles of the diagonal blocks, their validity mask, and the sub-diagonal blocks of banded storage."""
     bw, nvar = ab.shape
@@ -149,11 +163,9 @@ def _blocks(ab: FloatArray, b: int) -> tuple[FloatArray, NDArray[np.bool_], Floa
         raise ContinuumError(f"band of {bw} rows is wider than block tridiagonal with blocks of {b}")
     abp = np.zeros((2 * b, nvar))
     abp[:bw] = ab
-    p, q = np.meshgrid(np.arange(b), np.arange(b), indexing="ij")
-    cols = np.arange(m)[:, None, None] * b + q[None]
-    lower = p >= q
-    D = np.where(lower[None], abp[np.where(lower, p - q, 0)[None], cols], 0.0)
-    E = abp[(b + p - q)[None], cols[:-1]]  # rows of block n+1, columns of block n
+    drow, erow, cols, lower = _block_index(b, m)
+    D = np.where(lower[None], abp[drow, cols], 0.0)
+    E = abp[erow, cols[:-1]]  # rows of block n+1, columns of block n
     return D, lower, E
 
 
@@ -190,7 +202,12 @@ def banded_block_ldl(ab: FloatArray, g: FloatArray, b: int) -> tuple[FloatArray,
         raise ContinuumError("the factors of the marginalised slice are not positive definite") from exc
     x = np.asarray(cho_solve_banded((cb, True), g, check_finite=False))
     Ld, _, Lo = _blocks(cb[: 2 * b], b)
-    Ldinv = np.linalg.inv(Ld)
+    # inverses of the lower-triangular diagonal blocks (LAPACK trtri: a third of a general inverse's time)
+    Ldinv = np.empty_like(Ld)
+    for n in range(Ld.shape[0]):
+        Ldinv[n], info = dtrtri(Ld[n], lower=1)
+        if info != 0:
+            raise ContinuumError("the factors of the marginalised slice are not positive definite")
     return np.swapaxes(Ldinv, 1, 2) @ Ldinv, Lo @ Ldinv[:-1], x
 
 

@@ -360,35 +360,54 @@ def assemble(
         ``ab`` (lower-banded ``H``, as many rows as the widest factor needs), ``g`` and the robust cost.
     """
     nvar = DOF * n_nodes
-    if order is not None:
-        if extra is not None:
-            raise ContinuumError("a dense marginal prior needs the time-major order")
-        batches = [fac.FactorBatch(b.name, [order[n] for n in b.nodes], b.jac, b.r, b.cauchy) for b in batches]
-        off = 0
-    else:
-        off = N if extra is None else max(N, extra[1].size // DOF - 1)
+    if order is not None and extra is not None:
+        raise ContinuumError("a dense marginal prior needs the time-major order")
+    cost = 0.0
+    # Factors on the same node arrays (the along-s prior and the velocity walk; the time prior and the strain
+    # walk) are stacked into one block row each, robust weights folded in as sqrt(w): fewer, larger products
+    # and half the entries to scatter.
+    groups: dict[tuple[int, ...], tuple[list[IntArray], list[FloatArray], list[FloatArray]]] = {}
     for b in batches:
-        if b.size and len(b.nodes) > 1:
-            stack = np.stack(b.nodes)
-            off = max(off, int((stack.max(axis=0) - stack.min(axis=0)).max()))
+        if b.size == 0:
+            continue
+        cost += _cost(b)
+        J = np.concatenate(b.jac, axis=2)  # (M, d, 18 S)
+        r = b.r
+        if b.cauchy is not None:
+            sw = np.sqrt(_weights(b))
+            J = J * sw[:, None, None]
+            r = r * sw[:, None]
+        key = tuple(id(n) for n in b.nodes)
+        hit = groups.get(key)
+        if hit is None:
+            groups[key] = (list(b.nodes), [J], [r])
+        else:
+            hit[1].append(J)
+            hit[2].append(r)
+    stacked = []
+    for nodes, Js, rs in groups.values():
+        if order is not None:
+            nodes = [order[n] for n in nodes]
+        J = Js[0] if len(Js) == 1 else np.concatenate(Js, axis=1)
+        r = rs[0] if len(rs) == 1 else np.concatenate(rs, axis=1)
+        stacked.append((nodes, J, r))
+    off = 0 if order is not None else (N if extra is None else max(N, extra[1].size // DOF - 1))
+    for nodes, _, _ in stacked:
+        if len(nodes) > 1:
+            st = np.stack(nodes)
+            off = max(off, int((st.max(axis=0) - st.min(axis=0)).max()))
     bw = DOF * (off + 1)
     flat: list[IntArray] = []
     vals: list[FloatArray] = []
     gidx: list[IntArray] = []
     gval: list[FloatArray] = []
-    cost = 0.0
     p = np.arange(DOF)
-    for b in batches:
-        if b.size == 0:
-            continue
-        wgt = _weights(b)
-        cost += _cost(b)
-        J = np.concatenate(b.jac, axis=2)  # (M, d, 18 S)
-        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in b.nodes], axis=1)  # (M, 18 S)
-        Jt = np.swapaxes(J, 1, 2) * wgt[:, None, None]
+    for nodes, J, r in stacked:
+        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in nodes], axis=1)  # (M, 18 S)
+        Jt = np.swapaxes(J, 1, 2)
         blk = Jt @ J
         gidx.append(var.reshape(-1))
-        gval.append((Jt @ b.r[:, :, None]).reshape(-1))
+        gval.append((Jt @ r[:, :, None]).reshape(-1))
         fl, keep = _lower_pattern(var, nvar)
         flat.append(fl)
         vals.append(blk[keep])
@@ -397,9 +416,9 @@ def assemble(
         m = ge.size
         gidx.append(np.arange(m))
         gval.append(ge)
-        r, c = np.tril_indices(m)
-        flat.append((r - c) * nvar + c)
-        vals.append(He[r, c])
+        rows, cols = np.tril_indices(m)
+        flat.append((rows - cols) * nvar + cols)
+        vals.append(He[rows, cols])
     g = np.bincount(np.concatenate(gidx), weights=np.concatenate(gval), minlength=nvar) if gidx else np.zeros(nvar)
     allf = np.concatenate(flat) if flat else np.zeros(0, dtype=np.int64)
     if allf.size and allf.max() >= bw * nvar:
