@@ -60,7 +60,14 @@ SCHEMA = Schema(
         Param("nodes", int, 5, "arc-length nodes (sensors between nodes are interpolated)", min=2, max=200),
         Param("rate", float, 30.0, "time slices per second", min=1.0, max=1000.0, unit="Hz"),
         Param("window_size", int, 4, "slices in the window; lag = (window_size - 1) / rate", min=2, max=100),
-        Param("iterations", int, 1, "Gauss-Newton iterations per step", min=1, max=50),
+        Param(
+            "iterations",
+            int,
+            1,
+            "Gauss-Newton iterations per step, at most (stops once the largest update entry is below 1e-5)",
+            min=1,
+            max=50,
+        ),
         Param(
             "marginal",
             str,
