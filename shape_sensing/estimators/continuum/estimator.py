@@ -10,7 +10,7 @@ import numpy as np
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights, straight_state
-from shape_sensing.estimators.continuum.solver import GNResult, assign_measurements, gauss_newton
+from shape_sensing.estimators.continuum.solver import DECREMENT_TOL, GNResult, assign_measurements, gauss_newton
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.space_time_dataset import Trial
 
@@ -143,10 +143,19 @@ class BatchEstimator:
         rate: time slices per second.
         max_iterations: Gauss-Newton iteration cap.
         tol: convergence threshold on the largest step entry.
+        decrement_tol: or on the step's squared length in the metric of the normal matrix
+            (:data:`~shape_sensing.estimators.continuum.solver.DECREMENT_TOL`; ``None``: off).
     """
 
     def __init__(
-        self, weights: Weights, s_nodes: FloatArray, rate: float, *, max_iterations: int = 50, tol: float = 1e-6
+        self,
+        weights: Weights,
+        s_nodes: FloatArray,
+        rate: float,
+        *,
+        max_iterations: int = 50,
+        tol: float = 1e-6,
+        decrement_tol: float | None = DECREMENT_TOL,
     ) -> None:
         self.weights = weights
         self.s_nodes = np.asarray(s_nodes, dtype=np.float64)
@@ -155,6 +164,7 @@ class BatchEstimator:
         self.rate = rate
         self.max_iterations = max_iterations
         self.tol = tol
+        self.decrement_tol = decrement_tol
 
     def initial_state(self, t0: float, t1: float) -> GridState:
         """Straight robot at rest over the span."""
@@ -164,7 +174,14 @@ class BatchEstimator:
         """Estimate over ``[t0, t1]``."""
         state = init if init is not None else self.initial_state(t0, t1)
         am = assign_measurements(state, meas)
-        res = gauss_newton(state, self.weights, am, max_iterations=self.max_iterations, tol=self.tol)
+        res = gauss_newton(
+            state,
+            self.weights,
+            am,
+            max_iterations=self.max_iterations,
+            tol=self.tol,
+            decrement_tol=self.decrement_tol,
+        )
         if not res.converged:
             _log.warning("batch Gauss-Newton stopped after %d iterations without converging", res.iterations)
         return res

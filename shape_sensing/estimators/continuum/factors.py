@@ -8,12 +8,19 @@ perturbed on the right, ``T exp(dT^)``).
 Priors (see :mod:`shape_sensing.estimators.continuum.model` for the state):
 
 * :func:`space_prior`: constant-strain Gaussian process along s between nodes
-  ``n`` and ``n+1`` of a slice, ``e = [log(T_a^-1 T_b) - h eps_a; eps_b - eps_a]``
-  with ``Sigma = Q2 (x) [[h^3/3, h^2/2], [h^2/2, h]]``.
+  ``n`` and ``n+1`` of a slice, coupled with the velocity by the rod's
+  compatibility equation ``d varpi / ds = d eps / dt - ad(eps) varpi`` (the
+  strain rate in time is white noise of density ``Q3``):
+  ``e = [log(T_a^-1 T_b) - h eps_a; eps_b - eps_a; varpi_b - varpi_a + h ad(eps_a) varpi_a]``.
+  Its covariance propagates the strain noise ``Q2`` into the velocity through
+  ``V = ad(varpi_a)``, see :func:`space_prior_sqrt_info`; it depends on the state
+  and is held at the linearisation point (its weight is constant within a
+  Gauss-Newton step, as robust weights are). For a still robot (``varpi = 0``)
+  it is the plain constant-strain process plus a random walk of velocity.
 * :func:`time_prior`: constant-velocity (white-noise-on-acceleration) process
-  in time per node, the same form with ``varpi`` and ``Q1``.
+  in time per node, ``e = [log(T_a^-1 T_b) - dt varpi_a; varpi_b - varpi_a]``
+  with ``Sigma = Q1 (x) [[dt^3/3, dt^2/2], [dt^2/2, dt]]``.
 * :func:`strain_walk`: random walk of strain in time, ``Sigma = dt Q3``.
-* :func:`velocity_walk`: random walk of velocity along s, ``Sigma = h Q3``.
 * :func:`base_prior`: unary prior of the base node towards ``(T0, eps0, varpi0)``.
 
 Measurements:
@@ -50,9 +57,9 @@ __all__ = [
     "pose_factor",
     "pose_factor_st",
     "space_prior",
+    "space_prior_sqrt_info",
     "strain_walk",
     "time_prior",
-    "velocity_walk",
 ]
 
 IntArray = NDArray[np.int64]
@@ -147,21 +154,86 @@ def _gp_pair(
     return e, Ja, Jb
 
 
+def space_prior_sqrt_info(varpi_a: FloatArray, h: FloatArray, Q2: FloatArray, Q3: FloatArray) -> FloatArray:
+    """Square-root information ``(M, 18, 18)`` of :func:`space_prior` at velocities ``varpi_a`` ``(M, 6)``.
+
+    Linearised along s, ``d/ds [xi; eps; varpi] = [eps; w2; ad(varpi_a) eps + w3]``
+    (``w2 ~ Q2``, ``w3 ~ Q3`` white), so over a step ``h`` with ``V = ad(varpi_a)``::
+
+        Sigma = [[h^3/3 Q2,   h^2/2 Q2,   h^3/3 Q2 V^T],
+                 [h^2/2 Q2,   h Q2,       h^2/2 Q2 V^T],
+                 [h^3/3 V Q2, h^2/2 V Q2, h Q3 + h^3/3 V Q2 V^T]]
+    """
+    h = np.asarray(h, dtype=np.float64).reshape(-1)
+    if not np.any(varpi_a):
+        # still robot: no coupling, block diagonal (cached per step size)
+        W = np.zeros((h.size, 18, 18))
+        W[:, :12, :12] = gp_sqrt_info(Q2, h)
+        W[:, 12:, 12:] = np.eye(6) / np.sqrt(h[:, None, None] * np.asarray(Q3)[None, :, None])
+        return W
+    Qc = np.diag(np.asarray(Q2, dtype=np.float64))
+    V = lie.curly(varpi_a)
+    QV = Qc[None] @ np.swapaxes(V, 1, 2)
+    hh = h[:, None, None]
+    cov = np.empty((h.size, 18, 18))
+    cov[:, :6, :6] = hh**3 / 3.0 * Qc
+    cov[:, :6, 6:12] = hh**2 / 2.0 * Qc
+    cov[:, 6:12, 6:12] = hh * Qc
+    cov[:, :6, 12:] = hh**3 / 3.0 * QV
+    cov[:, 6:12, 12:] = hh**2 / 2.0 * QV
+    cov[:, 12:, 12:] = hh * np.diag(np.asarray(Q3, dtype=np.float64)) + hh**3 / 3.0 * (V @ QV)
+    cov[:, 6:12, :6] = cov[:, :6, 6:12]
+    cov[:, 12:, :12] = np.swapaxes(cov[:, :12, 12:], 1, 2)
+    return _sqrt_info(cov)
+
+
 def space_prior(
-    T: FloatArray, eps: FloatArray, ia: IntArray, ib: IntArray, h: FloatArray, Q2: FloatArray
+    T: FloatArray,
+    eps: FloatArray,
+    varpi: FloatArray,
+    ia: IntArray,
+    ib: IntArray,
+    h: FloatArray,
+    Q2: FloatArray,
+    Q3: FloatArray,
+    W: FloatArray | None = None,
 ) -> FactorBatch:
-    """Constant-strain prior along s between flat nodes ``ia`` and ``ib`` (``(M,)``) with spacing ``h``.
+    """Constant-strain prior along s, coupled with the velocity, between flat nodes ``ia`` and ``ib``.
 
     Args:
         T: ``(nodes, 4, 4)`` flat poses.
         eps: ``(nodes, 6)`` flat strains.
-        ia: first node of each factor.
+        varpi: ``(nodes, 6)`` flat velocities.
+        ia: first node of each factor ``(M,)``.
         ib: second node (next along s).
         h: ``(M,)`` arc-length steps.
-        Q2: power spectral density (6), already scaled.
+        Q2: power spectral density (6) of the strain's change along s, already scaled.
+        Q3: power spectral density (6) of the strain's change in time, already scaled.
+        W: square-root information to use (default :func:`space_prior_sqrt_info` at this state).
     """
-    e, Ja, Jb = _gp_pair(T[ia], eps[ia], T[ib], eps[ib], h, 6)
-    r, (Ja, Jb) = _whiten(gp_sqrt_info(Q2, h), e, [Ja, Jb])
+    M = ia.size
+    xi = lie.log(lie.inv(T[ia]) @ T[ib])
+    ea, va = eps[ia], varpi[ia]
+    ad_e = lie.curly(ea)
+    e = np.concatenate(
+        [xi - h[:, None] * ea, eps[ib] - ea, varpi[ib] - va + h[:, None] * np.einsum("mij,mj->mi", ad_e, va)], axis=1
+    )
+    Ja = np.zeros((M, 18, DOF))
+    Jb = np.zeros((M, 18, DOF))
+    Jli = lie.jl_inv(np.concatenate([xi, -xi]))  # [Jl^-1(xi); Jr^-1(xi)] in one batched call
+    eye = np.eye(6)
+    hh = h[:, None, None]
+    Ja[:, :6, :6] = -Jli[:M]
+    Jb[:, :6, :6] = Jli[M:]
+    Ja[:, :6, 6:12] = -hh * eye
+    Ja[:, 6:12, 6:12] = -eye
+    Jb[:, 6:12, 6:12] = eye
+    Ja[:, 12:, 6:12] = -hh * lie.curly(va)  # d(ad(eps) varpi)/d eps = -ad(varpi)
+    Ja[:, 12:, 12:] = hh * ad_e - eye
+    Jb[:, 12:, 12:] = eye
+    if W is None:
+        W = space_prior_sqrt_info(va, h, Q2, Q3)
+    r, (Ja, Jb) = _whiten(W, e, [Ja, Jb])
     return FactorBatch("space_prior", [ia, ib], [Ja, Jb], r)
 
 
@@ -191,11 +263,6 @@ def _walk(
 def strain_walk(eps: FloatArray, ia: IntArray, ib: IntArray, dt: FloatArray, Q3: FloatArray) -> FactorBatch:
     """Random walk of strain in time between nodes ``ia`` and ``ib`` (``Sigma = dt Q3``)."""
     return _walk(eps, ia, ib, dt, Q3, 6, "strain_walk")
-
-
-def velocity_walk(varpi: FloatArray, ia: IntArray, ib: IntArray, h: FloatArray, Q3: FloatArray) -> FactorBatch:
-    """Random walk of velocity along s between nodes ``ia`` and ``ib`` (``Sigma = h Q3``)."""
-    return _walk(varpi, ia, ib, h, Q3, 12, "velocity_walk")
 
 
 def base_prior(

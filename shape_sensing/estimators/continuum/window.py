@@ -39,6 +39,7 @@ from shape_sensing.estimators.continuum.factors import FactorBatch
 from shape_sensing.estimators.continuum.marginal import ChainPrior, chain_prior_factor, marginalize_chain
 from shape_sensing.estimators.continuum.model import DOF, GridState, Measurements, Weights, straight_state
 from shape_sensing.estimators.continuum.solver import (
+    DECREMENT_TOL,
     AssignedMeasurements,
     MarginalPrior,
     _prior_terms,
@@ -49,6 +50,7 @@ from shape_sensing.estimators.continuum.solver import (
     blas_single_thread,
     build_factors,
     solve_banded,
+    step_converged,
 )
 from shape_sensing.geometry import FloatArray
 
@@ -81,6 +83,8 @@ class SlidingWindow:
         size: slices in the window (lag = ``(size - 1) / rate``).
         iterations: Gauss-Newton iterations per step (at most).
         tol: convergence threshold on the largest step entry.
+        decrement_tol: or on the step's squared length in the metric of the normal matrix
+            (:data:`~shape_sensing.estimators.continuum.solver.DECREMENT_TOL`; ``None``: off).
         init: optional ``(T (N,4,4), eps (N,6), varpi (N,6))`` of the first slice; straight at rest otherwise.
         covariance: keep the Laplace covariance (6x6, right perturbation) of the tip pose of every finalised slice.
         marginal: ``"chain"`` (banded, linear in the number of nodes) or ``"exact"`` (dense Schur complement).
@@ -97,6 +101,7 @@ class SlidingWindow:
         size: int = 4,
         iterations: int = 3,
         tol: float = 1e-5,
+        decrement_tol: float | None = DECREMENT_TOL,
         init: tuple[FloatArray, FloatArray, FloatArray] | None = None,
         covariance: bool = False,
         marginal: str = "chain",
@@ -122,6 +127,7 @@ class SlidingWindow:
         self.size = int(size)
         self.iterations = int(iterations)
         self.tol = tol
+        self.decrement_tol = decrement_tol
         st = straight_state(np.array([t0]), s_nodes, weights.T0, weights.epsilon0)
         if init is not None:
             st.T[0], st.eps[0], st.varpi[0] = init
@@ -205,7 +211,7 @@ class SlidingWindow:
             ab, g, cost = assemble(state.K * N, N, batches, extra, order)
             cost += pc
             dx = solve_banded(ab, g)
-            converged = float(np.abs(dx).max()) < self.tol
+            converged = step_converged(dx, g, self.tol, self.decrement_tol)
             tip = N - 1 if order is None else int(order[N - 1])
             if order is not None:
                 dx = dx.reshape(-1, DOF)[order].reshape(-1)
