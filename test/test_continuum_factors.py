@@ -221,3 +221,12 @@ def test_lie_matches_geometry_and_jacobians() -> None:
 def test_gp_sqrt_info_rejects_bad_covariance(cov: np.ndarray) -> None:
     with pytest.raises(np.linalg.LinAlgError):
         fac.gp_sqrt_info(np.diag(cov), np.array([0.1]))
+
+
+def test_space_prior_structured_whitening_equals_the_explicit_weight() -> None:
+    T, eps, varpi = _state()
+    a = fac.space_prior(T, eps, varpi, IA, IB, H, Q2, Q3)
+    b = fac.space_prior(T, eps, varpi, IA, IB, H, Q2, Q3, W=fac.space_prior_sqrt_info(varpi[IA], H, Q2, Q3))
+    assert np.allclose(a.r, b.r, rtol=1e-12, atol=1e-12)
+    for Ja, Jb in zip(a.jac, b.jac, strict=True):
+        assert np.allclose(Ja, Jb, rtol=1e-12, atol=1e-9)

@@ -163,28 +163,19 @@ def space_prior_sqrt_info(varpi_a: FloatArray, h: FloatArray, Q2: FloatArray, Q3
         Sigma = [[h^3/3 Q2,   h^2/2 Q2,   h^3/3 Q2 V^T],
                  [h^2/2 Q2,   h Q2,       h^2/2 Q2 V^T],
                  [h^3/3 V Q2, h^2/2 V Q2, h Q3 + h^3/3 V Q2 V^T]]
+
+    The velocity's noise is ``V n_xi + n3`` (``n_xi`` the pose row's noise,
+    ``n3 ~ h Q3`` independent), so ``Sigma = A diag(Sigma_12, h Q3) A^T`` with
+    ``A = [[I, 0, 0], [0, I, 0], [V, 0, I]]`` and
+    ``W = diag(W_12, (h Q3)^-1/2) A^-1``: no 18 x 18 factorisation is needed.
     """
     h = np.asarray(h, dtype=np.float64).reshape(-1)
-    if not np.any(varpi_a):
-        # still robot: no coupling, block diagonal (cached per step size)
-        W = np.zeros((h.size, 18, 18))
-        W[:, :12, :12] = gp_sqrt_info(Q2, h)
-        W[:, 12:, 12:] = np.eye(6) / np.sqrt(h[:, None, None] * np.asarray(Q3)[None, :, None])
-        return W
-    Qc = np.diag(np.asarray(Q2, dtype=np.float64))
-    V = lie.curly(varpi_a)
-    QV = Qc[None] @ np.swapaxes(V, 1, 2)
-    hh = h[:, None, None]
-    cov = np.empty((h.size, 18, 18))
-    cov[:, :6, :6] = hh**3 / 3.0 * Qc
-    cov[:, :6, 6:12] = hh**2 / 2.0 * Qc
-    cov[:, 6:12, 6:12] = hh * Qc
-    cov[:, :6, 12:] = hh**3 / 3.0 * QV
-    cov[:, 6:12, 12:] = hh**2 / 2.0 * QV
-    cov[:, 12:, 12:] = hh * np.diag(np.asarray(Q3, dtype=np.float64)) + hh**3 / 3.0 * (V @ QV)
-    cov[:, 6:12, :6] = cov[:, :6, 6:12]
-    cov[:, 12:, :12] = np.swapaxes(cov[:, :12, 12:], 1, 2)
-    return _sqrt_info(cov)
+    W = np.zeros((h.size, 18, 18))
+    W[:, :12, :12] = gp_sqrt_info(Q2, h)
+    d = 1.0 / np.sqrt(h[:, None] * np.asarray(Q3, dtype=np.float64)[None, :])
+    W[:, 12:, 12:] = d[:, :, None] * np.eye(6)
+    W[:, 12:, :6] = -d[:, :, None] * lie.curly(varpi_a)
+    return W
 
 
 def space_prior(
@@ -231,10 +222,23 @@ def space_prior(
     Ja[:, 12:, 6:12] = -hh * lie.curly(va)  # d(ad(eps) varpi)/d eps = -ad(varpi)
     Ja[:, 12:, 12:] = hh * ad_e - eye
     Jb[:, 12:, 12:] = eye
-    if W is None:
-        W = space_prior_sqrt_info(va, h, Q2, Q3)
-    r, (Ja, Jb) = _whiten(W, e, [Ja, Jb])
-    return FactorBatch("space_prior", [ia, ib], [Ja, Jb], r)
+    if W is not None:
+        r, (Ja, Jb) = _whiten(W, e, [Ja, Jb])
+        return FactorBatch("space_prior", [ia, ib], [Ja, Jb], r)
+    # the structured whitening of space_prior_sqrt_info, without forming W
+    W12 = gp_sqrt_info(Q2, h)
+    d = 1.0 / np.sqrt(h[:, None] * np.asarray(Q3, dtype=np.float64)[None, :])
+    V = lie.curly(va)
+    out_r = np.empty_like(e)
+    out_r[:, :12] = np.einsum("mij,mj->mi", W12, e[:, :12])
+    out_r[:, 12:] = d * (e[:, 12:] - np.einsum("mij,mj->mi", V, e[:, :6]))
+    jacs = []
+    for J in (Ja, Jb):
+        Jw = np.empty_like(J)
+        Jw[:, :12] = W12 @ J[:, :12]
+        Jw[:, 12:] = d[:, :, None] * (J[:, 12:] - V @ J[:, :6])
+        jacs.append(Jw)
+    return FactorBatch("space_prior", [ia, ib], jacs, out_r)
 
 
 def time_prior(
