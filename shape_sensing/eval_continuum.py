@@ -132,9 +132,9 @@ DEFAULT_TUNING: dict[str, Tuning] = {
 HELD_OUT_TUNING: dict[str, tuple[tuple[str, ...], str, Tuning]] = {
     trial: (chosen_on, name, _FAMILY[name])
     for trial, chosen_on, name in (
-        ("slow_free_space", ("fast_contact", "impulse_1"), "s0.01b0.1r1c-"),
+        ("slow_free_space", ("fast_contact", "impulse_1"), "s0.1b1r1c-"),
         ("fast_contact", ("slow_free_space", "impulse_1"), "s0.001b0.1r1c3"),
-        ("impulse_1", ("slow_free_space", "fast_contact"), "s0.001b0.1r1c3"),
+        ("impulse_1", ("slow_free_space", "fast_contact"), "s0.001b1r4c-"),
     )
 }
 
