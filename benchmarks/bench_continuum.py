@@ -96,11 +96,15 @@ def _fraction(x: float | None) -> str:
     return f"{'-':>5}" if x is None else f"{x:5.2f}"
 
 
+def _percent(x: float | None) -> str:
+    return f"{'-':>9}" if x is None else f"{100.0 * x:8.1f}%"
+
+
 def window_convergence(dataset: Path, iterations: int) -> None:
     """The window at one Gauss-Newton iteration per step against the same window iterated to convergence."""
     print(
         f"\n== window: one iteration per step against iterating to convergence "
-        f"(largest update entry < 1e-5, at most {iterations} per step) =="
+        f"(largest update entry < 1e-5 or dx^T H dx < 1e-4, at most {iterations} per step) =="
     )
     print(
         f"{'trial':<16} {'converged':>9} {'it/step':>7} {'RTF':>6} {'RTF 1-it':>8} {'all-s mm':>9} {'all-s deg':>9} "
@@ -118,7 +122,7 @@ def window_convergence(dataset: Path, iterations: int) -> None:
         drot = float(np.degrees(np.arccos(cos)).max())
         steps = mc["slices"] - 1
         print(
-            f"{trial:<16} {100.0 * (mc['converged_fraction'] or 0.0):8.1f}% {mc['iterations'] / steps:7.2f} "
+            f"{trial:<16} {_percent(mc['converged_fraction'])} {mc['iterations'] / steps:7.2f} "
             f"{mc['rtf']:6.2f} {m1['rtf']:8.2f} {mc['all']['pos_mm']['rmse']:9.2f} {mc['all']['rot_deg']['rmse']:9.2f} "
             f"{m1['all']['pos_mm']['rmse']:8.2f} {m1['all']['rot_deg']['rmse']:8.2f} {dpos:9.2f} {drot:10.2f}"
         )

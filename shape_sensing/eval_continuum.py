@@ -493,7 +493,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=1,
         help="window: Gauss-Newton iterations per step, at most (a step stops early once its largest update "
-        "entry is below 1e-5; at 1, convergence is not tested). Default 1",
+        "entry is below 1e-5 or dx^T H dx below 1e-4; at 1, convergence is not tested). Default 1",
     )
     parser.add_argument(
         "--marginal",

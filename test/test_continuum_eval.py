@@ -171,11 +171,12 @@ def test_window_converges_on_extensible_when_iterated(capsys: pytest.CaptureFixt
     # extending: they may stall; from the first marginalisation on, every step converges
     full = [i for i in infos if i.finalized]
     assert len(full) == 12 and all(i.converged for i in full)
-    assert max(win.final_updates) < 0.05
+    assert max(win.final_updates) < 0.03  # measured 1.1e-2 (a strain entry); the poses move far less
     args = ["eval-continuum", str(DATASET), "extensible", "--estimator", "window", "--duration", "0.5", "--no-outputs"]
     assert cli_main([*args, "--iterations", "30", "--json"]) == 0
     conv = json.loads(capsys.readouterr().out)
-    assert conv["converged_fraction"] >= 12 / 15 and conv["iterations"] > 2 * (conv["slices"] - 1)
+    steps = conv["slices"] - 1
+    assert conv["converged_fraction"] >= 12 / 15 and 2 * steps < conv["iterations"] < 30 * steps
     assert cli_main([*args, "--iterations", "30"]) == 0
     assert f"converged in {100.0 * conv['converged_fraction']:.1f} % of steps" in capsys.readouterr().out
     assert cli_main([*args, "--json"]) == 0

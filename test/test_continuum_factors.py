@@ -34,8 +34,12 @@ def _perturb(T: np.ndarray, eps: np.ndarray, varpi: np.ndarray, node: int, k: in
     return T, eps, varpi
 
 
-def _check(make: Callable[[np.ndarray, np.ndarray, np.ndarray], fac.FactorBatch], tol: float = 1e-6) -> None:
-    T, eps, varpi = _state()
+def _check(
+    make: Callable[[np.ndarray, np.ndarray, np.ndarray], fac.FactorBatch],
+    tol: float = 1e-6,
+    state: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+) -> None:
+    T, eps, varpi = state if state is not None else _state()
     b = make(T, eps, varpi)
     h = 1e-6
     for slot, nodes in enumerate(b.nodes):
@@ -61,9 +65,9 @@ H = np.array([0.1, 0.12])
 
 def test_space_prior_jacobian() -> None:
     """With its weight held at the linearisation point (as Gauss-Newton uses it): exact Jacobians."""
-    _, _, varpi = _state()
-    W = fac.space_prior_sqrt_info(varpi[IA], H, Q2, Q3)
-    _check(lambda T, e, v: fac.space_prior(T, e, v, IA, IB, H, Q2, Q3, W=W))
+    state = _state()
+    W = fac.space_prior_sqrt_info(state[2][IA], H, Q2, Q3)
+    _check(lambda T, e, v: fac.space_prior(T, e, v, IA, IB, H, Q2, Q3, W=W), state=state)
 
 
 def test_space_prior_weight_is_the_inverse_of_its_covariance() -> None:
@@ -230,3 +234,67 @@ def test_space_prior_structured_whitening_equals_the_explicit_weight() -> None:
     assert np.allclose(a.r, b.r, rtol=1e-12, atol=1e-12)
     for Ja, Jb in zip(a.jac, b.jac, strict=True):
         assert np.allclose(Ja, Jb, rtol=1e-12, atol=1e-9)
+
+
+def test_step_converged_by_largest_entry_or_by_the_step_length_in_the_h_metric() -> None:
+    """dx^T H dx = -g^T dx for the Gauss-Newton step; either test may stop, the second only if enabled."""
+    from shape_sensing.estimators.continuum.solver import step_converged
+
+    rng = np.random.default_rng(3)
+    A = rng.normal(size=(12, 12))
+    Hm = A @ A.T + 12 * np.eye(12)
+    dx = np.full(12, 1e-3)  # every entry above tol = 1e-5
+    g = -Hm @ dx
+    dec = float(dx @ Hm @ dx)
+    assert not step_converged(dx, g, 1e-5, None)
+    assert not step_converged(dx, g, 1e-5, 0.5 * dec)
+    assert step_converged(dx, g, 1e-5, 2.0 * dec)
+    assert step_converged(dx * 1e-3, g * 1e-3, 1e-5, None)  # largest entry 1e-6 < tol
+    # invariant to a shared permutation of g and dx (the window solves in arc-length-major order)
+    p = rng.permutation(12)
+    assert step_converged(dx[p], g[p], 1e-5, 2.0 * dec) and not step_converged(dx[p], g[p], 1e-5, 0.5 * dec)
+
+
+def test_assembly_stacks_shared_node_factors_without_changing_the_system() -> None:
+    """assemble() stacks batches on the same node arrays (robust weights folded in as sqrt(w)); the banded
+    system equals the dense one built factor by factor, in time-major and in arc-length-major order."""
+    from shape_sensing.estimators.continuum.model import Weights, straight_state
+    from shape_sensing.estimators.continuum.solver import (
+        arc_major_order,
+        assemble,
+        assemble_dense,
+        banded_to_dense,
+        build_factors,
+    )
+
+    w = Weights(
+        P0=[1e-6] * 6 + [1e-2] * 6 + [1.0] * 6,
+        Q1=[1.0] * 3 + [10.0] * 3,
+        Q2=[0.1] * 3 + [10.0] * 3,
+        Q3=[0.1] * 3 + [10.0] * 3,
+        R_pose=[1e-6] * 3 + [1e-4] * 3,
+        R_gyro=[1e-4] * 3,
+        cauchy_space=0.5,
+    )
+    K, N = 3, 4
+    st = straight_state(np.array([0.0, 0.05, 0.1]), np.linspace(0.0, 0.3, N), w.T0, w.epsilon0)
+    rng = np.random.default_rng(5)
+    st = st.retract(rng.normal(scale=0.2, size=K * N * DOF))
+    batches = build_factors(st, w, None)
+    names = [b.name for b in batches]
+    assert "time_prior" in names and "strain_walk" in names and any(b.cauchy for b in batches)
+    ab, g, cost = assemble(K * N, N, batches)
+    H, gd = assemble_dense(K * N, batches)  # independent: every factor scattered densely, no stacking
+    assert np.allclose(banded_to_dense(ab), H, rtol=1e-10, atol=1e-9 * np.abs(H).max())
+    assert np.allclose(g, gd, rtol=1e-10, atol=1e-9 * np.abs(gd).max())
+    sq = [np.einsum("md,md->m", b.r, b.r) for b in batches]
+    expected = sum(
+        float(0.5 * s.sum()) if b.cauchy is None else float(0.5 * b.cauchy**2 * np.log1p(s / b.cauchy**2).sum())
+        for b, s in zip(batches, sq, strict=True)
+    )
+    assert cost == pytest.approx(expected, rel=1e-12)
+    order = arc_major_order(K, N)
+    ab2, g2, _ = assemble(K * N, N, batches, order=order)
+    pos = (order[:, None] * DOF + np.arange(DOF)[None, :]).reshape(-1)
+    assert np.allclose(banded_to_dense(ab2)[np.ix_(pos, pos)], H, rtol=1e-10, atol=1e-9 * np.abs(H).max())
+    assert np.allclose(g2[pos], g, rtol=1e-10, atol=1e-12)

@@ -15,8 +15,10 @@ Priors (see :mod:`shape_sensing.estimators.continuum.model` for the state):
   Its covariance propagates the strain noise ``Q2`` into the velocity through
   ``V = ad(varpi_a)``, see :func:`space_prior_sqrt_info`; it depends on the state
   and is held at the linearisation point (its weight is constant within a
-  Gauss-Newton step, as robust weights are). For a still robot (``varpi = 0``)
-  it is the plain constant-strain process plus a random walk of velocity.
+  Gauss-Newton step, as robust weights are), so Gauss-Newton converges to the
+  fixed point of that re-weighting, not to the minimum of a cost that also
+  varies the weight. For a still robot (``varpi = 0``) it is the plain
+  constant-strain process plus a random walk of velocity.
 * :func:`time_prior`: constant-velocity (white-noise-on-acceleration) process
   in time per node, ``e = [log(T_a^-1 T_b) - dt varpi_a; varpi_b - varpi_a]``
   with ``Sigma = Q1 (x) [[dt^3/3, dt^2/2], [dt^2/2, dt]]``.

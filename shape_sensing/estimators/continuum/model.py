@@ -46,7 +46,8 @@ class Weights:
         P0: 18 variances of the base prior ``[pose | strain | velocity]``.
         Q1: power of white noise on acceleration in time (6).
         Q2: power of white noise on the strain rate along s (6).
-        Q3: power of the strain random walk in time and of the velocity random walk along s (6).
+        Q3: power of the strain random walk in time (6); along s it is also the velocity's own noise
+            (the strain rate in the compatibility equation, as in the robot configs' convention).
         R_pose: pose-measurement variances of the error ``log(T_meas^-1 T)`` (6).
         R_gyro: gyroscope variances (3).
         prior_factor: multiplies every prior covariance (P0, Q1-Q3).

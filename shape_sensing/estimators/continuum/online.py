@@ -64,7 +64,8 @@ SCHEMA = Schema(
             "iterations",
             int,
             1,
-            "Gauss-Newton iterations per step, at most (stops once the largest update entry is below 1e-5)",
+            "Gauss-Newton iterations per step, at most (stops once the largest update entry is below 1e-5 or "
+            "dx^T H dx below 1e-4)",
             min=1,
             max=50,
         ),

@@ -364,9 +364,8 @@ def assemble(
     if order is not None and extra is not None:
         raise ContinuumError("a dense marginal prior needs the time-major order")
     cost = 0.0
-    # Factors on the same node arrays (the along-s prior and the velocity walk; the time prior and the strain
-    # walk) are stacked into one block row each, robust weights folded in as sqrt(w): fewer, larger products
-    # and half the entries to scatter.
+    # Factors on the same node arrays (the time prior and the strain walk) are stacked into one block row each,
+    # robust weights folded in as sqrt(w): fewer, larger products and fewer entries to scatter.
     groups: dict[tuple[int, ...], tuple[list[IntArray], list[FloatArray], list[FloatArray]]] = {}
     for b in batches:
         if b.size == 0:
@@ -498,7 +497,9 @@ def dense_normal_equations(ab: FloatArray, g: FloatArray) -> FloatArray:
 #: linear function ``u^T x`` of the state by less than 1 % of its (Laplace) posterior standard deviation
 #: ``sqrt(u^T H^-1 u)`` (Cauchy-Schwarz in the ``H`` metric): statistically, nothing is left to gain.
 #: It ends the long linear tails Gauss-Newton shows on these problems, where the largest step entry
-#: (mixing metres, radians and rates) keeps shrinking by a constant factor.
+#: (mixing metres, radians and rates) keeps shrinking by a constant factor. The metric is the model's
+#: own: scaling the priors (``prior_factor``) or robust weights scale it too, so the 1 % is relative to
+#: the model's stated uncertainty, not to the true one.
 DECREMENT_TOL = 1e-4
 
 
