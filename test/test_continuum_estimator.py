@@ -265,6 +265,39 @@ def test_laplace_covariance_equals_dense_inverse() -> None:
         assert np.allclose(cov[i], Hinv[18 * n : 18 * n + 18, 18 * n : 18 * n + 18], rtol=1e-8, atol=1e-14)
 
 
+def test_laplace_covariance_from_a_given_factor_and_of_late_nodes_only() -> None:
+    """The factor from the solve gives the same covariances; late nodes use only the trailing rows of it."""
+    from scipy.linalg import cholesky_banded
+
+    from shape_sensing.estimators.continuum.solver import banded_to_dense, solve_banded_factor
+
+    w, meas, _ = _moving_problem()
+    res = BatchEstimator(w, S, 10).solve(meas.between(0.0, 0.5), 0.0, 0.5)
+    assert res.ab is not None
+    Hinv = np.linalg.inv(banded_to_dense(res.ab))
+    g = np.ones(res.ab.shape[1])
+    dx, cb = solve_banded_factor(res.ab, g)
+    assert cb is not None
+    assert np.allclose(dx, -Hinv @ g, rtol=1e-8, atol=1e-12)
+    last = res.state.K * S.size - 1
+    nodes = [last - 1, last]  # E is zero above their rows: a forward substitution over the last 36 rows
+    cov = node_covariances(res.ab, nodes, slice(3, 6), factor=cb)
+    for i, n in enumerate(nodes):
+        assert np.allclose(cov[i], Hinv[18 * n + 3 : 18 * n + 6, 18 * n + 3 : 18 * n + 6], rtol=1e-8, atol=1e-14)
+    with pytest.raises(ContinuumError, match="Cholesky factor has"):
+        node_covariances(res.ab, nodes, factor=cholesky_banded(res.ab[:, :-18], lower=True))
+
+
+def test_solve_banded_factor_gives_no_factor_of_a_damped_system() -> None:
+    """A singular system is solved damped; that factor is not H's and is not returned."""
+    from shape_sensing.estimators.continuum.solver import solve_banded_factor
+
+    ab = np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0]])  # singular: solved with a little damping
+    dx, cb = solve_banded_factor(ab, np.ones(3))
+    assert cb is None
+    assert np.all(np.isfinite(dx))
+
+
 def test_cauchy_on_the_space_prior_recovers_a_two_segment_robot() -> None:
     """A strain step at s = 0.2 (two constant-curvature segments), seen only through base and tip poses.
 

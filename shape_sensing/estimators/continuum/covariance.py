@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg import cho_solve_banded, cholesky_banded
+from scipy.linalg import cholesky_banded
+from scipy.linalg.lapack import dtbtrs
 
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.model import DOF
@@ -14,13 +15,27 @@ from shape_sensing.geometry import FloatArray
 __all__ = ["node_covariances", "pose_position_covariance"]
 
 
-def node_covariances(ab: FloatArray, nodes: list[int] | NDArray[np.int64], dims: slice = slice(0, DOF)) -> FloatArray:
+def node_covariances(
+    ab: FloatArray,
+    nodes: list[int] | NDArray[np.int64],
+    dims: slice = slice(0, DOF),
+    *,
+    factor: FloatArray | None = None,
+) -> FloatArray:
     """Marginal covariances of some nodes under the Laplace approximation.
+
+    With ``H = L L^T``, the covariance between columns ``E_i`` and ``E_j`` is
+    ``(L^-1 E_i)^T (L^-1 E_j)``: one forward substitution, and as ``L`` is lower
+    triangular and the ``E`` are zero above their first row ``r0``, only on the
+    trailing part ``L[r0:, r0:]``. Nodes late in the ordering (a window's tip
+    nodes in arc-length-major order) cost a few rows, not the whole system.
 
     Args:
         ab: lower-banded Gauss-Newton information (from :func:`~.solver.assemble`).
         nodes: flat node indices.
         dims: which of the 18 node coordinates (default all; ``slice(0, 6)`` for the pose).
+        factor: the banded Cholesky factor of ``ab`` if already computed
+            (:func:`~.solver.solve_banded_factor`); factorised here otherwise.
 
     Returns:
         ``(len(nodes), d, d)`` covariances of the right perturbation (pose) and
@@ -30,18 +45,26 @@ def node_covariances(ab: FloatArray, nodes: list[int] | NDArray[np.int64], dims:
     idx = np.asarray(nodes, dtype=np.int64)
     if idx.size and (idx.min() < 0 or (idx.max() + 1) * DOF > nvar):
         raise ContinuumError(f"node indices {idx.tolist()} outside the {nvar // DOF} nodes of the system")
+    if factor is not None and factor.shape[1] != nvar:
+        raise ContinuumError(f"Cholesky factor has {factor.shape[1]} columns, the system {nvar}")
     d = np.arange(DOF)[dims]
-    cols = (idx[:, None] * DOF + d[None, :]).reshape(-1)
-    E = np.zeros((nvar, cols.size))
-    E[cols, np.arange(cols.size)] = 1.0
-    with blas_single_thread():
-        cb = cholesky_banded(ab, lower=True, check_finite=False)
-        X = cho_solve_banded((cb, True), E, check_finite=False)
     k = d.size
     out = np.empty((idx.size, k, k))
+    if idx.size == 0:
+        return out
+    cols = (idx[:, None] * DOF + d[None, :]).reshape(-1)
+    r0 = int(cols.min())
+    E = np.zeros((nvar - r0, cols.size))
+    E[cols - r0, np.arange(cols.size)] = 1.0
+    with blas_single_thread():
+        cb = factor if factor is not None else cholesky_banded(ab, lower=True, check_finite=False)
+        Y, info = dtbtrs(cb[:, r0:], E, uplo="L")
+    if info != 0:
+        raise ContinuumError("information matrix is singular: no Laplace covariance")
     for i in range(idx.size):
-        out[i] = X[cols[i * k : (i + 1) * k], i * k : (i + 1) * k]
-    return 0.5 * (out + np.swapaxes(out, 1, 2))
+        Yi = Y[:, i * k : (i + 1) * k]
+        out[i] = Yi.T @ Yi
+    return out
 
 
 def pose_position_covariance(T: FloatArray, cov6: FloatArray) -> FloatArray:

@@ -461,14 +461,25 @@ def assemble_dense(
 
 def solve_banded(ab: FloatArray, g: FloatArray, damping: float = 0.0) -> FloatArray:
     """Solve ``H dx = -g`` by banded Cholesky (adds ``damping`` to the diagonal; retries damped if not PD)."""
+    return solve_banded_factor(ab, g, damping)[0]
+
+
+def solve_banded_factor(ab: FloatArray, g: FloatArray, damping: float = 0.0) -> tuple[FloatArray, FloatArray | None]:
+    """:func:`solve_banded`, also returning the lower banded Cholesky factor of ``H`` itself.
+
+    The factor (LAPACK lower band storage, ``L[j + d, j] = cb[d, j]``) is ``None`` when the solve had to
+    damp the system: it would then be the factor of a different matrix. Pass it to
+    :func:`~.covariance.node_covariances` to take covariances without factorising ``H`` again.
+    """
     lam = damping
     for _ in range(8):
         a = ab.copy()
         if lam > 0:
             a[0] += lam * np.maximum(ab[0], 1e-12)
         try:
-            cb = cholesky_banded(a, lower=True, check_finite=False)
-            return np.asarray(cho_solve_banded((cb, True), -g, check_finite=False))
+            cb = cholesky_banded(a, lower=True, check_finite=False, overwrite_ab=True)
+            dx = np.asarray(cho_solve_banded((cb, True), -g, check_finite=False))
+            return dx, (cb if lam == 0 else None)
         except LinAlgError:
             lam = max(1e-9, lam * 100)
             _log.debug("system not positive definite, damping %g", lam)

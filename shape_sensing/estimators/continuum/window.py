@@ -49,7 +49,7 @@ from shape_sensing.estimators.continuum.solver import (
     assign_measurements,
     blas_single_thread,
     build_factors,
-    solve_banded,
+    solve_banded_factor,
     step_converged,
 )
 from shape_sensing.geometry import FloatArray
@@ -210,7 +210,7 @@ class SlidingWindow:
                 extra = (Hp, gp)
             ab, g, cost = assemble(state.K * N, N, batches, extra, order)
             cost += pc
-            dx = solve_banded(ab, g)
+            dx, cb = solve_banded_factor(ab, g)
             converged = step_converged(dx, g, self.tol, self.decrement_tol)
             tip = N - 1 if order is None else int(order[N - 1])
             if order is not None:
@@ -219,7 +219,7 @@ class SlidingWindow:
                 final_update = float(np.abs(dx[: N * DOF]).max())
                 new_prior = self._chain(state, batches) if chain else self._schur(state, batches, extra)
                 if self.covariance:
-                    self.final_cov.append(node_covariances(ab, [tip], slice(0, 6))[0])
+                    self.final_cov.append(node_covariances(ab, [tip], slice(0, 6), factor=cb)[0])
             state = state.retract(dx)
             if converged:
                 break
