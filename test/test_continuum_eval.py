@@ -158,8 +158,9 @@ def test_robot1_pose_noise_rule_gives_the_default_r_pose() -> None:
 
 @needs_data
 def test_window_converges_on_extensible_when_iterated(capsys: pytest.CaptureFixture[str]) -> None:
-    """Where the authors' window does not converge: ours meets its tolerance at every step once the window
-    holds its slices, when allowed to iterate; the CLI reports it."""
+    """Where the authors' window does not converge: ours meets its tolerance at every step, the first ones
+    included (a straight robot of unit stretch at rest, the real one contracted and extending), when allowed
+    to iterate; the CLI reports it."""
     trial = load_trial(DATASET, "extensible")
     tn = default_tuning("extensible", "robot1")[0]
     t0 = trial.config.start_time
@@ -167,16 +168,23 @@ def test_window_converges_on_extensible_when_iterated(capsys: pytest.CaptureFixt
     s = np.linspace(0.0, trial.robot.length, trial.robot.N)
     win = SlidingWindow(weights_from_trial(trial, tn), s, trial.robot.K_per_second, t0, size=4, iterations=30)
     infos = [win.step(meas.between(win.t_newest, win.t_newest + 1 / win.rate)) for _ in range(15)]
-    # the first steps start from a straight robot of unit stretch at rest while the real one is contracted and
-    # extending: they may stall; from the first marginalisation on, every step converges
+    assert all(i.converged for i in infos), [i.iterations for i in infos]
+    # measured 24, 10, 10, 11, then 4-6: the first step moves from straight to contracted and bent
+    assert infos[0].iterations > 5 and max(i.iterations for i in infos[4:]) < 15
+    # without the coupled prior's curvature (Gauss-Newton's J^T J only) the first steps do not converge in 30
+    plain = SlidingWindow(
+        weights_from_trial(trial, tn), s, trial.robot.K_per_second, t0, size=4, iterations=30, second_order=False
+    )
+    first = [plain.step(meas.between(plain.t_newest, plain.t_newest + 1 / plain.rate)) for _ in range(3)]
+    assert not all(i.converged for i in first)
     full = [i for i in infos if i.finalized]
-    assert len(full) == 12 and all(i.converged for i in full)
+    assert len(full) == 12
     assert max(win.final_updates) < 0.03  # measured 1.1e-2 (a strain entry); the poses move far less
     args = ["eval-continuum", str(DATASET), "extensible", "--estimator", "window", "--duration", "0.5", "--no-outputs"]
     assert cli_main([*args, "--iterations", "30", "--json"]) == 0
     conv = json.loads(capsys.readouterr().out)
     steps = conv["slices"] - 1
-    assert conv["converged_fraction"] >= 12 / 15 and 2 * steps < conv["iterations"] < 30 * steps
+    assert conv["converged_fraction"] == 1.0 and 2 * steps < conv["iterations"] < 30 * steps
     assert cli_main([*args, "--iterations", "30"]) == 0
     assert f"converged in {100.0 * conv['converged_fraction']:.1f} % of steps" in capsys.readouterr().out
     assert cli_main([*args, "--json"]) == 0

@@ -64,10 +64,24 @@ H = np.array([0.1, 0.12])
 
 
 def test_space_prior_jacobian() -> None:
-    """With its weight held at the linearisation point (as Gauss-Newton uses it): exact Jacobians."""
+    """Exact Jacobians: of ``W e`` with a given (constant) ``W``, and of ``W(x) e(x)`` with the weight's derivative."""
     state = _state()
     W = fac.space_prior_sqrt_info(state[2][IA], H, Q2, Q3)
     _check(lambda T, e, v: fac.space_prior(T, e, v, IA, IB, H, Q2, Q3, W=W), state=state)
+    # finite differences recompute the velocity-dependent weight at every perturbed state
+    _check(lambda T, e, v: fac.space_prior(T, e, v, IA, IB, H, Q2, Q3), state=state)
+
+
+def test_space_prior_weight_derivative_is_not_negligible_here() -> None:
+    """Holding the weight drops a term of the size of the pose residual: the full check above can fail."""
+    T, eps, varpi = _state()
+    full = fac.space_prior(T, eps, varpi, IA, IB, H, Q2, Q3)
+    held = fac.space_prior(T, eps, varpi, IA, IB, H, Q2, Q3, hold_weight=True)
+    assert np.allclose(full.r, held.r, rtol=0, atol=0)
+    diff = np.abs(full.jac[0] - held.jac[0])
+    assert diff[:, 12:, 12:].max() > 1e-3 * np.abs(full.jac[0]).max()
+    assert diff[:, :12].max() == 0 and diff[:, :, :12].max() == 0
+    assert np.array_equal(full.jac[1], held.jac[1])
 
 
 def test_space_prior_weight_is_the_inverse_of_its_covariance() -> None:
@@ -227,9 +241,65 @@ def test_gp_sqrt_info_rejects_bad_covariance(cov: np.ndarray) -> None:
         fac.gp_sqrt_info(np.diag(cov), np.array([0.1]))
 
 
+def test_space_prior_second_order_term_is_the_exact_mixed_curvature() -> None:
+    """Rows of the velocity ``varpi_a``: the exact Hessian of the cost equals ``J^T J + second``.
+
+    The velocity row is ``d (varpi_b - varpi_a + ad(xi) varpi_a)``: linear in the velocities, so every second
+    derivative involving ``varpi_a`` needs only first derivatives of ``xi`` and the factor's term is exact
+    there (elsewhere the log map's own curvature is left out). Checked against finite differences of the
+    gradient ``J^T r``, the state moved on the manifold.
+    """
+    T, eps, varpi = _state()
+    ia, ib = np.array([0]), np.array([1])
+    h1 = H[:1]
+
+    def grad(T: np.ndarray, e: np.ndarray, v: np.ndarray) -> np.ndarray:
+        b = fac.space_prior(T, e, v, ia, ib, h1, Q2, Q3)
+        J = np.concatenate(b.jac, axis=2)[0]
+        return J.T @ b.r[0]
+
+    b = fac.space_prior(T, eps, varpi, ia, ib, h1, Q2, Q3)
+    assert b.second is not None
+    J = np.concatenate(b.jac, axis=2)[0]
+    model = J.T @ J + b.second[0]
+    step = 1e-6
+    exact = np.zeros((2 * DOF, 2 * DOF))
+    for slot, node in enumerate((0, 1)):
+        for k in range(DOF):
+            gp = grad(*_perturb(T, eps, varpi, node, k, step))
+            gm = grad(*_perturb(T, eps, varpi, node, k, -step))
+            exact[:, slot * DOF + k] = (gp - gm) / (2 * step)
+    rows = slice(12, 18)  # varpi_a
+    scale = np.abs(exact[rows]).max()
+    assert np.abs(exact[rows] - model[rows]).max() < 1e-6 * scale
+    # and the term matters: Gauss-Newton's J^T J alone misses it by far more than the tolerance
+    assert np.abs(exact[rows] - (J.T @ J)[rows]).max() > 1e-2 * scale
+    # symmetric, and zero outside the (varpi_a, pose) blocks
+    assert np.array_equal(b.second[0], b.second[0].T)
+    mask = np.zeros((2 * DOF, 2 * DOF), dtype=bool)
+    mask[12:18, 0:6] = mask[12:18, 18:24] = mask[0:6, 12:18] = mask[18:24, 12:18] = True
+    assert not b.second[0][~mask].any()
+
+
+def test_backtrack_halves_an_overshooting_step_until_the_cost_falls() -> None:
+    """f(x) = x^4 from x = 1 along dx = -2 (lands on x = -1, no decrease): the half step reaches the minimum."""
+    from shape_sensing.estimators.continuum.solver import ARMIJO, backtrack
+
+    f = lambda x: (x**4, "built")  # noqa: E731
+    slope = 4.0 * -2.0  # f'(1) dx
+    x, c, payload, alpha = backtrack(lambda a: 1.0 - 2.0 * a, slope, 1.0, f)
+    assert (x, c, payload, alpha) == (0.0, 0.0, "built", 0.5)
+    # a step that decreases enough is taken whole
+    x, c, _, alpha = backtrack(lambda a: 1.0 - 0.5 * a, 4.0 * -0.5, 1.0, f)
+    assert alpha == 1.0 and c <= 1.0 + ARMIJO * -2.0
+    # an uphill direction is shortened to the smallest step tried, never lengthened
+    _, _, _, alpha = backtrack(lambda a: 1.0 + a, 4.0, 1.0, f)
+    assert 0 < alpha < 1e-2
+
+
 def test_space_prior_structured_whitening_equals_the_explicit_weight() -> None:
     T, eps, varpi = _state()
-    a = fac.space_prior(T, eps, varpi, IA, IB, H, Q2, Q3)
+    a = fac.space_prior(T, eps, varpi, IA, IB, H, Q2, Q3, hold_weight=True)
     b = fac.space_prior(T, eps, varpi, IA, IB, H, Q2, Q3, W=fac.space_prior_sqrt_info(varpi[IA], H, Q2, Q3))
     assert np.allclose(a.r, b.r, rtol=1e-12, atol=1e-12)
     for Ja, Jb in zip(a.jac, b.jac, strict=True):

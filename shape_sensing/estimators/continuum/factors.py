@@ -13,11 +13,13 @@ Priors (see :mod:`shape_sensing.estimators.continuum.model` for the state):
   strain rate in time is white noise of density ``Q3``):
   ``e = [log(T_a^-1 T_b) - h eps_a; eps_b - eps_a; varpi_b - varpi_a + h ad(eps_a) varpi_a]``.
   Its covariance propagates the strain noise ``Q2`` into the velocity through
-  ``V = ad(varpi_a)``, see :func:`space_prior_sqrt_info`; it depends on the state
-  and is held at the linearisation point (its weight is constant within a
-  Gauss-Newton step, as robust weights are), so Gauss-Newton converges to the
-  fixed point of that re-weighting, not to the minimum of a cost that also
-  varies the weight. For a still robot (``varpi = 0``) it is the plain
+  ``V = ad(varpi_a)``, see :func:`space_prior_sqrt_info`, so its weight
+  ``W = diag(W12, (h Q3)^-1/2) A^-1`` depends on the state. ``A`` is unit lower
+  triangular, so ``det W`` does not: the negative log-likelihood is exactly
+  ``|W(x) e(x)|^2 / 2`` and the factor is an ordinary least-squares term whose
+  Jacobian includes the weight's derivative (``hold_weight`` leaves it out).
+  Gauss-Newton therefore minimises one fixed cost, and a line search on that
+  cost is valid. For a still robot (``varpi = 0``) it is the plain
   constant-strain process plus a random walk of velocity.
 * :func:`time_prior`: constant-velocity (white-noise-on-acceleration) process
   in time per node, ``e = [log(T_a^-1 T_b) - dt varpi_a; varpi_b - varpi_a]``
@@ -77,6 +79,9 @@ class FactorBatch:
         jac: per slot, ``(M, d, 18)`` whitened Jacobians.
         r: ``(M, d)`` whitened residuals.
         cauchy: Cauchy scale for IRLS, or ``None`` for plain least squares.
+        second: optional ``(M, 18 S, 18 S)`` second-order part of the Hessian, ``sum_k r_k d^2 r_k``
+            over the slots' stacked coordinates (the terms Gauss-Newton's ``J^T J`` leaves out), where a
+            factor knows them; see :func:`space_prior`.
     """
 
     name: str
@@ -84,6 +89,7 @@ class FactorBatch:
     jac: list[FloatArray]
     r: FloatArray
     cauchy: float | None = None
+    second: FloatArray | None = None
 
     @property
     def size(self) -> int:
@@ -93,7 +99,12 @@ class FactorBatch:
     def select(self, mask: NDArray[np.bool_]) -> FactorBatch:
         """The factors where ``mask`` is true."""
         return FactorBatch(
-            self.name, [n[mask] for n in self.nodes], [J[mask] for J in self.jac], self.r[mask], self.cauchy
+            self.name,
+            [n[mask] for n in self.nodes],
+            [J[mask] for J in self.jac],
+            self.r[mask],
+            self.cauchy,
+            None if self.second is None else self.second[mask],
         )
 
 
@@ -180,6 +191,9 @@ def space_prior_sqrt_info(varpi_a: FloatArray, h: FloatArray, Q2: FloatArray, Q3
     return W
 
 
+_AD_BASIS = lie.curly(np.eye(6))  # ad(E_i), i = 0..5
+
+
 def space_prior(
     T: FloatArray,
     eps: FloatArray,
@@ -190,6 +204,7 @@ def space_prior(
     Q2: FloatArray,
     Q3: FloatArray,
     W: FloatArray | None = None,
+    hold_weight: bool = False,
 ) -> FactorBatch:
     """Constant-strain prior along s, coupled with the velocity, between flat nodes ``ia`` and ``ib``.
 
@@ -202,7 +217,9 @@ def space_prior(
         h: ``(M,)`` arc-length steps.
         Q2: power spectral density (6) of the strain's change along s, already scaled.
         Q3: power spectral density (6) of the strain's change in time, already scaled.
-        W: square-root information to use (default :func:`space_prior_sqrt_info` at this state).
+        W: square-root information to use, held constant (default :func:`space_prior_sqrt_info` at this
+            state, differentiated with the residual).
+        hold_weight: leave the weight's own derivative out of the Jacobian, as if ``W`` were given.
     """
     M = ia.size
     xi = lie.log(lie.inv(T[ia]) @ T[ib])
@@ -240,7 +257,24 @@ def space_prior(
         Jw[:, :12] = W12 @ J[:, :12]
         Jw[:, 12:] = d[:, :, None] * (J[:, 12:] - V @ J[:, :6])
         jacs.append(Jw)
-    return FactorBatch("space_prior", [ia, ib], jacs, out_r)
+    if hold_weight:
+        return FactorBatch("space_prior", [ia, ib], jacs, out_r)
+    # the weight's own derivative: d(ad(varpi_a) e1)/d varpi_a = -ad(e1)
+    jacs[0][:, 12:, 12:] += d[:, :, None] * lie.curly(e[:, :6])
+    # With it, the velocity row is d (varpi_b - varpi_a + ad(xi) varpi_a): bilinear in varpi_a and xi.
+    # Its second-order term, sum_k r_k d^2 r_k, is of the size of J^T J wherever the row's residual is
+    # of order one; Gauss-Newton without it converges slowly or cycles on a robot that is bent and
+    # moving fast (the log map's own curvature is left out, as usual).
+    lam = d * out_r[:, 12:]
+    B = np.einsum("mk,ikl->mil", lam, _AD_BASIS)  # B[i, l] = sum_k lam_k ad(E_i)[k, l]
+    second = np.zeros((M, 2 * DOF, 2 * DOF))
+    Sa = -B @ Ja[:, :6, :6]  # d^2 / d varpi_a d T_a
+    Sb = -B @ Jb[:, :6, :6]
+    second[:, 12:18, 0:6] = Sa
+    second[:, 0:6, 12:18] = np.swapaxes(Sa, 1, 2)
+    second[:, 12:18, DOF : DOF + 6] = Sb
+    second[:, DOF : DOF + 6, 12:18] = np.swapaxes(Sb, 1, 2)
+    return FactorBatch("space_prior", [ia, ib], jacs, out_r, second=second)
 
 
 def time_prior(

@@ -20,8 +20,9 @@ iterates. The dense reference used by the benchmark is
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -38,16 +39,21 @@ __all__ = [
     "DECREMENT_TOL",
     "GNResult",
     "MarginalPrior",
+    "along",
     "arc_major_order",
     "assemble",
     "assemble_dense",
     "assign_measurements",
+    "backtrack",
     "banded_to_dense",
     "blas_single_thread",
     "build_factors",
     "dense_normal_equations",
+    "factors_cost",
     "gauss_newton",
+    "newton_step",
     "solve_banded",
+    "solve_banded_factor",
     "step_converged",
 ]
 
@@ -346,6 +352,7 @@ def assemble(
     batches: list[fac.FactorBatch],
     extra: tuple[FloatArray, FloatArray] | None = None,
     order: IntArray | None = None,
+    second_order: bool = False,
 ) -> tuple[FloatArray, FloatArray, float]:
     """Accumulate ``H`` (lower banded) and ``g`` over factor batches.
 
@@ -356,6 +363,8 @@ def assemble(
         extra: a dense ``(H, g)`` on the first variables (a marginal prior; time-major order only).
         order: position in the system of each flat node (default: the flat, time-major order),
             e.g. :func:`arc_major_order`; ``ab`` and ``g`` are then in that order.
+        second_order: add the factors' known second-order terms (:attr:`~.factors.FactorBatch.second`)
+            to ``J^T J``: a better step, but ``H`` may then be indefinite far from the optimum.
 
     Returns:
         ``ab`` (lower-banded ``H``, as many rows as the widest factor needs), ``g`` and the robust cost.
@@ -366,33 +375,39 @@ def assemble(
     cost = 0.0
     # Factors on the same node arrays (the time prior and the strain walk) are stacked into one block row each,
     # robust weights folded in as sqrt(w): fewer, larger products and fewer entries to scatter.
-    groups: dict[tuple[int, ...], tuple[list[IntArray], list[FloatArray], list[FloatArray]]] = {}
+    groups: dict[tuple[int, ...], tuple[list[IntArray], list[FloatArray], list[FloatArray], list[FloatArray]]] = {}
     for b in batches:
         if b.size == 0:
             continue
         cost += _cost(b)
         J = np.concatenate(b.jac, axis=2)  # (M, d, 18 S)
         r = b.r
+        S2 = b.second if second_order else None
         if b.cauchy is not None:
-            sw = np.sqrt(_weights(b))
+            wgt = _weights(b)
+            sw = np.sqrt(wgt)
             J = J * sw[:, None, None]
             r = r * sw[:, None]
+            if S2 is not None:
+                S2 = S2 * wgt[:, None, None]
         key = tuple(id(n) for n in b.nodes)
         hit = groups.get(key)
         if hit is None:
-            groups[key] = (list(b.nodes), [J], [r])
+            groups[key] = (list(b.nodes), [J], [r], [] if S2 is None else [S2])
         else:
             hit[1].append(J)
             hit[2].append(r)
+            if S2 is not None:
+                hit[3].append(S2)
     stacked = []
-    for nodes, Js, rs in groups.values():
+    for nodes, Js, rs, Ss in groups.values():
         if order is not None:
             nodes = [order[n] for n in nodes]
         J = Js[0] if len(Js) == 1 else np.concatenate(Js, axis=1)
         r = rs[0] if len(rs) == 1 else np.concatenate(rs, axis=1)
-        stacked.append((nodes, J, r))
+        stacked.append((nodes, J, r, sum(Ss[1:], Ss[0]) if Ss else None))
     off = 0 if order is not None else (N if extra is None else max(N, extra[1].size // DOF - 1))
-    for nodes, _, _ in stacked:
+    for nodes, _, _, _ in stacked:
         if len(nodes) > 1:
             st = np.stack(nodes)
             off = max(off, int((st.max(axis=0) - st.min(axis=0)).max()))
@@ -402,10 +417,12 @@ def assemble(
     gidx: list[IntArray] = []
     gval: list[FloatArray] = []
     p = np.arange(DOF)
-    for nodes, J, r in stacked:
+    for nodes, J, r, S2 in stacked:
         var = np.concatenate([n[:, None] * DOF + p[None, :] for n in nodes], axis=1)  # (M, 18 S)
         Jt = np.swapaxes(J, 1, 2)
         blk = Jt @ J
+        if S2 is not None:
+            blk = blk + S2
         gidx.append(var.reshape(-1))
         gval.append((Jt @ r[:, :, None]).reshape(-1))
         fl, keep = _lower_pattern(var, nvar)
@@ -486,6 +503,43 @@ def solve_banded_factor(ab: FloatArray, g: FloatArray, damping: float = 0.0) -> 
     raise ContinuumError("Gauss-Newton system is not positive definite even with damping")
 
 
+def newton_step(
+    n_nodes: int,
+    N: int,
+    batches: list[fac.FactorBatch],
+    extra: tuple[FloatArray, FloatArray] | None = None,
+    order: IntArray | None = None,
+    *,
+    second_order: bool = True,
+    dense: bool = False,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray | None]:
+    """Assemble and solve one step: ``(ab, g, dx, factor)`` (factor ``None`` when damped or dense).
+
+    With ``second_order`` the factors' known second-order terms join ``J^T J`` (a Newton step where the
+    factors know their curvature); if that matrix is not positive definite, as can happen far from the
+    optimum, the step falls back to plain Gauss-Newton, so ``dx`` is always a descent direction.
+    """
+    if second_order and any(b.second is not None for b in batches):
+        ab, g, _ = assemble(n_nodes, N, batches, extra, order, second_order=True)
+        if dense:
+            try:
+                np.linalg.cholesky(banded_to_dense(ab))
+                return ab, g, dense_normal_equations(ab, g), None
+            except np.linalg.LinAlgError:
+                pass
+        else:
+            try:
+                cb = cholesky_banded(ab, lower=True, check_finite=False)
+                return ab, g, np.asarray(cho_solve_banded((cb, True), -g, check_finite=False)), cb
+            except LinAlgError:
+                _log.debug("second-order system not positive definite: Gauss-Newton step")
+    ab, g, _ = assemble(n_nodes, N, batches, extra, order)
+    if dense:
+        return ab, g, dense_normal_equations(ab, g), None
+    dx, cb = solve_banded_factor(ab, g)
+    return ab, g, dx, cb
+
+
 def banded_to_dense(ab: FloatArray) -> FloatArray:
     """Dense symmetric matrix from lower-banded storage."""
     bw, n = ab.shape
@@ -545,6 +599,7 @@ def gauss_newton(
     slice_factors: range | None = None,
     base_slices: range | None = None,
     decrement_tol: float | None = DECREMENT_TOL,
+    second_order: bool = True,
 ) -> GNResult:
     """Iterate Gauss-Newton (IRLS for robust factors) from ``state``.
 
@@ -556,7 +611,7 @@ def gauss_newton(
     """
     with blas_single_thread():
         return _gauss_newton(
-            state, w, meas, prior, max_iterations, tol, dense, slice_factors, base_slices, decrement_tol
+            state, w, meas, prior, max_iterations, tol, dense, slice_factors, base_slices, decrement_tol, second_order
         )
 
 
@@ -571,25 +626,81 @@ def _gauss_newton(
     slice_factors: range | None,
     base_slices: range | None,
     decrement_tol: float | None,
+    second_order: bool,
 ) -> GNResult:
     costs: list[float] = []
     n_nodes = state.K * state.N
     converged = False
     it = 0
     ab: FloatArray | None = None
-    while it < max_iterations:
-        it += 1
-        batches = build_factors(state, w, meas, slice_factors=slice_factors, base_slices=base_slices)
+
+    def evaluate(st: GridState) -> tuple[float, tuple[list[fac.FactorBatch], tuple[FloatArray, FloatArray] | None]]:
+        batches = build_factors(st, w, meas, slice_factors=slice_factors, base_slices=base_slices)
         extra = None
         pc = 0.0
         if prior is not None:
-            Hp, gp, pc = _prior_terms(state, prior)
+            Hp, gp, pc = _prior_terms(st, prior)
             extra = (Hp, gp)
-        ab, g, cost = assemble(n_nodes, state.N, batches, extra)
-        costs.append(cost + pc)
-        dx = dense_normal_equations(ab, g) if dense else solve_banded(ab, g)
-        state = state.retract(dx)
+        return factors_cost(batches) + pc, (batches, extra)
+
+    cost, (batches, extra) = evaluate(state)
+    while it < max_iterations:
+        it += 1
+        ab, g, dx, _ = newton_step(n_nodes, state.N, batches, extra, second_order=second_order, dense=dense)
+        costs.append(cost)
         if step_converged(dx, g, tol, decrement_tol):
+            state = state.retract(dx)
             converged = True
             break
+        if it == max_iterations:
+            state = state.retract(dx)
+            break
+        state, cost, (batches, extra), _ = backtrack(along(state, dx), float(g @ dx), cost, evaluate)
     return GNResult(state, it, converged, costs[-1] if costs else 0.0, costs, ab)
+
+
+#: Sufficient decrease of :func:`backtrack` (Armijo's constant) and its most halvings of a step.
+ARMIJO = 1e-4
+MAX_HALVINGS = 10
+
+_P = TypeVar("_P")
+_X = TypeVar("_X")
+
+
+def along(state: GridState, dx: FloatArray) -> Callable[[float], GridState]:
+    """The states ``alpha -> state.retract(alpha dx)`` on a step (for :func:`backtrack`)."""
+    return lambda alpha: state.retract(alpha * dx)
+
+
+def factors_cost(batches: list[fac.FactorBatch]) -> float:
+    """Cost (robust where a factor has a loss) of evaluated factors: what :func:`assemble` returns."""
+    return float(sum(_cost(b) for b in batches if b.size))
+
+
+def backtrack(
+    move: Callable[[float], _X],
+    slope: float,
+    cost: float,
+    evaluate: Callable[[_X], tuple[float, _P]],
+) -> tuple[_X, float, _P, float]:
+    """Backtracking line search: ``move(alpha)`` for the first ``alpha = 1, 1/2, ...`` that decreases the cost.
+
+    Takes the first ``alpha`` with ``cost(alpha) <= cost + ARMIJO alpha slope`` (Armijo), or the smallest
+    tried (:data:`MAX_HALVINGS`). ``slope = g^T dx`` is the directional derivative of the cost along the step;
+    a Gauss-Newton or positive-definite Newton step has ``slope < 0``, so a short enough step decreases the
+    cost. ``evaluate`` returns the cost at a state and whatever it built to get it (the factors), returned
+    for the accepted state so that the next linearisation reuses it: a full step costs nothing extra.
+
+    Returns:
+        The accepted state, its cost, what ``evaluate`` built there, and ``alpha``.
+    """
+    alpha = 1.0
+    cand = move(alpha)
+    c, payload = evaluate(cand)
+    for _ in range(MAX_HALVINGS):
+        if c <= cost + ARMIJO * alpha * slope:
+            break
+        alpha *= 0.5
+        cand = move(alpha)
+        c, payload = evaluate(cand)
+    return cand, c, payload, alpha

@@ -43,13 +43,16 @@ from shape_sensing.estimators.continuum.solver import (
     AssignedMeasurements,
     MarginalPrior,
     _prior_terms,
+    along,
     arc_major_order,
     assemble,
     assemble_dense,
     assign_measurements,
+    backtrack,
     blas_single_thread,
     build_factors,
-    solve_banded_factor,
+    factors_cost,
+    newton_step,
     step_converged,
 )
 from shape_sensing.geometry import FloatArray
@@ -106,6 +109,7 @@ class SlidingWindow:
         covariance: bool = False,
         marginal: str = "chain",
         band: int = 1,
+        second_order: bool = True,
     ) -> None:
         s_nodes = np.asarray(s_nodes, dtype=np.float64)
         if s_nodes.ndim != 1 or s_nodes.size < 2 or np.any(np.diff(s_nodes) <= 0):
@@ -128,6 +132,7 @@ class SlidingWindow:
         self.iterations = int(iterations)
         self.tol = tol
         self.decrement_tol = decrement_tol
+        self.second_order = second_order
         st = straight_state(np.array([t0]), s_nodes, weights.T0, weights.epsilon0)
         if init is not None:
             st.T[0], st.eps[0], st.varpi[0] = init
@@ -193,36 +198,42 @@ class SlidingWindow:
         # positions (the prior couples nodes p apart), against N + 1 time-major
         order = arc_major_order(state.K, N) if chain and max(self.band * state.K, state.K + 1) < N + 1 else None
         converged = False
-        cost = 0.0
         it = 0
         new_prior: MarginalPrior | ChainPrior | None = None
         final_update: float | None = None
-        while it < self.iterations:
-            it += 1
-            batches = build_factors(state, self.weights, am, base_slices=base)
+        tip = N - 1 if order is None else int(order[N - 1])
+
+        def evaluate(st: GridState) -> tuple[float, tuple[list[FactorBatch], tuple[FloatArray, FloatArray] | None]]:
+            batches = build_factors(st, self.weights, am, base_slices=base)
             extra = None
             pc = 0.0
             if isinstance(self.prior, ChainPrior):
-                T, e, v = state.T[0], state.eps[0], state.varpi[0]
-                batches.append(chain_prior_factor(T, e, v, np.arange(N, dtype=np.int64), self.prior))
+                nodes0 = np.arange(N, dtype=np.int64)
+                batches.append(chain_prior_factor(st.T[0], st.eps[0], st.varpi[0], nodes0, self.prior))
             elif self.prior is not None:
-                Hp, gp, pc = _prior_terms(state, self.prior)
+                Hp, gp, pc = _prior_terms(st, self.prior)
                 extra = (Hp, gp)
-            ab, g, cost = assemble(state.K * N, N, batches, extra, order)
-            cost += pc
-            dx, cb = solve_banded_factor(ab, g)
+            return factors_cost(batches) + pc, (batches, extra)
+
+        cost, (batches, extra) = evaluate(state)
+        while it < self.iterations:
+            it += 1
+            ab, g, dx, cb = newton_step(state.K * N, N, batches, extra, order, second_order=self.second_order)
             converged = step_converged(dx, g, self.tol, self.decrement_tol)
-            tip = N - 1 if order is None else int(order[N - 1])
             if order is not None:
                 dx = dx.reshape(-1, DOF)[order].reshape(-1)
-            if marginalize and (converged or it == self.iterations):
+            last = converged or it == self.iterations
+            if marginalize and last:
                 final_update = float(np.abs(dx[: N * DOF]).max())
                 new_prior = self._chain(state, batches) if chain else self._schur(state, batches, extra)
                 if self.covariance:
                     self.final_cov.append(node_covariances(ab, [tip], slice(0, 6), factor=cb)[0])
-            state = state.retract(dx)
-            if converged:
+            if last:
+                state = state.retract(dx)
                 break
+            # more iterations to come: keep each one downhill (the gradient is in the system's order)
+            gf = g if order is None else g.reshape(-1, DOF)[order].reshape(-1)
+            state, cost, (batches, extra), _ = backtrack(along(state, dx), float(gf @ dx), cost, evaluate)
         self.state = state
         self.steps += 1
         self.converged_steps += int(converged)
