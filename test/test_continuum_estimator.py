@@ -184,6 +184,23 @@ def test_window_reports_iterations_convergence_and_how_far_finalised_slices_stil
     assert np.abs(a.T[..., :3, 3] - b.T[..., :3, 3]).max() < 1e-4  # measured 2.0e-5 m
 
 
+def test_window_takes_second_order_steps_only_when_it_iterates() -> None:
+    """At one iteration per step (no line search to check a step) the window is plain Gauss-Newton;
+    iterating, its steps use the coupled prior's curvature and reach the same optimum as without it."""
+    w, meas, _ = _moving_problem()
+    rate = 20.0
+    out = {}
+    for iterations in (1, 30):
+        for second in (True, False):
+            win = SlidingWindow(w, S, rate, 0.0, size=4, iterations=iterations, tol=1e-10, second_order=second)
+            win.run(meas, 0.6)
+            out[iterations, second] = (win.finalized(), win.total_iterations)
+    assert np.array_equal(out[1, True][0].T, out[1, False][0].T)
+    a, b = out[30, True][0], out[30, False][0]
+    assert np.abs(a.T[..., :3, 3] - b.T[..., :3, 3]).max() < 1e-5
+    assert out[30, True][1] <= out[30, False][1]
+
+
 def test_window_with_marginalisation_matches_batch_when_window_holds_everything() -> None:
     w, meas, _ = _moving_problem()
     rate, t1 = 20.0, 0.3

@@ -13,8 +13,12 @@ makes its cost linear in ``N``. Linear in ``N`` for the batch is out of reach of
 any exact direct solve: the nodes form a ``K x N`` grid graph, whose Cholesky
 fill is at best ``O(K N log N)`` with ``O(K N^2)`` flops (nested dissection of
 ``K / N`` squares); the band here costs ``O(K N^3)``. :func:`gauss_newton`
-iterates. The dense reference used by the benchmark is
-:func:`dense_normal_equations`.
+iterates: each step adds the second-order terms that factors supply
+(:func:`newton_step`; the coupled along-s prior's bilinear velocity row, whose
+curvature is as large as ``J^T J`` on a bent, fast-moving robot), falls back to
+``J^T J`` where that is not positive definite, and is kept downhill on the
+cost by a backtracking line search (:func:`backtrack`). The dense reference
+used by the benchmark is :func:`dense_normal_equations`.
 """
 
 from __future__ import annotations
@@ -603,11 +607,15 @@ def gauss_newton(
 ) -> GNResult:
     """Iterate Gauss-Newton (IRLS for robust factors) from ``state``.
 
-    Stops when the step's largest entry falls below ``tol``, or when its
-    squared length in the metric of the normal matrix, ``dx^T H dx``, falls
-    below ``decrement_tol`` (see :data:`DECREMENT_TOL`; ``None`` turns that
-    test off). With ``dense`` the normal equations are solved densely (the
-    benchmark's reference).
+    Each step is :func:`newton_step` (``second_order``: with the factors' known
+    second-order terms where that system is positive definite) followed by
+    :func:`backtrack` on the cost. Stops when the step's largest entry falls
+    below ``tol``, or when its squared length in the metric of the system
+    matrix, ``dx^T H dx``, falls below ``decrement_tol`` (see
+    :data:`DECREMENT_TOL`; ``None`` turns that test off); a converged or last
+    step is taken whole. With ``dense`` the system is solved densely (the
+    benchmark's reference). ``ab`` of the result is the last system matrix:
+    its inverse is the Laplace covariance.
     """
     with blas_single_thread():
         return _gauss_newton(
