@@ -90,6 +90,10 @@ AUTHORS: dict[tuple[str, str], dict[str, float]] = {
 #: three (the node's defaults: the trial's own score took part in choosing them, so it is no evidence).
 
 
+#: Gauss-Newton cap of the batch in ``eval-continuum`` (``--iterations`` changes it).
+BATCH_ITERATIONS = 50
+
+
 def noise_family() -> dict[str, Tuning]:
     """The family of noise models the robot-2 weights are chosen from, by name ``s<stretch>b<bend>r<rot>c<cauchy>``.
 
@@ -210,13 +214,16 @@ def run_estimator(
     *,
     tuning: Tuning | None = None,
     window_size: int = 4,
-    iterations: int = 1,
+    iterations: int | None = None,
     covariance: bool = True,
     t_end: float | None = None,
     marginal: str = "chain",
     band: int = 1,
 ) -> EvalResult:
     """Run the batch or window estimator over the trial window (optionally cut at ``t_end``).
+
+    ``iterations`` caps Gauss-Newton: per window step (default 1), or for the whole batch (default
+    :data:`BATCH_ITERATIONS`).
 
     ``marginal`` chooses the window's marginalisation: ``"chain"`` (banded, linear in the
     number of nodes; Markov order ``band`` along s) or ``"exact"`` (dense Schur complement).
@@ -230,7 +237,7 @@ def run_estimator(
     rate = trial.robot.K_per_second
     with single_thread_blas():
         if estimator == "batch":
-            est = BatchEstimator(w, s, rate)
+            est = BatchEstimator(w, s, rate, max_iterations=BATCH_ITERATIONS if iterations is None else iterations)
             tic = time.perf_counter()
             res = est.solve(meas, t0, t1)
             runtime = time.perf_counter() - tic
@@ -249,7 +256,7 @@ def run_estimator(
                 rate,
                 t0,
                 size=window_size,
-                iterations=iterations,
+                iterations=1 if iterations is None else iterations,
                 covariance=covariance,
                 marginal=marginal,
                 band=band,
@@ -261,7 +268,7 @@ def run_estimator(
             if win.final_cov:
                 c = np.asarray(win.final_cov)
                 tip_cov = np.concatenate([c, np.repeat(c[-1:], state.K - c.shape[0], axis=0)])
-            fraction = win.converged_steps / max(win.steps, 1) if iterations > 1 else None
+            fraction = win.converged_steps / max(win.steps, 1) if win.iterations > 1 else None
             upd = max(win.final_updates) if win.final_updates else None
             return EvalResult(state, runtime, win.total_iterations, fraction, tip_cov, dropped, upd)
     raise ValueError(f"--estimator must be 'batch' or 'window', got {estimator!r}")
@@ -302,7 +309,7 @@ def evaluate_trial(
     *,
     tuning: Tuning | None = None,
     window_size: int = 4,
-    iterations: int = 1,
+    iterations: int | None = None,
     t_end: float | None = None,
     covariance: bool = True,
     marginal: str = "chain",
@@ -491,9 +498,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--iterations",
         type=int,
-        default=1,
-        help="window: Gauss-Newton iterations per step, at most (a step stops early once its largest update "
-        "entry is below 1e-5 or dx^T H dx below 1e-4; at 1, convergence is not tested). Default 1",
+        default=None,
+        help="Gauss-Newton iterations, at most: per window step (default 1; at 1, convergence is not tested) "
+        f"or for the batch (default {BATCH_ITERATIONS}). A solve stops early once its largest update entry is "
+        "below 1e-5 or dx^T H dx below 1e-4",
     )
     parser.add_argument(
         "--marginal",

@@ -111,6 +111,14 @@ def test_cli_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         assert "unknown trial 'nope'" in capsys.readouterr().err
         assert cli_main(["eval-continuum", str(DATASET), "impulse_1", "--duration", "-1", "--no-outputs"]) == 2
         assert "--duration must be > 0" in capsys.readouterr().err
+        short = ["eval-continuum", str(DATASET), "impulse_1", "--duration", "0.5", "--no-outputs"]
+        for est in ("batch", "window"):
+            assert cli_main([*short, "--estimator", est, "--iterations", "0"]) == 2
+            assert "iterations must be >= 1, got 0" in capsys.readouterr().err
+        # the batch's cap: two iterations do not converge from a straight start, and it says so
+        assert cli_main([*short, "--iterations", "2", "--json"]) == 0
+        capped = json.loads(capsys.readouterr().out)
+        assert capped["iterations"] == 2 and capped["converged_fraction"] == 0.0
 
 
 @needs_data

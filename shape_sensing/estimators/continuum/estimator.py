@@ -161,6 +161,8 @@ class BatchEstimator:
         self.s_nodes = np.asarray(s_nodes, dtype=np.float64)
         if self.s_nodes.ndim != 1 or self.s_nodes.size < 2 or np.any(np.diff(self.s_nodes) <= 0):
             raise ContinuumError(f"arc-length nodes must be >= 2 increasing values, got {self.s_nodes.tolist()}")
+        if max_iterations < 1:
+            raise ContinuumError(f"iterations must be >= 1, got {max_iterations}")
         self.rate = rate
         self.max_iterations = max_iterations
         self.tol = tol
