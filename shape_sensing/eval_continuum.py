@@ -201,6 +201,8 @@ class EvalResult:
     dropped_gyro: int
     #: window only: largest entry of the last update any finalised slice received (how far it still moved)
     final_update_max: float | None = None
+    #: saturated axes left out of gyroscope readings that were kept
+    masked_gyro_axes: int = 0
 
 
 def single_thread_blas() -> Any:
@@ -233,6 +235,7 @@ def run_estimator(
     t1 = trial.config.end_time if t_end is None else min(t_end, trial.config.end_time)
     w = weights_from_trial(trial, tn)
     meas, dropped = measurements_from_trial(trial, t0, t1, tn)
+    masked = int(np.isnan(meas.gyro_w).sum())
     s = np.linspace(0.0, trial.robot.length, trial.robot.N)
     rate = trial.robot.K_per_second
     with single_thread_blas():
@@ -248,7 +251,9 @@ def run_estimator(
                 nodes = np.arange(0, K, stride) * res.state.N + res.state.N - 1
                 c = node_covariances(res.ab, nodes, slice(0, 6))
                 tip_cov = np.repeat(c, stride, axis=0)[:K]
-            return EvalResult(res.state, runtime, res.iterations, float(res.converged), tip_cov, dropped)
+            return EvalResult(
+                res.state, runtime, res.iterations, float(res.converged), tip_cov, dropped, None, masked
+            )
         if estimator == "window":
             win = SlidingWindow(
                 w,
@@ -270,7 +275,7 @@ def run_estimator(
                 tip_cov = np.concatenate([c, np.repeat(c[-1:], state.K - c.shape[0], axis=0)])
             fraction = win.converged_steps / max(win.steps, 1) if win.iterations > 1 else None
             upd = max(win.final_updates) if win.final_updates else None
-            return EvalResult(state, runtime, win.total_iterations, fraction, tip_cov, dropped, upd)
+            return EvalResult(state, runtime, win.total_iterations, fraction, tip_cov, dropped, upd, masked)
     raise ValueError(f"--estimator must be 'batch' or 'window', got {estimator!r}")
 
 
@@ -349,6 +354,7 @@ def evaluate_trial(
         "converged_fraction": res.converged_fraction,
         "final_update_max": res.final_update_max,
         "dropped_saturated_gyro": res.dropped_gyro,
+        "masked_saturated_gyro_axes": res.masked_gyro_axes,
         "nodes": trial.robot.N,
         "slices": int(res.state.K),
         **sc,

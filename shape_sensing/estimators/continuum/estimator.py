@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
@@ -14,7 +15,7 @@ from shape_sensing.estimators.continuum.solver import DECREMENT_TOL, GNResult, a
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.space_time_dataset import Trial
 
-__all__ = ["BatchEstimator", "Tuning", "measurements_from_trial", "time_grid", "weights_from_trial"]
+__all__ = ["BatchEstimator", "Tuning", "mask_saturated", "measurements_from_trial", "time_grid", "weights_from_trial"]
 
 _log = logging.getLogger(__name__)
 
@@ -27,7 +28,7 @@ class Tuning:
         cauchy_pose: Cauchy scale of pose factors (whitened units), ``None`` = least squares.
         cauchy_gyro: same for gyroscope factors.
         cauchy_space: same for the along-s strain prior (abrupt strain changes at contacts).
-        gyro_saturation: readings with any axis at or beyond this (rad/s) are dropped.
+        gyro_saturation: axes of a gyroscope reading at or beyond this (rad/s) are left out (the others kept).
         fixed_base: base prior on every slice (clamped base).
         prior_scale: extra multiplier of the prior covariances.
         q1_scale: extra multiplier of Q1 (acceleration noise).
@@ -93,12 +94,13 @@ def measurements_from_trial(
     """Pose-sensor and gyroscope measurements of a trial in ``[t0, t1]``.
 
     Returns:
-        The measurements and the number of gyroscope readings dropped as saturated.
+        The measurements and the number of gyroscope readings dropped as saturated on every axis.
     """
     tn = tuning or Tuning()
     cfg = trial.config
     pt, ps, pT, gt, gs, gw = [], [], [], [], [], []
     dropped = 0
+    masked = 0
     if cfg.use_aurora:
         for st in trial.of_kind("aurora"):
             w = st.window(t0, t1)
@@ -108,11 +110,12 @@ def measurements_from_trial(
     if cfg.use_gyro:
         for st in trial.of_kind("gyro"):
             w = st.window(t0, t1)
-            ok = np.all(np.abs(w.values) < tn.gyro_saturation, axis=1)
+            values, ok, n_axes = mask_saturated(w.values, tn.gyro_saturation)
             dropped += int((~ok).sum())
+            masked += n_axes
             gt.append(w.t[ok])
             gs.append(w.s[ok])
-            gw.append(w.values[ok])
+            gw.append(values[ok])
     meas = Measurements(
         np.concatenate(pt) if pt else np.zeros(0),
         np.concatenate(ps) if ps else np.zeros(0),
@@ -121,7 +124,23 @@ def measurements_from_trial(
         np.concatenate(gs) if gs else np.zeros(0),
         np.concatenate(gw) if gw else np.zeros((0, 3)),
     )
+    if masked:
+        _log.info("%d saturated gyroscope axes left out (the readings' other axes kept)", masked)
     return meas, dropped
+
+
+def mask_saturated(values: FloatArray, saturation: float) -> tuple[FloatArray, NDArray[np.bool_], int]:
+    """Gyroscope readings ``(M, 3)`` with each axis at or beyond ``saturation`` set to NaN (not measured).
+
+    A saturated axis only says the rate is at least the range; the reading's other axes are still
+    measurements. Returns the masked values, which readings keep at least one axis, and how many axes
+    were masked in the kept readings.
+    """
+    v = np.array(values, dtype=np.float64)
+    sat = np.abs(v) >= saturation
+    v[sat] = np.nan
+    keep = ~np.all(sat, axis=1)
+    return v, keep, int(sat[keep].sum())
 
 
 def time_grid(t0: float, t1: float, rate: float) -> FloatArray:

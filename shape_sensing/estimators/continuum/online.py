@@ -6,7 +6,8 @@ is ``latency`` seconds past the next slice time, so that a slower sensor's
 sample for that interval has arrived. Every slice leaving the window becomes a
 :class:`~shape_sensing.types.ShapeEstimate` (stamp = slice time, lag
 ``(window_size - 1) / rate``) with the tip's Laplace covariance. Bad samples
-(non-finite, saturated gyro, older than the window) are counted and skipped.
+(non-finite, gyro saturated on every axis, older than the window) are counted and
+skipped; a gyro reading's saturated axes are counted and left out, its others kept.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.estimator import mask_saturated
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.window import SlidingWindow
@@ -97,7 +99,12 @@ SCHEMA = Schema(
             min=0.0,
         ),
         Param(
-            "gyro_saturation", float, 4.9, "readings at or beyond this on any axis are skipped", min=0.0, unit="rad/s"
+            "gyro_saturation",
+            float,
+            4.9,
+            "axes of a reading at or beyond this are left out (all three: skipped)",
+            min=0.0,
+            unit="rad/s",
         ),
         Param("fixed_base", bool, True, "the base is clamped: base prior at every slice"),
         Param("base_frame", str, "continuum_base", "frame of the robot base (the shape is given in it)"),
@@ -117,7 +124,8 @@ class TrackerStats:
     gyro: int = 0
     pose: int = 0
     skipped_bad: int = 0
-    skipped_saturated: int = 0
+    skipped_saturated: int = 0  # every axis saturated
+    saturated_axes: int = 0  # axes left out of readings that were kept
     skipped_late: int = 0
     steps: int = 0
     estimates: int = 0
@@ -188,15 +196,17 @@ class ContinuumTracker:
         if w.shape != (3,) or not np.all(np.isfinite(w)) or not 0 <= index < len(self.params["gyro_topics"]):
             self.stats.skipped_bad += 1
             return []
-        if np.any(np.abs(w) >= self.params["gyro_saturation"]):
+        masked, keep, n_axes = mask_saturated(w[None, :], self.params["gyro_saturation"])
+        if not keep[0]:
             self.stats.skipped_saturated += 1
             return []
         t = self._t(stamp_ns)
         if not self._accept(t):
             return []
         self.stats.gyro += 1
+        self.stats.saturated_axes += n_axes
         s = self.params["gyro_arc_lengths"][index]
-        self._pending.append(Measurements(gyro_t=np.array([t]), gyro_s=np.array([s]), gyro_w=w[None, :].copy()))
+        self._pending.append(Measurements(gyro_t=np.array([t]), gyro_s=np.array([s]), gyro_w=masked))
         return self._advance(t)
 
     def push_pose(self, index: int, stamp_ns: int, T: FloatArray) -> list[ShapeEstimate]:
