@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from scipy.spatial.transform import Rotation
@@ -189,8 +190,7 @@ def quats_to_matrices(q: FloatArray) -> FloatArray:
     return Rotation.from_quat(q).as_matrix()
 
 
-@dataclass(frozen=True)
-class _Segments:
+class _Segments(NamedTuple):
     """Per-segment hinge-arc geometry in each segment's start frame."""
 
     tangent: FloatArray  # (m, 3) new tangent
@@ -202,15 +202,19 @@ class _Segments:
     straight: FloatArray  # length of each of the two straight runs
 
 
-def _segments(rel: FloatArray, L: FloatArray, D: float) -> _Segments:
-    t = rel[:, :, 2]  # new tangent in the start frame
+def _segments(t: FloatArray, L: FloatArray, D: float) -> _Segments:
+    """Geometry of segments whose new tangent (in the start frame) is ``t`` (m, 3).
+
+    Every division is guarded (``theta > 0``, ``s > 1e-12``), so none can divide by zero.
+    """
     s = np.hypot(t[:, 0], t[:, 1])
-    c = np.clip(t[:, 2], -1.0, 1.0)
+    c = np.minimum(np.maximum(t[:, 2], -1.0), 1.0)
     theta = np.arctan2(s, c)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r_c = np.where(D * theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
-        n_xy = np.where(s[:, None] > 1e-12, t[:, :2] / np.where(s > 1e-12, s, 1.0)[:, None], 0.0)
-    return _Segments(t, s, c, theta, r_c, n_xy, np.maximum(L - D * theta, 0.0) / 2.0)
+    d_theta = D * theta
+    r_c = np.where(d_theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
+    turning = s > 1e-12
+    n_xy = np.where(turning[:, None], t[:, :2] / np.where(turning, s, 1.0)[:, None], 0.0)
+    return _Segments(t, s, c, theta, r_c, n_xy, np.maximum(L - d_theta, 0.0) / 2.0)
 
 
 def _displacements(g: _Segments) -> FloatArray:
@@ -231,7 +235,7 @@ def segment_displacements(rel: FloatArray, L: FloatArray, D: float) -> tuple[Flo
     Returns:
         ``(d, theta, r_c)``: ``(m, 3)`` displacements, bend angles, centreline arc radii.
     """
-    g = _segments(rel, L, D)
+    g = _segments(rel[:, :, 2], L, D)
     return _displacements(g), g.theta, g.radius
 
 
@@ -247,8 +251,9 @@ def _arc_points(g: _Segments, k: int) -> FloatArray:
     return pts
 
 
-_AXIS_TURNS_PLUS = Rotation.from_rotvec(np.eye(3) * 1e-6).as_matrix()
-_AXIS_TURNS_MINUS = Rotation.from_rotvec(-np.eye(3) * 1e-6).as_matrix()
+_H = 1e-6  # turn of the central differences in the covariance
+# (6, 3, 3): turns by +h about x, y, z, then by -h.
+_AXIS_TURNS = Rotation.from_rotvec(np.concatenate([np.eye(3), -np.eye(3)]) * _H).as_matrix()
 
 
 def _skew(v: FloatArray) -> FloatArray:
@@ -347,8 +352,14 @@ class HingeArcEstimator:
         node_sigma = np.concatenate([[0.0], sigma[idx]])
         seg_L = np.diff(node_sigma)
         rel = np.swapaxes(B[:-1], 1, 2) @ B[1:]
-        geom = _segments(rel, seg_L, cfg.diameter)
-        d, theta = _displacements(geom), geom.theta
+        # The segments and, for the covariance, six turned copies of each (see _covariance), in one batch.
+        tangents = np.empty((7 * m, 3))
+        tangents[:m] = rel[:, :, 2]
+        np.einsum("aij,kj->aki", _AXIS_TURNS, rel[:, :, 2], out=tangents[m:].reshape(6, m, 3))
+        batch = _segments(tangents, np.tile(seg_L, 7), cfg.diameter)
+        d_all = _displacements(batch)
+        geom = _Segments(*(a[:m] for a in batch))
+        d, theta = d_all[:m], geom.theta
         chords = np.einsum("kij,kj->ki", B[:-1], d)
         centre = np.concatenate([np.zeros((1, 3)), np.cumsum(chords, axis=0)])
         # Tip: straight on from the last used node.
@@ -366,7 +377,7 @@ class HingeArcEstimator:
         poses[:m, :3, 3] = centre[1:] + wall
         poses[m, :3, :3] = B[-1]
         poses[m, :3, 3] = centre[-1] + tip_chord
-        cov = self._covariance(B, rel, seg_L, chords, wall, tip_chord, stamp_ns)
+        cov = self._covariance(B, d_all[m:], chords, wall, tip_chord, stamp_ns)
         backbone = self._backbone(B, geom, centre, tip_chord)
         over = theta > seg_L / cfg.diameter
         twist = self._twist(rel)
@@ -387,8 +398,7 @@ class HingeArcEstimator:
     def _covariance(
         self,
         B: FloatArray,
-        rel: FloatArray,
-        seg_L: FloatArray,
+        turned: FloatArray,
         chords: FloatArray,
         wall: FloatArray,
         tip_chord: FloatArray,
@@ -404,13 +414,10 @@ class HingeArcEstimator:
         # Segment k's chord Delta_k = B_k d(B_k^T B_{k+1}). With B_k -> exp(dphi_k) B_k (base frame), the
         # relative rotation turns by eps = B_k^T (dphi_{k+1} - dphi_k) in frame k, so
         # dDelta_k = -[Delta_k]x dphi_k + G_k (dphi_{k+1} - dphi_k), G_k = B_k (dd/deps) B_k^T.
-        # dd/deps by central differences, all segments and axes in one vectorised call.
-        h = 1e-6
-        turns = np.concatenate([_AXIS_TURNS_PLUS, _AXIS_TURNS_MINUS])  # (6, 3, 3)
-        perturbed = np.einsum("aij,kjl->akil", turns, rel).reshape(-1, 3, 3)
-        d = _displacements(_segments(perturbed, np.tile(seg_L, 6), cfg.diameter)).reshape(6, m, 3)
-        J = np.swapaxes((d[:3] - d[3:]) / (2 * h), 0, 1)  # (m, 3 d-components, 3 axes) after transpose below
-        J = np.swapaxes(J, 1, 2)
+        # dd/deps by central differences: `turned` holds d of every segment turned by +h and -h about each
+        # axis, (6 m, 3) ordered [+x, +y, +z, -x, -y, -z] x segments, computed in update's batch.
+        d = turned.reshape(6, m, 3)
+        J = ((d[:3] - d[3:]) / (2 * _H)).transpose(1, 2, 0)  # (m, 3 d-components, 3 axes)
         G = B[:-1] @ J @ np.swapaxes(B[:-1], 1, 2)
         skew_chords = _skew(chords)
         # Jacobian of the chain positions w.r.t. node j (1..m): incoming chord G_{j-1}, outgoing -[Delta_j]x - G_j.
