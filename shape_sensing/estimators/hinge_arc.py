@@ -239,29 +239,53 @@ def segment_displacements(rel: FloatArray, L: FloatArray, D: float) -> tuple[Flo
     return _displacements(g), g.theta, g.radius
 
 
-def _arc_points(g: _Segments, k: int) -> FloatArray:
-    """``(m, k + 3, 3)`` centreline points of each segment in its start frame (start excluded)."""
-    ang = g.theta[:, None] * np.linspace(0.0, 1.0, k + 1)[None, :]
-    pts = np.zeros((len(g.theta), k + 3, 3))
+def _arc_points(g: _Segments, frac: FloatArray) -> FloatArray:
+    """``(m, k + 3, 3)`` centreline points of each segment in its start frame (start excluded).
+
+    ``frac`` is ``linspace(0, 1, k + 1)``: where the ``k + 1`` arc points sit along each arc.
+    """
+    k = len(frac) - 1
+    ang = g.theta[:, None] * frac[None, :]
+    pts = np.empty((len(g.theta), k + 3, 3))
     # end of the first straight run, then the arc, then the end of the second straight run
+    pts[:, 0, :2] = 0.0
     pts[:, 0, 2] = g.straight
     pts[:, 1 : k + 2, 2] = g.straight[:, None] + g.radius[:, None] * np.sin(ang)
     pts[:, 1 : k + 2, :2] = (g.radius[:, None] * (1 - np.cos(ang)))[:, :, None] * g.normal_xy[:, None, :]
-    pts[:, k + 2] = pts[:, k + 1] + g.straight[:, None] * g.tangent
+    np.add(pts[:, k + 1], g.straight[:, None] * g.tangent, out=pts[:, k + 2])
     return pts
 
 
 _H = 1e-6  # turn of the central differences in the covariance
 # (6, 3, 3): turns by +h about x, y, z, then by -h.
 _AXIS_TURNS = Rotation.from_rotvec(np.concatenate([np.eye(3), -np.eye(3)]) * _H).as_matrix()
+_EYE3 = np.eye(3)
+# Cross-product matrix of v, row-major: entries 1, 2, 3, 5, 6, 7 are -v2, v1, v2, -v0, -v1, v0.
+_SKEW_AT = np.array([1, 2, 3, 5, 6, 7])
+_SKEW_FROM = np.array([2, 1, 2, 0, 1, 0])
+_SKEW_SIGN = np.array([-1.0, 1.0, 1.0, -1.0, -1.0, 1.0])
 
 
 def _skew(v: FloatArray) -> FloatArray:
     """``(M, 3)`` -> ``(M, 3, 3)`` cross-product matrices."""
-    out = np.zeros((len(v), 3, 3))
-    out[:, 0, 1], out[:, 0, 2], out[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
-    out[:, 1, 0], out[:, 2, 0], out[:, 2, 1] = v[:, 2], -v[:, 1], v[:, 0]
-    return out
+    out = np.zeros((len(v), 9))
+    out[:, _SKEW_AT] = v[:, _SKEW_FROM] * _SKEW_SIGN
+    return out.reshape(-1, 3, 3)
+
+
+class _Plan(NamedTuple):
+    """What an update needs that depends only on which sensors are selected and which of them are active."""
+
+    idx: np.ndarray  # (m,) active sensors
+    mount_tr: FloatArray  # (m, 3, 3) their M_i^T
+    mount: FloatArray  # (m, 3, 3) their M_i
+    seg_len_batch: FloatArray  # (7 m,) material length of the segments, then of each of their six turned copies
+    over_at: FloatArray  # (m,) bend past L / D
+    last_sigma: float  # material coordinate of the last node
+    frame_ids: list[str]  # of the poses: active sensors, then the tip
+    missing: list[str]  # selected sensors that are not active
+    level: DiagnosticLevel  # before the over-bend check
+    messages: list[str]  # ditto
 
 
 class HingeArcEstimator:
@@ -285,6 +309,8 @@ class HingeArcEstimator:
         self._mount: FloatArray = np.tile(np.eye(3), (n, 1, 1))  # M_i
         self._mount_ok = np.zeros(n, dtype=bool)
         self.offset_stamp_ns: int | None = None
+        self._arc_frac = np.linspace(0.0, 1.0, config.arc_samples + 1)
+        self._plans: dict[tuple[bytes, bytes], _Plan] = {}  # by (selected, active) sensor masks
 
     @property
     def is_offset(self) -> bool:
@@ -315,6 +341,7 @@ class HingeArcEstimator:
         self._mount = M
         self._mount_ok = valid.copy()
         self.offset_stamp_ns = int(stamp_ns)
+        self._plans.clear()
         return [int(i) for i in np.flatnonzero(~valid)]
 
     def mountings(self) -> FloatArray:
@@ -338,55 +365,60 @@ class HingeArcEstimator:
         if self._world_base_T is None or self._mount_T is None:
             raise NotOffsetError("the straight reference has not been captured (call the offset service)")
         cfg = self.config
-        sigma = cfg.sensor_positions
-        everted = sigma <= (length + 1e-9) if length is not None else np.ones(self.n, dtype=bool)
-        selected = self.used & everted
+        everted = cfg.sensor_positions <= (length + 1e-9) if length is not None else None
+        selected = self.used if everted is None else self.used & everted
         active = selected & np.asarray(valid, dtype=bool) & self._mount_ok
-        idx = np.flatnonzero(active)
-        m = len(idx)
+        plan = self._plans.get((selected.tobytes(), active.tobytes()))
+        if plan is None:
+            plan = self._plan(selected, active)
+        m = len(plan.idx)
+        D = cfg.diameter
         B = np.empty((m + 1, 3, 3))
-        B[0] = np.eye(3)
+        B[0] = _EYE3
         if m:
-            R = quats_to_matrices(np.asarray(quats, dtype=float)[idx])
-            B[1:] = self._world_base_T @ R @ self._mount_T[idx]
-        node_sigma = np.concatenate([[0.0], sigma[idx]])
-        seg_L = np.diff(node_sigma)
-        rel = np.swapaxes(B[:-1], 1, 2) @ B[1:]
+            R = quats_to_matrices(np.asarray(quats, dtype=float)[plan.idx])
+            B[1:] = self._world_base_T @ R @ plan.mount_tr
+        Bk, BkT = B[:-1], B[:-1].transpose(0, 2, 1)
+        rel = BkT @ B[1:]
         # The segments and, for the covariance, six turned copies of each (see _covariance), in one batch.
+        t_rel = rel[:, :, 2]
         tangents = np.empty((7 * m, 3))
-        tangents[:m] = rel[:, :, 2]
-        np.einsum("aij,kj->aki", _AXIS_TURNS, rel[:, :, 2], out=tangents[m:].reshape(6, m, 3))
-        batch = _segments(tangents, np.tile(seg_L, 7), cfg.diameter)
+        tangents[:m] = t_rel
+        np.einsum("aij,kj->aki", _AXIS_TURNS, t_rel, out=tangents[m:].reshape(6, m, 3))
+        batch = _segments(tangents, plan.seg_len_batch, D)
         d_all = _displacements(batch)
-        geom = _Segments(*(a[:m] for a in batch))
-        d, theta = d_all[:m], geom.theta
-        chords = np.einsum("kij,kj->ki", B[:-1], d)
-        centre = np.concatenate([np.zeros((1, 3)), np.cumsum(chords, axis=0)])
+        geom = _Segments._make([a[:m] for a in batch])
+        theta = geom.theta
+        # Chords, sensor wall offsets and the tip's straight extension: the covariance needs all their
+        # cross-product matrices, so they are rows of one array.
+        vecs = np.empty((2 * m + 1, 3))
+        chords, wall, tip_chord = vecs[:m], vecs[m : 2 * m], vecs[2 * m]
+        np.einsum("kij,kj->ki", Bk, d_all[:m], out=chords)
+        centre = np.empty((m + 1, 3))
+        centre[0] = 0.0
+        np.add.accumulate(chords, axis=0, out=centre[1:])
         # Tip: straight on from the last used node.
         # The body ends at the measured length, or without one at the last IMU plus tip_offset
         # (whether or not that IMU is used or fresh).
-        end = length if length is not None else float(sigma[-1]) + cfg.tip_offset
-        ext = max(end - float(node_sigma[-1]), 0.0)
-        tip_chord = B[-1][:, 2] * ext
-        half_r = cfg.diameter / 2.0
-        wall = B[1:, :, 0] * half_r
+        end = length if length is not None else float(cfg.sensor_positions[-1]) + cfg.tip_offset
+        ext = max(end - plan.last_sigma, 0.0)
+        np.multiply(B[-1][:, 2], ext, out=tip_chord)
+        half_r = D / 2.0
+        np.multiply(B[1:, :, 0], half_r, out=wall)
         # Poses: sensors on the wall with their mounting, then the tip on the centreline.
         poses = np.zeros((m + 1, 4, 4))
         poses[:, 3, 3] = 1.0
-        poses[:m, :3, :3] = B[1:] @ self._mount[idx]
-        poses[:m, :3, 3] = centre[1:] + wall
+        poses[:m, :3, :3] = B[1:] @ plan.mount
+        np.add(centre[1:], wall, out=poses[:m, :3, 3])
         poses[m, :3, :3] = B[-1]
-        poses[m, :3, 3] = centre[-1] + tip_chord
-        cov = self._covariance(B, d_all[m:], chords, wall, tip_chord, stamp_ns)
-        backbone = self._backbone(B, geom, centre, tip_chord)
-        over = theta > seg_L / cfg.diameter
-        twist = self._twist(rel)
-        missing = np.flatnonzero(selected & ~active)
-        diag = self._summary(stamp_ns, idx, missing, theta, over, twist, length)
+        np.add(centre[-1], tip_chord, out=poses[m, :3, 3])
+        cov = self._covariance(Bk, BkT, d_all[m:], vecs, stamp_ns)
+        backbone = self._backbone(BkT, geom, centre, tip_chord, poses[m, :3, 3])
+        diag = self._summary(stamp_ns, plan, theta, self._twist(rel), length)
         return ShapeEstimate(
             stamp_ns=int(stamp_ns),
             parent_frame=cfg.base_frame,
-            frame_ids=[self.frame_ids[i] for i in idx] + [cfg.tip_frame],
+            frame_ids=list(plan.frame_ids),
             poses=poses,
             position_covariance=cov,
             backbone=backbone,
@@ -395,22 +427,48 @@ class HingeArcEstimator:
             diagnostics=[diag],
         )
 
+    def _plan(self, selected: np.ndarray, active: np.ndarray) -> _Plan:
+        """Build (and keep) what updates with these selected and active sensors share."""
+        assert self._mount_T is not None
+        cfg = self.config
+        idx = np.flatnonzero(active)
+        node_sigma = np.concatenate([[0.0], cfg.sensor_positions[idx]])
+        seg_L = np.diff(node_sigma)
+        missing = [self.frame_ids[i] for i in np.flatnonzero(selected & ~active)]
+        level = DiagnosticLevel.OK
+        messages = []
+        if len(idx) == 0:
+            level = DiagnosticLevel.ERROR
+            messages.append("no usable sensor")
+        if missing:
+            level = max(level, DiagnosticLevel.WARN)
+            messages.append("bridged missing/stale: " + ", ".join(missing))
+        plan = _Plan(
+            idx=idx,
+            mount_tr=self._mount_T[idx],
+            mount=self._mount[idx],
+            seg_len_batch=np.tile(seg_L, 7),
+            over_at=seg_L / cfg.diameter,
+            last_sigma=float(node_sigma[-1]),
+            frame_ids=[self.frame_ids[i] for i in idx] + [cfg.tip_frame],
+            missing=missing,
+            level=level,
+            messages=messages,
+        )
+        if len(self._plans) >= 64:  # sensors dropping in and out in ever new combinations
+            self._plans.clear()
+        self._plans[(selected.tobytes(), active.tobytes())] = plan
+        return plan
+
     def _covariance(
-        self,
-        B: FloatArray,
-        turned: FloatArray,
-        chords: FloatArray,
-        wall: FloatArray,
-        tip_chord: FloatArray,
-        stamp_ns: int,
+        self, Bk: FloatArray, BkT: FloatArray, turned: FloatArray, vecs: FloatArray, stamp_ns: int
     ) -> FloatArray:
         cfg = self.config
-        m = len(chords)
-        dt = max(0.0, (stamp_ns - (stamp_ns if self.offset_stamp_ns is None else self.offset_stamp_ns)) * 1e-9)
-        var = np.full(m, 2.0 * cfg.orientation_noise**2 + (cfg.drift_rate * dt) ** 2)
-        cov = np.zeros((m + 1, 3, 3))
+        m = len(Bk)
         if not m:
-            return cov
+            return np.zeros((1, 3, 3))
+        dt = max(0.0, (stamp_ns - (stamp_ns if self.offset_stamp_ns is None else self.offset_stamp_ns)) * 1e-9)
+        var = 2.0 * cfg.orientation_noise**2 + (cfg.drift_rate * dt) ** 2
         # Segment k's chord Delta_k = B_k d(B_k^T B_{k+1}). With B_k -> exp(dphi_k) B_k (base frame), the
         # relative rotation turns by eps = B_k^T (dphi_{k+1} - dphi_k) in frame k, so
         # dDelta_k = -[Delta_k]x dphi_k + G_k (dphi_{k+1} - dphi_k), G_k = B_k (dd/deps) B_k^T.
@@ -418,28 +476,38 @@ class HingeArcEstimator:
         # axis, (6 m, 3) ordered [+x, +y, +z, -x, -y, -z] x segments, computed in update's batch.
         d = turned.reshape(6, m, 3)
         J = ((d[:3] - d[3:]) / (2 * _H)).transpose(1, 2, 0)  # (m, 3 d-components, 3 axes)
-        G = B[:-1] @ J @ np.swapaxes(B[:-1], 1, 2)
-        skew_chords = _skew(chords)
+        G = Bk @ J @ BkT
+        # vecs: chords (m), sensor wall offsets (m), tip extension (1).
+        skews = _skew(vecs)
         # Jacobian of the chain positions w.r.t. node j (1..m): incoming chord G_{j-1}, outgoing -[Delta_j]x - G_j.
-        interior = G.copy()
-        interior[:-1] -= skew_chords[1:] + G[1:]
-        own_sensor = G - _skew(wall)
-        own_tip = G[-1] - _skew(tip_chord[None])[0]
-        Ms = np.concatenate([interior, own_sensor, own_tip[None]])
-        terms = np.concatenate([var, var, var[-1:]])[:, None, None] * (Ms @ np.swapaxes(Ms, 1, 2))
-        csum = np.cumsum(terms[:m], axis=0)
+        # Rows: interior (m), own sensor (m), own tip (1).
+        Ms = np.empty((2 * m + 1, 3, 3))
+        np.subtract(G[:-1], skews[1:m] + G[1:], out=Ms[: m - 1])
+        Ms[m - 1] = G[-1]
+        np.subtract(G, skews[m : 2 * m], out=Ms[m : 2 * m])
+        np.subtract(G[-1], skews[2 * m], out=Ms[2 * m])
+        terms = Ms @ Ms.transpose(0, 2, 1)
+        terms *= var
+        cov = np.empty((m + 1, 3, 3))
         cov[0] = terms[m]
-        cov[1:m] = csum[: m - 1] + terms[m + 1 : 2 * m]
-        cov[m] = (csum[m - 2] if m > 1 else 0.0) + terms[2 * m]
+        csum = np.add.accumulate(terms[: m - 1], axis=0)
+        np.add(csum, terms[m + 1 : 2 * m], out=cov[1:m])
+        np.add(csum[-1] if m > 1 else 0.0, terms[2 * m], out=cov[m])
         return cov
 
-    def _backbone(self, B: FloatArray, geom: _Segments, centre: FloatArray, tip_chord: FloatArray) -> FloatArray:
-        if len(geom.theta) == 0:
+    def _backbone(
+        self, BkT: FloatArray, geom: _Segments, centre: FloatArray, tip_chord: FloatArray, tip: FloatArray
+    ) -> FloatArray:
+        m = len(geom.theta)
+        if m == 0:
             return np.stack([np.zeros(3), tip_chord])
-        local = _arc_points(geom, self.config.arc_samples)
-        world = local @ np.swapaxes(B[:-1], 1, 2) + centre[:-1, None, :]
+        local = _arc_points(geom, self._arc_frac)
+        out = np.empty((m * local.shape[1] + 2, 3))
+        out[0] = 0.0
+        np.add(local @ BkT, centre[:-1, None, :], out=out[1:-1].reshape(local.shape))
         # Points repeat where a straight run has zero length; consumers of the polyline tolerate that.
-        return np.concatenate([np.zeros((1, 3)), world.reshape(-1, 3), (centre[-1] + tip_chord)[None]])
+        out[-1] = tip
+        return out
 
     @staticmethod
     def _twist(rel: FloatArray) -> FloatArray:
@@ -453,26 +521,14 @@ class HingeArcEstimator:
         return 2.0 * np.arctan2(rel[:, 1, 0] - rel[:, 0, 1], 1.0 + trace)
 
     def _summary(
-        self,
-        stamp_ns: int,
-        idx: np.ndarray,
-        missing: np.ndarray,
-        theta: FloatArray,
-        over: np.ndarray,
-        twist: FloatArray,
-        length: float | None,
+        self, stamp_ns: int, plan: _Plan, theta: FloatArray, twist: FloatArray, length: float | None
     ) -> DiagnosticStatus:
-        level = DiagnosticLevel.OK
-        msgs = []
-        if len(idx) == 0:
-            level = DiagnosticLevel.ERROR
-            msgs.append("no usable sensor")
-        if len(missing):
+        level = plan.level
+        msgs = list(plan.messages)
+        n_over = int(np.count_nonzero(theta > plan.over_at))
+        if n_over:
             level = max(level, DiagnosticLevel.WARN)
-            msgs.append("bridged missing/stale: " + ", ".join(self.frame_ids[i] for i in missing))
-        if over.any():
-            level = max(level, DiagnosticLevel.WARN)
-            msgs.append(f"{int(over.sum())} segment(s) bent past L/D (inner wall fully buckled)")
+            msgs.append(f"{n_over} segment(s) bent past L/D (inner wall fully buckled)")
         dt = (stamp_ns - (stamp_ns if self.offset_stamp_ns is None else self.offset_stamp_ns)) * 1e-9
         return DiagnosticStatus(
             name="hinge_arc_estimator: shape",
@@ -480,11 +536,11 @@ class HingeArcEstimator:
             message="; ".join(msgs) if msgs else "ok",
             hardware_id="",
             values={
-                "sensors_used": str(len(idx)),
-                "sensors_missing": ",".join(self.frame_ids[i] for i in missing),
+                "sensors_used": str(len(plan.idx)),
+                "sensors_missing": ",".join(plan.missing),
                 "max_bend_deg": f"{math.degrees(float(theta.max())) if len(theta) else 0.0:.2f}",
                 "max_twist_residual_deg": f"{math.degrees(float(np.abs(twist).max())) if len(twist) else 0.0:.2f}",
-                "segments_past_L_over_D": str(int(over.sum())),
+                "segments_past_L_over_D": str(n_over),
                 "seconds_since_offset": f"{dt:.1f}",
                 "length_m": "" if length is None else f"{length:.4f}",
             },
