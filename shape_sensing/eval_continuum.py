@@ -28,6 +28,7 @@ import numpy as np
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
+from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.estimator import (
     BatchEstimator,
     Tuning,
@@ -233,6 +234,18 @@ def run_estimator(
     tn = tuning or default_tuning(trial.config.name, trial.robot.name)[0]
     t0 = trial.config.start_time
     t1 = trial.config.end_time if t_end is None else min(t_end, trial.config.end_time)
+    lo, hi = measurement_span(trial)
+    if not (lo <= t1 and hi >= t0):
+        raise ContinuumError(
+            f"trial {trial.config.name!r}: no pose or gyroscope sample in its window [{t0:g}, {t1:g}] s "
+            f"(the data span [{lo:g}, {hi:g}] s)"
+        )
+    if t1 > hi + 1.0 / trial.robot.K_per_second:
+        _log.warning(
+            "trial %r: window ends at %g s, the data at %g s: estimating up to the last sample",
+            trial.config.name, t1, hi,
+        )  # fmt: skip
+        t1 = hi
     w = weights_from_trial(trial, tn)
     meas, dropped = measurements_from_trial(trial, t0, t1, tn)
     masked = int(np.isnan(meas.gyro_w).sum())
@@ -277,6 +290,15 @@ def run_estimator(
             upd = max(win.final_updates) if win.final_updates else None
             return EvalResult(state, runtime, win.total_iterations, fraction, tip_cov, dropped, upd, masked)
     raise ValueError(f"--estimator must be 'batch' or 'window', got {estimator!r}")
+
+
+def measurement_span(trial: Trial) -> tuple[float, float]:
+    """First and last time of the pose and gyroscope samples the trial uses (``(inf, -inf)`` if none)."""
+    kinds = [k for k, use in (("aurora", trial.config.use_aurora), ("gyro", trial.config.use_gyro)) if use]
+    times = [st.t for k in kinds for st in trial.of_kind(k) if st.t.size]
+    if not times:
+        return float("inf"), float("-inf")
+    return float(min(t[0] for t in times)), float(max(t[-1] for t in times))
 
 
 def _stats(x: FloatArray) -> dict[str, float]:
@@ -594,6 +616,8 @@ def run(args: argparse.Namespace) -> int:
             f"{'all':>8} {a['n']:>5} {a['pos_mm']['rmse']:12.2f} {a['pos_mm']['mae']:11.2f} "
             f"{a['rot_deg']['rmse']:13.2f} {a['rot_deg']['mae']:12.2f}"
         )
+    else:
+        print("no ground-truth (vicon) sample with s > 0 in the estimated span: nothing scored")
     ref = metrics.get("authors")
     if ref:
         print(

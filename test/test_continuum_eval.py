@@ -122,6 +122,29 @@ def test_cli_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 
 
 @needs_data
+def test_trial_windows_outside_or_past_the_data(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A window with no sample is refused by name; one running past the data stops at its last sample."""
+    import shutil
+
+    root = tmp_path / "stc"
+    shutil.copytree(DATASET / "config", root / "config")
+    (root / "data").symlink_to(DATASET / "data")
+    src = (root / "config" / "trial" / "impulse_1.json").read_text()
+    window = '"start_time": 20,\n        "end_time": 30'
+    assert window in src
+    trials = root / "config" / "trial"
+    (trials / "outside.json").write_text(src.replace(window, window.replace("20", "200").replace("30", "210")))
+    (trials / "late.json").write_text(src.replace(window, window.replace("20", "33.5").replace("30", "300")))
+    assert cli_main(["eval-continuum", str(root), "outside", "--no-outputs"]) == 2
+    err = capsys.readouterr().err
+    assert "trial 'outside': no pose or gyroscope sample in its window [200, 210] s" in err
+    assert cli_main(["eval-continuum", str(root), "late", "--json", "--no-outputs"]) == 0
+    late = json.loads(capsys.readouterr().out)
+    assert 0.8 < late["span_s"] < 1.0  # 33.5 s to the last sample at 34.39 s, not to 300 s
+    assert late["all"] is not None
+
+
+@needs_data
 def test_node_config_and_defaults_are_the_evaluated_weights() -> None:
     schema = schema_for("continuum_estimator")
     from_yaml = schema.load_yaml(ROOT / "config" / "continuum_estimator.yaml")
