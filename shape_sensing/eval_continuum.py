@@ -177,7 +177,7 @@ def pose_sensor_noise(trial: Trial) -> tuple[float, float]:
 
 def default_tuning(trial_name: str, robot_name: str) -> tuple[Tuning, str]:
     """The weights a trial is scored with by default, and where they come from."""
-    held = HELD_OUT_TUNING.get(trial_name)
+    held = HELD_OUT_TUNING.get(trial_name) if robot_name == "robot2" else None
     if held is not None:
         return held[2], f"noise model {held[1]} chosen on " + ", ".join(held[0]) + f" (held out: {trial_name})"
     if robot_name == "robot2":
@@ -341,9 +341,10 @@ def evaluate_trial(
     covariance: bool = True,
     marginal: str = "chain",
     band: int = 1,
+    robot: str | None = None,
 ) -> tuple[dict[str, Any], Trial, EvalResult]:
     """Load, estimate, score; returns the metrics, the trial and the raw result."""
-    trial = load_trial(dataset_dir, trial_name)
+    trial = load_trial(dataset_dir, trial_name, robot)
     if tuning is None:
         tuning, weights = default_tuning(trial.config.name, trial.robot.name)
     else:
@@ -542,6 +543,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--duration", type=float, default=None, help="only the first DURATION seconds of the trial")
     parser.add_argument("--no-outputs", action="store_true", help="skip the plot and the bag")
+    parser.add_argument(
+        "--robot",
+        default=None,
+        help="robot config name (config/robot/<name>.json); by default the one matching the sensors' arc lengths",
+    )
     parser.add_argument("--untuned", action="store_true", help="use the robot config's weights as published")
     parser.add_argument(
         "--in-sample",
@@ -561,7 +567,7 @@ def run(args: argparse.Namespace) -> int:
     if args.duration is not None:
         if args.duration <= 0:
             raise ValueError(f"--duration must be > 0, got {args.duration}")
-        trial_probe = load_trial(args.dataset_dir, args.trial)
+        trial_probe = load_trial(args.dataset_dir, args.trial, args.robot)
         t_end = trial_probe.config.start_time + args.duration
     if args.untuned and args.in_sample:
         raise ValueError("--untuned and --in-sample exclude each other")
@@ -569,7 +575,7 @@ def run(args: argparse.Namespace) -> int:
     if args.untuned:
         tuning = Tuning()
     elif args.in_sample:
-        probe = trial_probe or load_trial(args.dataset_dir, args.trial)
+        probe = trial_probe or load_trial(args.dataset_dir, args.trial, args.robot)
         tuning = default_tuning("", probe.robot.name)[0]
     metrics, trial, res = evaluate_trial(
         args.dataset_dir,
@@ -581,6 +587,7 @@ def run(args: argparse.Namespace) -> int:
         t_end=t_end,
         marginal=args.marginal,
         band=args.band,
+        robot=args.robot,
     )
     metrics["tuned"] = not args.untuned
     if args.in_sample:

@@ -124,10 +124,18 @@ def test_load_trial_errors(tmp_path: Path) -> None:
         load_trial(tmp_path / "data", "t1")
     with pytest.raises(DatasetError, match="unknown robot 'r9'"):
         load_trial(root, "t1", robot="r9")
-    robot = _bad_robot(topology__length=0.5)
+    robot = _bad_robot(topology__length=0.1)  # shorter than its sensors
     _write(tmp_path / "config/robot/r.json", json.dumps(robot))
-    with pytest.raises(DatasetError, match="cannot tell the robot: largest sensor arc length 0.2 matches 0"):
+    short = "cannot tell the robot: largest sensor arc length 0.2 m fits robot configs none"
+    with pytest.raises(DatasetError, match=short):
         load_trial(root, "t1")
+    # no sensor at the tip: the only robot long enough carries them
+    _write(tmp_path / "config/robot/r.json", json.dumps(_bad_robot(topology__length=0.5)))
+    assert load_trial(root, "t1").robot.name == "r"
+    _write(tmp_path / "config/robot/r2.json", json.dumps(_bad_robot(topology__length=0.6)))
+    with pytest.raises(DatasetError, match=r"fits robot configs \['r', 'r2'\].*--robot NAME"):
+        load_trial(root, "t1")
+    assert load_trial(root, "t1", robot="r2").robot.length == 0.6
 
 
 @pytest.mark.skipif(not DATASET.is_dir(), reason="shared dataset not present")

@@ -142,6 +142,16 @@ def test_trial_windows_outside_or_past_the_data(tmp_path: Path, capsys: pytest.C
     late = json.loads(capsys.readouterr().out)
     assert 0.8 < late["span_s"] < 1.0  # 33.5 s to the last sample at 34.39 s, not to 300 s
     assert late["all"] is not None
+    # a second robot config of the same length: the robot must be named, and is then used as published
+    robot2 = (DATASET / "config" / "robot" / "robot2.json").read_text()
+    (root / "config" / "robot" / "robot3.json").write_text(robot2)
+    assert cli_main(["eval-continuum", str(root), "impulse_1", "--no-outputs"]) == 2
+    assert "fits robot configs ['robot2', 'robot3']" in capsys.readouterr().err
+    args = ["eval-continuum", str(root), "impulse_1", "--robot", "robot3", "--duration", "0.3", "--json"]
+    args.append("--no-outputs")
+    assert cli_main(args) == 0
+    named = json.loads(capsys.readouterr().out)
+    assert named["robot"] == "robot3" and named["weights"] == "published"
 
 
 @needs_data

@@ -324,7 +324,8 @@ def load_trial(dataset_dir: str | Path, trial: str, robot: str | None = None) ->
         dataset_dir: the dataset root (holds ``config/`` and ``data/``).
         trial: trial name (``config/trial/<trial>.json``).
         robot: robot config name; by default the robot whose ``length`` equals
-            the largest sensor arc length of the trial's data.
+            the largest sensor arc length of the trial's data, or else the only
+            robot long enough to carry every sensor.
 
     Raises:
         DatasetError: unknown trial or robot, missing data folder, no robot matching the data.
@@ -350,11 +351,15 @@ def load_trial(dataset_dir: str | Path, trial: str, robot: str | None = None) ->
         rcfg = read_robot_config(robots[robot])
     else:
         smax = max(float(st.s.max()) for st in streams.values())
-        matches = [r for r in (read_robot_config(p) for p in robots.values()) if abs(r.length - smax) < 1e-6]
+        configs = [read_robot_config(p) for p in robots.values()]
+        matches = [r for r in configs if abs(r.length - smax) < 1e-6]
+        if not matches:  # no sensor at the tip: any robot that reaches every sensor
+            matches = [r for r in configs if r.length >= smax - 1e-6]
         if len(matches) != 1:
+            names = sorted(r.name for r in matches) if matches else "none"
             raise DatasetError(
-                f"{folder}: cannot tell the robot: largest sensor arc length {smax} matches "
-                f"{len(matches)} robot configs in {root / 'config' / 'robot'}; pass the robot name"
+                f"{folder}: cannot tell the robot: largest sensor arc length {smax:g} m fits robot configs "
+                f"{names} in {root / 'config' / 'robot'}; name one (eval-continuum --robot NAME)"
             )
         rcfg = matches[0]
     return Trial(cfg, rcfg, streams)
