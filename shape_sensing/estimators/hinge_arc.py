@@ -387,7 +387,7 @@ class HingeArcEstimator:
         np.einsum("aij,kj->aki", _AXIS_TURNS, t_rel, out=tangents[m:].reshape(6, m, 3))
         batch = _segments(tangents, plan.seg_len_batch, D)
         d_all = _displacements(batch)
-        geom = _Segments._make([a[:m] for a in batch])
+        geom = _Segments(*[a[:m] for a in batch])
         theta = geom.theta
         # Chords, sensor wall offsets and the tip's straight extension: the covariance needs all their
         # cross-product matrices, so they are rows of one array.
@@ -414,7 +414,7 @@ class HingeArcEstimator:
         np.add(centre[-1], tip_chord, out=poses[m, :3, 3])
         cov = self._covariance(Bk, BkT, d_all[m:], vecs, stamp_ns)
         backbone = self._backbone(BkT, geom, centre, tip_chord, poses[m, :3, 3])
-        diag = self._summary(stamp_ns, plan, theta, self._twist(rel), length)
+        diag = self._summary(stamp_ns, plan, theta, rel, length)
         return ShapeEstimate(
             stamp_ns=int(stamp_ns),
             parent_frame=cfg.base_frame,
@@ -423,7 +423,7 @@ class HingeArcEstimator:
             position_covariance=cov,
             backbone=backbone,
             radius=half_r,
-            length=float(np.sum(2.0 * geom.straight + geom.radius * theta) + ext),
+            length=float(np.add.reduce(2.0 * geom.straight + geom.radius * theta) + ext),
             diagnostics=[diag],
         )
 
@@ -510,18 +510,18 @@ class HingeArcEstimator:
         return out
 
     @staticmethod
-    def _twist(rel: FloatArray) -> FloatArray:
-        """Twist about the tangent left after removing the swing (rad), per segment.
+    def _half_twist(rel: FloatArray) -> FloatArray:
+        """Half the twist about the tangent left after removing the swing (rad), per segment.
 
         With ``rel = swing * twist`` and the swing axis normal to z, the
         quaternion of ``rel`` has ``z / w = tan(twist / 2)``; from the matrix,
         ``z / w = (R10 - R01) / (1 + trace)``.
         """
         trace = rel[:, 0, 0] + rel[:, 1, 1] + rel[:, 2, 2]
-        return 2.0 * np.arctan2(rel[:, 1, 0] - rel[:, 0, 1], 1.0 + trace)
+        return np.arctan2(rel[:, 1, 0] - rel[:, 0, 1], 1.0 + trace)
 
     def _summary(
-        self, stamp_ns: int, plan: _Plan, theta: FloatArray, twist: FloatArray, length: float | None
+        self, stamp_ns: int, plan: _Plan, theta: FloatArray, rel: FloatArray, length: float | None
     ) -> DiagnosticStatus:
         level = plan.level
         msgs = list(plan.messages)
@@ -529,17 +529,22 @@ class HingeArcEstimator:
         if n_over:
             level = max(level, DiagnosticLevel.WARN)
             msgs.append(f"{n_over} segment(s) bent past L/D (inner wall fully buckled)")
+        if len(theta):
+            max_bend = float(np.maximum.reduce(theta))
+            max_twist = 2.0 * float(np.maximum.reduce(np.abs(self._half_twist(rel))))
+        else:
+            max_bend = max_twist = 0.0
         dt = (stamp_ns - (stamp_ns if self.offset_stamp_ns is None else self.offset_stamp_ns)) * 1e-9
         return DiagnosticStatus(
             name="hinge_arc_estimator: shape",
-            level=DiagnosticLevel(level),
+            level=level,
             message="; ".join(msgs) if msgs else "ok",
             hardware_id="",
             values={
                 "sensors_used": str(len(plan.idx)),
                 "sensors_missing": ",".join(plan.missing),
-                "max_bend_deg": f"{math.degrees(float(theta.max())) if len(theta) else 0.0:.2f}",
-                "max_twist_residual_deg": f"{math.degrees(float(np.abs(twist).max())) if len(twist) else 0.0:.2f}",
+                "max_bend_deg": f"{math.degrees(max_bend):.2f}",
+                "max_twist_residual_deg": f"{math.degrees(max_twist):.2f}",
                 "segments_past_L_over_D": str(n_over),
                 "seconds_since_offset": f"{dt:.1f}",
                 "length_m": "" if length is None else f"{length:.4f}",
