@@ -199,11 +199,10 @@ class EvalResult:
     #: ``None`` for a window run at one iteration per step, where it is not tested
     converged_fraction: float | None
     tip_cov: FloatArray | None
-    dropped_gyro: int
+    #: gyroscope axis readings at the sensor's range (kept as measurements)
+    saturated_gyro_axes: int
     #: window only: largest entry of the last update any finalised slice received (how far it still moved)
     final_update_max: float | None = None
-    #: saturated axes left out of gyroscope readings that were kept
-    masked_gyro_axes: int = 0
 
 
 def single_thread_blas() -> Any:
@@ -247,8 +246,7 @@ def run_estimator(
         )  # fmt: skip
         t1 = hi
     w = weights_from_trial(trial, tn)
-    meas, dropped = measurements_from_trial(trial, t0, t1, tn)
-    masked = int(np.isnan(meas.gyro_w).sum())
+    meas, saturated = measurements_from_trial(trial, t0, t1, tn)
     s = np.linspace(0.0, trial.robot.length, trial.robot.N)
     rate = trial.robot.K_per_second
     with single_thread_blas():
@@ -264,9 +262,7 @@ def run_estimator(
                 nodes = np.arange(0, K, stride) * res.state.N + res.state.N - 1
                 c = node_covariances(res.ab, nodes, slice(0, 6))
                 tip_cov = np.repeat(c, stride, axis=0)[:K]
-            return EvalResult(
-                res.state, runtime, res.iterations, float(res.converged), tip_cov, dropped, None, masked
-            )
+            return EvalResult(res.state, runtime, res.iterations, float(res.converged), tip_cov, saturated)
         if estimator == "window":
             win = SlidingWindow(
                 w,
@@ -288,7 +284,7 @@ def run_estimator(
                 tip_cov = np.concatenate([c, np.repeat(c[-1:], state.K - c.shape[0], axis=0)])
             fraction = win.converged_steps / max(win.steps, 1) if win.iterations > 1 else None
             upd = max(win.final_updates) if win.final_updates else None
-            return EvalResult(state, runtime, win.total_iterations, fraction, tip_cov, dropped, upd, masked)
+            return EvalResult(state, runtime, win.total_iterations, fraction, tip_cov, saturated, upd)
     raise ValueError(f"--estimator must be 'batch' or 'window', got {estimator!r}")
 
 
@@ -376,8 +372,7 @@ def evaluate_trial(
         "iterations": res.iterations,
         "converged_fraction": res.converged_fraction,
         "final_update_max": res.final_update_max,
-        "dropped_saturated_gyro": res.dropped_gyro,
-        "masked_saturated_gyro_axes": res.masked_gyro_axes,
+        "saturated_gyro_axes": res.saturated_gyro_axes,
         "nodes": trial.robot.N,
         "slices": int(res.state.K),
         **sc,

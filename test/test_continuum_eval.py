@@ -11,7 +11,12 @@ import pytest
 
 from shape_sensing.cli import main as cli_main
 from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.estimator import Tuning, measurements_from_trial, weights_from_trial
+from shape_sensing.estimators.continuum.estimator import (
+    BatchEstimator,
+    Tuning,
+    measurements_from_trial,
+    weights_from_trial,
+)
 from shape_sensing.estimators.continuum.model import GridState
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.eval_continuum import (
@@ -22,6 +27,7 @@ from shape_sensing.eval_continuum import (
     evaluate_trial,
     noise_family,
     pose_sensor_noise,
+    run_estimator,
     score,
     write_bag,
 )
@@ -152,6 +158,35 @@ def test_trial_windows_outside_or_past_the_data(tmp_path: Path, capsys: pytest.C
     assert cli_main(args) == 0
     named = json.loads(capsys.readouterr().out)
     assert named["robot"] == "robot3" and named["weights"] == "published"
+
+
+@needs_data
+def test_saturated_gyro_readings_are_kept_and_keep_an_impact_from_flipping_the_robot(tmp_path: Path) -> None:
+    """impulse_1 reads 13 gyro axes at the range. Kept as measurements they hold the rate near it during
+    the hits; without them (the readings dropped) the mid-robot orientation flips by over 100 deg within one
+    slice when the grid has 25 slices per second."""
+    import shutil
+
+    tr = load_trial(DATASET, "impulse_1")
+    t0, t1 = tr.config.start_time, tr.config.end_time
+    meas, saturated = measurements_from_trial(tr, t0, t1)
+    assert saturated == 13
+    assert meas.gyro_t.size == sum(st.window(t0, t1).t.size for st in tr.of_kind("gyro"))
+    root = tmp_path / "stc"
+    shutil.copytree(DATASET / "config", root / "config")
+    (root / "data").symlink_to(DATASET / "data")
+    robot2 = (DATASET / "config" / "robot" / "robot2.json").read_text()
+    assert '"K_per_second": 30,' in robot2
+    (root / "config" / "robot" / "k25.json").write_text(robot2.replace('"K_per_second": 30,', '"K_per_second": 25,'))
+    k25 = load_trial(root, "impulse_1", robot="k25")
+    kept = score(k25, run_estimator(k25, tuning=Tuning(), covariance=False).state, t0, t1)["all"]
+    assert kept["rot_deg"]["rmse"] < 7.0  # measured 6.27
+    m, _ = measurements_from_trial(k25, t0, t1)
+    ok = np.all(np.abs(m.gyro_w) < 4.9, axis=1)  # drop the saturated readings
+    m = type(m)(m.pose_t, m.pose_s, m.pose_mat, m.gyro_t[ok], m.gyro_s[ok], m.gyro_w[ok])
+    s = np.linspace(0.0, k25.robot.length, k25.robot.N)
+    res = BatchEstimator(weights_from_trial(k25, Tuning()), s, 25.0).solve(m, t0, t1)
+    assert score(k25, res.state, t0, t1)["all"]["rot_deg"]["rmse"] > 9.0  # measured 12.2
 
 
 @needs_data

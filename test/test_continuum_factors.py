@@ -281,30 +281,6 @@ def test_space_prior_second_order_term_is_the_exact_mixed_curvature() -> None:
     assert not b.second[0][~mask].any()
 
 
-def test_gyro_factor_leaves_out_a_saturated_axis_and_keeps_the_others() -> None:
-    """A NaN axis (saturated) contributes nothing; the other axes are the factor without it."""
-    from shape_sensing.estimators.continuum.estimator import mask_saturated
-
-    _, _, varpi = _state()
-    R = np.array([1e-2, 2e-2, 3e-2])
-    raw = np.array([[5.5, 0.3, -0.2], [0.1, -0.4, 0.2]])
-    w_meas, keep, n_axes = mask_saturated(raw, 4.9)
-    assert keep.tolist() == [True, True] and n_axes == 1 and np.isnan(w_meas[0, 0])
-    u = np.array([0.25, 0.5])
-    full = fac.gyro_factor(varpi, IA, IB, u, raw, R)
-    part = fac.gyro_factor(varpi, IA, IB, u, w_meas, R)
-    assert part.r[0, 0] == 0 and not part.jac[0][0, 0].any() and not part.jac[1][0, 0].any()
-    assert np.array_equal(part.r[0, 1:], full.r[0, 1:]) and np.array_equal(part.r[1], full.r[1])
-    assert np.array_equal(part.jac[0][0, 1:], full.jac[0][0, 1:])
-    _check(lambda T, e, v: fac.gyro_factor(v, IA, IB, u, w_meas, R))
-    nodes = (IA, IB, IA, IB)
-    st = fac.gyro_factor_st(varpi, nodes, u, np.array([0.3, 0.6]), w_meas, R)
-    assert np.all(np.isfinite(st.r)) and st.r[0, 0] == 0 and not st.jac[2][0, 0].any()
-    # every axis saturated: the reading is dropped, not kept as three NaNs
-    _, keep, n_axes = mask_saturated(np.array([[5.0, -5.0, 6.0]]), 4.9)
-    assert keep.tolist() == [False] and n_axes == 0
-
-
 def test_backtrack_halves_an_overshooting_step_until_the_cost_falls() -> None:
     """f(x) = x^4 from x = 1 along dx = -2 (lands on x = -1, no decrease): the half step reaches the minimum."""
     from shape_sensing.estimators.continuum.solver import ARMIJO, backtrack

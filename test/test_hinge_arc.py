@@ -11,6 +11,7 @@ from shape_sensing.estimators.hinge_arc import (
     HingeArcConfig,
     HingeArcEstimator,
     NotOffsetError,
+    _skew,
     segment_displacements,
 )
 from shape_sensing.types import DiagnosticLevel
@@ -264,3 +265,15 @@ def test_twist_residual_is_reported_and_does_not_move_the_centreline() -> None:
     twisted = est.update((bend * twist).as_quat(), np.ones(n, dtype=bool), 0)
     assert np.allclose(plain.backbone, twisted.backbone)
     assert float(twisted.diagnostics[0].values["max_twist_residual_deg"]) == pytest.approx(np.degrees(0.3), abs=0.01)
+
+
+def test_skew_is_the_exact_cross_product_matrix() -> None:
+    rng = np.random.default_rng(5)
+    v = rng.normal(size=(40, 3)) * rng.choice([1e-9, 1.0, 1e9], size=(40, 1))
+    w = rng.normal(size=(40, 3))
+    S = _skew(v)
+    scale = np.linalg.norm(v, axis=1) * np.linalg.norm(w, axis=1)
+    assert np.all(np.abs(np.einsum("kij,kj->ki", S, w) - np.cross(v, w)) <= 1e-15 * scale[:, None])
+    # entries are the components themselves, exactly
+    assert np.array_equal(S, -np.swapaxes(S, 1, 2)) and not S[:, [0, 1, 2], [0, 1, 2]].any()
+    assert np.array_equal(np.stack([S[:, 2, 1], S[:, 0, 2], S[:, 1, 0]], axis=1), v)

@@ -245,13 +245,14 @@ def _arc_points(g: _Segments, frac: FloatArray) -> FloatArray:
     ``frac`` is ``linspace(0, 1, k + 1)``: where the ``k + 1`` arc points sit along each arc.
     """
     k = len(frac) - 1
+    r = g.radius[:, None]
     ang = g.theta[:, None] * frac[None, :]
     pts = np.empty((len(g.theta), k + 3, 3))
     # end of the first straight run, then the arc, then the end of the second straight run
     pts[:, 0, :2] = 0.0
     pts[:, 0, 2] = g.straight
-    pts[:, 1 : k + 2, 2] = g.straight[:, None] + g.radius[:, None] * np.sin(ang)
-    pts[:, 1 : k + 2, :2] = (g.radius[:, None] * (1 - np.cos(ang)))[:, :, None] * g.normal_xy[:, None, :]
+    np.add(g.straight[:, None], r * np.sin(ang), out=pts[:, 1 : k + 2, 2])
+    np.multiply((r * (1 - np.cos(ang)))[:, :, None], g.normal_xy[:, None, :], out=pts[:, 1 : k + 2, :2])
     np.add(pts[:, k + 1], g.straight[:, None] * g.tangent, out=pts[:, k + 2])
     return pts
 
@@ -260,17 +261,20 @@ _H = 1e-6  # turn of the central differences in the covariance
 # (6, 3, 3): turns by +h about x, y, z, then by -h.
 _AXIS_TURNS = Rotation.from_rotvec(np.concatenate([np.eye(3), -np.eye(3)]) * _H).as_matrix()
 _EYE3 = np.eye(3)
-# Cross-product matrix of v, row-major: entries 1, 2, 3, 5, 6, 7 are -v2, v1, v2, -v0, -v1, v0.
-_SKEW_AT = np.array([1, 2, 3, 5, 6, 7])
-_SKEW_FROM = np.array([2, 1, 2, 0, 1, 0])
-_SKEW_SIGN = np.array([-1.0, 1.0, 1.0, -1.0, -1.0, 1.0])
+# (3, 9): v @ _SKEW_BASIS is the row-major cross-product matrix of v. Every entry is one component times
+# 0 or +-1, so the product is exact.
+_SKEW_BASIS = np.array(
+    [
+        [0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 1.0, 0.0],
+        [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0],
+        [0.0, -1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+    ]
+)
 
 
 def _skew(v: FloatArray) -> FloatArray:
     """``(M, 3)`` -> ``(M, 3, 3)`` cross-product matrices."""
-    out = np.zeros((len(v), 9))
-    out[:, _SKEW_AT] = v[:, _SKEW_FROM] * _SKEW_SIGN
-    return out.reshape(-1, 3, 3)
+    return (v @ _SKEW_BASIS).reshape(-1, 3, 3)
 
 
 class _Plan(NamedTuple):

@@ -406,25 +406,17 @@ def gyro_factor(
     R: FloatArray,
     cauchy: float | None = None,
 ) -> FactorBatch:
-    """Gyroscope readings ``w_meas`` ``(M, 3)`` at fraction ``u`` between nodes ``ia`` and ``ib`` (same s).
-
-    A NaN axis (saturated, see :func:`~.estimator.measurements_from_trial`) is not measured: its row is zero.
-    """
+    """Gyroscope readings ``w_meas`` ``(M, 3)`` at fraction ``u`` between nodes ``ia`` and ``ib`` (same s)."""
     M = ia.size
     om = (1.0 - u)[:, None] * varpi[ia, 3:] + u[:, None] * varpi[ib, 3:]
-    w = _axis_weights(w_meas, R)
-    e = w * np.nan_to_num(w_meas - om)
+    w = 1.0 / np.sqrt(R)
+    e = w[None, :] * (w_meas - om)
     Ja = np.zeros((M, 3, DOF))
     Jb = np.zeros((M, 3, DOF))
     idx = np.arange(3)
-    Ja[:, idx, 15 + idx] = -(1.0 - u)[:, None] * w
-    Jb[:, idx, 15 + idx] = -u[:, None] * w
+    Ja[:, idx, 15 + idx] = -(1.0 - u)[:, None] * w[None, :]
+    Jb[:, idx, 15 + idx] = -u[:, None] * w[None, :]
     return FactorBatch("gyro", [ia, ib], [Ja, Jb], e, cauchy)
-
-
-def _axis_weights(w_meas: FloatArray, R: FloatArray) -> FloatArray:
-    """``(M, 3)`` whitening of gyro axes: ``R^-1/2``, 0 where the reading is NaN (an axis not measured)."""
-    return np.where(np.isnan(w_meas), 0.0, 1.0 / np.sqrt(np.asarray(R, dtype=np.float64))[None, :])
 
 
 def pose_factor_st(
@@ -498,11 +490,11 @@ def gyro_factor_st(
     weights = ((1 - us) * (1 - ut), (1 - us) * ut, us * (1 - ut), us * ut)
     M = ut.size
     om = sum(c[:, None] * varpi[n, 3:] for c, n in zip(weights, nodes, strict=True))
-    w = _axis_weights(w_meas, R)
+    w = 1.0 / np.sqrt(R)
     idx = np.arange(3)
     jacs = []
     for c in weights:
         J = np.zeros((M, 3, DOF))
-        J[:, idx, 15 + idx] = -c[:, None] * w
+        J[:, idx, 15 + idx] = -c[:, None] * w[None, :]
         jacs.append(J)
-    return FactorBatch("gyro_between_nodes", list(nodes), jacs, w * np.nan_to_num(w_meas - om), cauchy)
+    return FactorBatch("gyro_between_nodes", list(nodes), jacs, w[None, :] * (w_meas - om), cauchy)

@@ -6,8 +6,8 @@ is ``latency`` seconds past the next slice time, so that a slower sensor's
 sample for that interval has arrived. Every slice leaving the window becomes a
 :class:`~shape_sensing.types.ShapeEstimate` (stamp = slice time, lag
 ``(window_size - 1) / rate``) with the tip's Laplace covariance. Bad samples
-(non-finite, gyro saturated on every axis, older than the window) are counted and
-skipped; a gyro reading's saturated axes are counted and left out, its others kept.
+(non-finite, older than the window) are counted and skipped; gyro axes read at the
+sensor's range are counted and kept (see ``measurements_from_trial``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ import numpy as np
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.estimator import mask_saturated
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.window import SlidingWindow
@@ -102,7 +101,7 @@ SCHEMA = Schema(
             "gyro_saturation",
             float,
             4.9,
-            "axes of a reading at or beyond this are left out (all three: skipped)",
+            "gyroscope range: axis readings at or beyond it are counted as saturated (and kept)",
             min=0.0,
             unit="rad/s",
         ),
@@ -124,8 +123,7 @@ class TrackerStats:
     gyro: int = 0
     pose: int = 0
     skipped_bad: int = 0
-    skipped_saturated: int = 0  # every axis saturated
-    saturated_axes: int = 0  # axes left out of readings that were kept
+    saturated_axes: int = 0  # gyro axes read at the range (kept: the rate is at least the reading)
     skipped_late: int = 0
     steps: int = 0
     estimates: int = 0
@@ -196,17 +194,13 @@ class ContinuumTracker:
         if w.shape != (3,) or not np.all(np.isfinite(w)) or not 0 <= index < len(self.params["gyro_topics"]):
             self.stats.skipped_bad += 1
             return []
-        masked, keep, n_axes = mask_saturated(w[None, :], self.params["gyro_saturation"])
-        if not keep[0]:
-            self.stats.skipped_saturated += 1
-            return []
         t = self._t(stamp_ns)
         if not self._accept(t):
             return []
         self.stats.gyro += 1
-        self.stats.saturated_axes += n_axes
+        self.stats.saturated_axes += int(np.sum(np.abs(w) >= self.params["gyro_saturation"]))
         s = self.params["gyro_arc_lengths"][index]
-        self._pending.append(Measurements(gyro_t=np.array([t]), gyro_s=np.array([s]), gyro_w=masked))
+        self._pending.append(Measurements(gyro_t=np.array([t]), gyro_s=np.array([s]), gyro_w=w[None, :].copy()))
         return self._advance(t)
 
     def push_pose(self, index: int, stamp_ns: int, T: FloatArray) -> list[ShapeEstimate]:
