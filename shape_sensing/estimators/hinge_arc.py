@@ -260,6 +260,7 @@ def _arc_points(g: _Segments, frac: FloatArray) -> FloatArray:
 _H = 1e-6  # turn of the central differences in the covariance
 # (6, 3, 3): turns by +h about x, y, z, then by -h.
 _AXIS_TURNS = Rotation.from_rotvec(np.concatenate([np.eye(3), -np.eye(3)]) * _H).as_matrix()
+_AXIS_TURNS_T = np.ascontiguousarray(_AXIS_TURNS.transpose(0, 2, 1))[:, None]  # (6, 1, 3, 3), for row vectors
 _EYE3 = np.eye(3)
 # (3, 9): v @ _SKEW_BASIS is the row-major cross-product matrix of v. Every entry is one component times
 # 0 or +-1, so the product is exact.
@@ -388,7 +389,9 @@ class HingeArcEstimator:
         t_rel = rel[:, :, 2]
         tangents = np.empty((7 * m, 3))
         tangents[:m] = t_rel
-        np.einsum("aij,kj->aki", _AXIS_TURNS, t_rel, out=tangents[m:].reshape(6, m, 3))
+        # Row vectors times the transposed turns: cheaper than the equivalent einsum, and with the tangents
+        # strided (not BLAS-able) numpy sums each product in the same order, so the numbers are the same.
+        np.matmul(t_rel[None, :, None, :], _AXIS_TURNS_T, out=tangents[m:].reshape(6, m, 1, 3))
         batch = _segments(tangents, plan.seg_len_batch, D)
         d_all = _displacements(batch)
         geom = _Segments(*[a[:m] for a in batch])
