@@ -373,6 +373,7 @@ def evaluate_trial(
         "converged_fraction": res.converged_fraction,
         "final_update_max": res.final_update_max,
         "saturated_gyro_axes": res.saturated_gyro_axes,
+        "skipped_sensor_rows": sum(st.skipped for st in trial.streams.values()),
         "nodes": trial.robot.N,
         "slices": int(res.state.K),
         **sc,

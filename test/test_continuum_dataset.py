@@ -64,13 +64,30 @@ def test_reads_hand_built_dataset(tmp_path: Path) -> None:
         ("sensor type:,gyro\n", "missing header line 2"),
         ("sensor type:,gyro\nh\n0.0,0.2,1,2\n", r":3: 4 columns, expected 5"),
         ("sensor type:,gyro\nh\n0.0,0.2,1,2,x\n", r":3: non-numeric value 'x'"),
-        ("sensor type:,gyro\nh\n0.0,0.2,1,2,nan\n", r":3: non-finite value"),
-        ("sensor type:,gyro\nh\n\n", "no data rows"),
+        ("sensor type:,gyro\nh\n0.0,0.2,1,2,nan\n", r"no valid data rows after the header \(1 rows with a non-finite"),
+        ("sensor type:,gyro\nh\n\n", "no valid data rows"),
+        ("sensor type:,gyro\nh\n0.0,0.2,1,2\n0.1,0.2,1,2,3\n", r":3: 4 columns, expected 5"),
     ],
 )
 def test_malformed_csv(tmp_path: Path, text: str, match: str) -> None:
     with pytest.raises(DatasetError, match=match):
         read_sensor_csv(_write(tmp_path / "bad.csv", text))
+
+
+def test_bad_frames_are_skipped_and_counted_and_common_csv_quirks_accepted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A dropout row (nan) and a truncated last line are bad frames; a BOM and trailing commas are fine."""
+    text = (
+        "\ufeffsensor type:,gyro\r\ntime (s),arclength (m),data\r\n"
+        "0.0,0.2,0.1,0.2,0.3,\r\n0.1,0.2,nan,0.2,0.3,\r\n0.2,0.2,0.4,0.5,0.6,\r\n0.3,0.2,0.7"
+    )
+    with caplog.at_level("WARNING"):
+        st = read_sensor_csv(_write(tmp_path / "g.csv", text))
+    assert st.kind == "gyro" and st.t.tolist() == [0.0, 0.2] and st.skipped == 2
+    assert st.values.tolist() == [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]
+    assert "2 bad rows skipped" in caplog.text and "first at line 4" in caplog.text
+    assert st.window(0.1, 1.0).skipped == 2
 
 
 def test_missing_csv(tmp_path: Path) -> None:

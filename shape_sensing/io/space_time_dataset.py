@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,8 @@ __all__ = [
     "read_trial_config",
 ]
 
+_log = logging.getLogger(__name__)
+
 #: Number of values per row after ``t, s`` for each sensor kind.
 SENSOR_WIDTH: dict[str, int] = {"vicon": 6, "aurora": 6, "gyro": 3}
 
@@ -52,6 +55,7 @@ class SensorStream:
         t: ``(M,)`` sample times (s), sorted.
         s: ``(M,)`` arc length of the sensor (m, material coordinate).
         values: ``(M, 6)`` pose twists or ``(M, 3)`` angular velocities.
+        skipped: rows of the file left out as bad frames (a non-finite value, or a truncated last line).
     """
 
     name: str
@@ -59,11 +63,12 @@ class SensorStream:
     t: FloatArray
     s: FloatArray
     values: FloatArray
+    skipped: int = 0
 
     def window(self, start: float, end: float) -> SensorStream:
         """The samples with ``start <= t <= end``."""
         m = (self.t >= start) & (self.t <= end)
-        return SensorStream(self.name, self.kind, self.t[m], self.s[m], self.values[m])
+        return SensorStream(self.name, self.kind, self.t[m], self.s[m], self.values[m], self.skipped)
 
 
 @dataclass(frozen=True)
@@ -145,16 +150,21 @@ def read_sensor_csv(path: str | Path) -> SensorStream:
     Args:
         path: the CSV file.
 
+    Rows holding a non-finite value (a sensor's dropout, written as ``nan``)
+    and a truncated last line (a recording cut off) are bad frames: they are
+    skipped, counted in :attr:`SensorStream.skipped` and logged. A byte-order
+    mark and an empty last field on every row (a trailing comma) are accepted.
+
     Returns:
         The stream, sorted by time.
 
     Raises:
         DatasetError: missing file, bad first line, unknown kind, wrong column
-            count, non-numeric or non-finite value, or no data rows.
+            count, non-numeric value, or no valid data row.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise DatasetError(f"{path}: cannot read sensor file ({exc.strerror})") from None
     lines = text.splitlines()
@@ -170,10 +180,15 @@ def read_sensor_csv(path: str | Path) -> SensorStream:
         raise DatasetError(f"{path}: missing header line 2")
     width = 2 + SENSOR_WIDTH[kind]
     rows: list[list[float]] = []
-    for lineno, row in enumerate(csv.reader(lines[2:]), start=3):
-        if not row or all(not c.strip() for c in row):
-            continue
+    bad_lines: list[int] = []
+    parsed = [(n, r) for n, r in enumerate(csv.reader(lines[2:]), start=3) if r and any(c.strip() for c in r)]
+    for i, (lineno, row) in enumerate(parsed):
+        if len(row) == width + 1 and not row[-1].strip():
+            row = row[:-1]  # a trailing comma
         if len(row) != width:
+            if i == len(parsed) - 1 and len(row) < width and rows:
+                bad_lines.append(lineno)  # the recording was cut off mid-line
+                continue
             raise DatasetError(
                 f"{path}:{lineno}: {len(row)} columns, expected {width} (t, s and {width - 2} {kind} values)"
             )
@@ -183,14 +198,21 @@ def read_sensor_csv(path: str | Path) -> SensorStream:
             bad = next(c for c in row if not _is_float(c))
             raise DatasetError(f"{path}:{lineno}: non-numeric value {bad!r}") from None
         if not all(np.isfinite(vals)):
-            raise DatasetError(f"{path}:{lineno}: non-finite value in {row}")
+            bad_lines.append(lineno)
+            continue
         rows.append(vals)
     if not rows:
-        raise DatasetError(f"{path}: no data rows after the header")
+        why = f" ({len(bad_lines)} rows with a non-finite value skipped)" if bad_lines else ""
+        raise DatasetError(f"{path}: no valid data rows after the header{why}")
+    if bad_lines:
+        _log.warning(
+            "%s: %d bad rows skipped (a non-finite value or a truncated last line), first at line %d",
+            path, len(bad_lines), bad_lines[0],
+        )  # fmt: skip
     arr = np.asarray(rows)
     order = np.argsort(arr[:, 0], kind="stable")
     arr = arr[order]
-    return SensorStream(path.stem, kind, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2:].copy())
+    return SensorStream(path.stem, kind, arr[:, 0].copy(), arr[:, 1].copy(), arr[:, 2:].copy(), len(bad_lines))
 
 
 def _is_float(c: str) -> bool:
