@@ -35,7 +35,7 @@ from shape_sensing.estimators.continuum.estimator import (
     measurements_from_trial,
     weights_from_trial,
 )
-from shape_sensing.estimators.continuum.model import GridState
+from shape_sensing.estimators.continuum.model import GridState, Weights
 from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.solver import blas_single_thread
 from shape_sensing.estimators.continuum.window import SlidingWindow
@@ -462,16 +462,33 @@ def write_bag(
     frame_prefix: str = "",
     namespace: str = "/continuum",
 ) -> int:
-    """Write the estimate (one message set per slice) and the Vicon path to a rosbag2 MCAP; returns messages written."""
+    """Write the inputs, the estimate (one message set per slice) and the Vicon path to a rosbag2 MCAP.
+
+    The inputs (gyroscopes as sensor_msgs/Imu, pose sensors as PoseWithCovarianceStamped, on
+    :func:`input_topics` under ``namespace``) let ``ros2 bag play`` feed the node and
+    ``shape-sensing replay`` re-estimate the bag (with :func:`node_params`). Returns messages written.
+    """
     from shape_sensing.io.bag import BagWriter
     from shape_sensing.messages import common as mc
-    from shape_sensing.types import ShapeEstimate, TransformStamped
+    from shape_sensing.types import ImuSample, ShapeEstimate, TransformStamped
 
     state = res.state
     names = [f"node_{n}" for n in range(state.N)]
     count = 0
     s_fine = np.linspace(state.s[0], state.s[-1], 30)
+    t_lo, t_hi = float(state.t[0]), float(state.t[-1])
     with BagWriter(path, distro=distro, overwrite=True) as bag:
+        for name, topic in input_topics(trial).items():
+            st = trial.streams[name].window(t_lo, t_hi)
+            full = f"{namespace}/{topic}"
+            for t, v in zip(st.t, st.values, strict=True):
+                stamp = round(t * 1e9)
+                if st.kind == "gyro":
+                    msg = mc.imu_to_msg(ImuSample(stamp, frame_prefix + name, None, angular_velocity=v))
+                else:
+                    msg = mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", lie.exp(v[None])[0])
+                bag.write(full, msg, stamp, qos="sensor")
+                count += 1
         for k in range(state.K):
             stamp = round(state.t[k] * 1e9)
             poses = state.T[k]
@@ -510,6 +527,72 @@ def write_bag(
                 bag.write(f"{namespace}/vicon/path", mc.path_msg(stamp, frame_prefix + "base", Tv), stamp)
                 count += 1
     return count
+
+
+def input_topics(trial: Trial) -> dict[str, str]:
+    """Stream name -> relative topic of the trial's gyro and pose-sensor inputs, as the node's defaults name them.
+
+    A gyroscope at the tip is ``gyro_tip/data``, others ``<stream>/data``; a pose sensor at the base is
+    ``base_pose``, at the tip ``tip_pose``, others ``<stream>/pose`` (the robot-2 trials then match
+    ``config/continuum_estimator.yaml``).
+    """
+    length = trial.robot.length
+    out: dict[str, str] = {}
+    for kind, use in (("gyro", trial.config.use_gyro), ("aurora", trial.config.use_aurora)):
+        if not use:
+            continue
+        for st in trial.of_kind(kind):
+            s = float(st.s[0])
+            if kind == "gyro":
+                topic = "gyro_tip/data" if abs(s - length) < 1e-9 else f"{st.name}/data"
+            else:
+                topic = "base_pose" if abs(s) < 1e-9 else "tip_pose" if abs(s - length) < 1e-9 else f"{st.name}/pose"
+            if topic in out.values():
+                topic = f"{st.name}/data" if kind == "gyro" else f"{st.name}/pose"
+            out[st.name] = topic
+    return out
+
+
+def node_params(trial: Trial, weights: Weights) -> dict[str, Any]:
+    """``continuum_estimator`` parameters that run the node on :func:`write_bag`'s inputs with ``weights``."""
+    topics = input_topics(trial)
+    gyros = [st for st in trial.of_kind("gyro") if st.name in topics]
+    poses = [st for st in trial.of_kind("aurora") if st.name in topics]
+
+    def floats(v: Any) -> list[float]:
+        return [float(x) for x in np.asarray(v).reshape(-1)]
+
+    return {
+        "gyro_topics": [topics[st.name] for st in gyros],
+        "gyro_arc_lengths": [float(st.s[0]) for st in gyros],
+        "pose_topics": [topics[st.name] for st in poses],
+        "pose_arc_lengths": [float(st.s[0]) for st in poses],
+        "length": float(trial.robot.length),
+        "nodes": int(trial.robot.N),
+        "rate": float(trial.robot.K_per_second),
+        "P0": floats(weights.P0),
+        "Q1": floats(weights.Q1),
+        "Q2": floats(weights.Q2),
+        "Q3": floats(weights.Q3),
+        "prior_factor": float(weights.prior_factor),
+        "R_pose": floats(weights.R_pose),
+        "R_gyro": floats(weights.R_gyro),
+        "measurement_factor": float(weights.measurement_factor),
+        "cauchy_pose": float(weights.cauchy_pose or 0.0),
+        "cauchy_gyro": float(weights.cauchy_gyro or 0.0),
+        "cauchy_space": float(weights.cauchy_space or 0.0),
+        "fixed_base": bool(weights.fixed_base),
+    }
+
+
+def write_params_file(path: Path, params: dict[str, Any], comment: str) -> None:
+    """A ROS 2 parameter file for ``continuum_estimator`` (any namespace)."""
+    import yaml
+
+    body = yaml.safe_dump(
+        {"/**/continuum_estimator": {"ros__parameters": params}}, sort_keys=False, width=110, default_flow_style=None
+    )
+    path.write_text("".join(f"# {line}\n" for line in comment.splitlines()) + body)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -594,8 +677,18 @@ def run(args: argparse.Namespace) -> int:
         _plot(png, trial, res, metrics)
         bag = args.out / f"{args.trial}_{args.estimator}_bag"
         write_bag(bag, trial, res)
+        params = args.out / f"{args.trial}_{args.estimator}_params.yaml"
+        used = tuning if tuning is not None else default_tuning(trial.config.name, trial.robot.name)[0]
+        write_params_file(
+            params,
+            node_params(trial, weights_from_trial(trial, used)),
+            f"continuum_estimator parameters for the inputs in {bag.name} (trial {args.trial}, {metrics['weights']}).\n"
+            f"ros2 launch shape_sensing continuum_estimator.launch.xml config:={params.resolve()} use_sim_time:=true\n"
+            f"shape-sensing replay {bag} --config {params} --out OUT",
+        )
         metrics["plot"] = str(png)
         metrics["bag"] = str(bag)
+        metrics["params"] = str(params)
     if args.json:
         print(json.dumps(metrics, sort_keys=True))
         return 0
@@ -630,4 +723,5 @@ def run(args: argparse.Namespace) -> int:
         )
     if "plot" in metrics:
         print(f"plot: {metrics['plot']}\nbag:  {metrics['bag']}")
+        print(f"node parameters for the bag's inputs: {metrics['params']}")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import shutil
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -65,9 +66,22 @@ def replay_bag(
     if Path(out).resolve() == Path(input_path).resolve():
         raise ValueError(f"--out {out} is the input bag; choose another output")
     args.bag_topics = topics
-    with BagWriter(out, distro=distro, overwrite=overwrite) as writer:
-        metrics: dict[str, Any] | None = mod.replay(read_bag(input_path), writer, config, args)
+    existed = Path(out).exists()
+    try:
+        with BagWriter(out, distro=distro, overwrite=overwrite) as writer:
+            metrics: dict[str, Any] | None = mod.replay(read_bag(input_path), writer, config, args)
+    except BaseException:
+        if not existed:  # no half-written output left behind (an existing one was refused or replaced)
+            _remove(Path(out))
+        raise
     return metrics
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 def run(args: argparse.Namespace) -> int:

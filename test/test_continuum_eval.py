@@ -75,6 +75,11 @@ def test_bag_holds_tf_path_markers_and_tip(tmp_path: Path) -> None:
         "/continuum/shape/markers": "visualization_msgs/msg/MarkerArray",
         "/continuum/shape/tip": "geometry_msgs/msg/PoseWithCovarianceStamped",
         "/continuum/vicon/path": "nav_msgs/msg/Path",
+        # the inputs, named as config/continuum_estimator.yaml subscribes to them
+        "/continuum/gyro_mid/data": "sensor_msgs/msg/Imu",
+        "/continuum/gyro_tip/data": "sensor_msgs/msg/Imu",
+        "/continuum/base_pose": "geometry_msgs/msg/PoseWithCovarianceStamped",
+        "/continuum/tip_pose": "geometry_msgs/msg/PoseWithCovarianceStamped",
     }
     msgs = list(read_bag(tmp_path / "bag"))
     assert len(msgs) == n

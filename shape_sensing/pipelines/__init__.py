@@ -26,4 +26,5 @@ __all__ = ["PIPELINES"]
 PIPELINES: dict[str, str] = {
     "vine-imu": "shape_sensing.pipelines.vine_imu",
     "hyper-redundant": "shape_sensing.pipelines.hyper_redundant",
+    "continuum": "shape_sensing.pipelines.continuum",
 }

@@ -1,0 +1,126 @@
+"""Continuum-robot pipeline: gyro and pose-sensor bags re-estimated by the sliding-window tracker.
+
+Inputs (relative names under ``--continuum-namespace``, default ``/continuum``;
+the names and arc lengths come from the ``continuum_estimator`` parameter file
+given with ``--config``, the package's ``config/continuum_estimator.yaml`` by
+default): ``gyro_topics`` (sensor_msgs/Imu, angular velocity in the backbone
+frame) and ``pose_topics`` (geometry_msgs/PoseWithCovarianceStamped, the
+backbone frame in the base frame). This is what ``continuum_estimator.launch.xml
+record:=true`` records, and what ``eval-continuum`` writes beside its estimate
+(with the parameter file that matches it).
+
+Outputs: the inputs, copied, and the node's topics for every slice leaving the
+window: ``/tf``, ``shape/path``, ``shape/tip`` (Laplace covariance) and
+``shape/markers`` (at ``marker_rate``). Estimate topics already in the input bag
+are not copied: they are what is re-estimated. Ground truth topics
+(``truth/...``) are copied unchanged; no metrics are computed here
+(``eval-continuum`` scores the dataset's trials).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from shape_sensing.config import load_param_file
+from shape_sensing.estimators.continuum.online import SCHEMA, ContinuumMessages, ContinuumTracker
+from shape_sensing.io.bag import BagMessage, BagWriter
+from shape_sensing.io.errors import BagError
+from shape_sensing.messages import common as msgs
+from shape_sensing.messages.errors import MessageError
+from shape_sensing.pipelines.common import resolve_topic
+
+__all__ = ["DEFAULT_CONFIG", "DEFAULT_NAMESPACE", "NAME", "add_replay_arguments", "matches", "replay"]
+
+NAME = "continuum"
+DEFAULT_NAMESPACE = "/continuum"
+#: The package's parameter file (the real robot of the space_time_continuum dataset).
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "continuum_estimator.yaml"
+
+_log = logging.getLogger(__name__)
+_POSE = "geometry_msgs/msg/PoseWithCovarianceStamped"
+_IMU = "sensor_msgs/msg/Imu"
+
+
+def matches(topics: dict[str, str]) -> bool:
+    """Whether a bag holds pose-sensor inputs: PoseWithCovarianceStamped topics that are no estimate (``shape/``)."""
+    return any(ty == _POSE and "/shape/" not in t for t, ty in topics.items())
+
+
+def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ``shape-sensing replay`` for this pipeline."""
+    parser.add_argument(
+        "--continuum-namespace",
+        default=DEFAULT_NAMESPACE,
+        help=f"continuum robot: namespace of relative topics (default {DEFAULT_NAMESPACE})",
+    )
+
+
+def _params(config: Path | None) -> dict[str, Any]:
+    path = config if config is not None else DEFAULT_CONFIG
+    if not path.is_file():
+        raise ValueError(f"continuum pipeline: parameter file {path} does not exist; give one with --config")
+    return load_param_file(path, SCHEMA.node)
+
+
+def replay(
+    messages: Iterator[BagMessage], writer: BagWriter, config: Path | None, args: argparse.Namespace
+) -> dict[str, Any] | None:
+    """Re-estimate a continuum bag (topics in the module docstring); returns ``None`` (no metrics)."""
+    topics: dict[str, str] | None = getattr(args, "bag_topics", None)
+    ns = getattr(args, "continuum_namespace", DEFAULT_NAMESPACE)
+    tracker = ContinuumTracker(_params(config))
+    p = tracker.params
+    gyro_index = {resolve_topic(t, ns): i for i, t in enumerate(p["gyro_topics"])}
+    pose_index = {resolve_topic(t, ns): i for i, t in enumerate(p["pose_topics"])}
+    if topics is not None:
+        for index, kind in ((gyro_index, _IMU), (pose_index, _POSE)):
+            wrong = {t: topics[t] for t in index if t in topics and topics[t] != kind}
+            if wrong:
+                raise ValueError(f"continuum pipeline: topics {wrong} are not {kind}")
+        if not any(t in topics for t in (*gyro_index, *pose_index)):
+            raise ValueError(
+                f"none of the configured topics {sorted(gyro_index) + sorted(pose_index)} is in the bag "
+                f"(namespace {ns!r}; the topics and their arc lengths come from --config)"
+            )
+        unused = sorted(
+            t for t, ty in topics.items() if ty in (_IMU, _POSE) and "/shape/" not in t and t not in gyro_index
+            and t not in pose_index
+        )  # fmt: skip
+        if unused:
+            _log.warning(
+                "sensor topics in the bag that the parameters (%s) do not use: %s; is it the robot's parameter file?",
+                config if config is not None else DEFAULT_CONFIG, ", ".join(unused),
+            )  # fmt: skip
+    builder = ContinuumMessages(writer.factory, p["frame_prefix"], p["marker_rate"])
+    truth_prefix = resolve_topic("truth/", ns)
+    for bm in messages:
+        if bm.topic in gyro_index:
+            writer.copy(bm, qos="sensor")
+            try:
+                sample = msgs.imu_from_msg(bm.msg)
+            except (MessageError, BagError):
+                tracker.stats.skipped_bad += 1
+                continue
+            new = tracker.push_gyro(gyro_index[bm.topic], sample.stamp_ns, sample.angular_velocity)
+        elif bm.topic in pose_index:
+            writer.copy(bm, qos="sensor")
+            try:
+                T = msgs.pose_to_matrix(bm.msg.pose.pose)
+                stamp = msgs.stamp_from_msg(bm.msg)
+            except (ValueError, AttributeError, BagError):  # zero or non-finite quaternion, not a pose
+                tracker.stats.skipped_bad += 1
+                continue
+            new = tracker.push_pose(pose_index[bm.topic], stamp, T)
+        else:
+            if bm.topic.startswith(truth_prefix) or bm.topic == "/tf_static":
+                writer.copy(bm)
+            continue
+        first = len(tracker.window.final_t) - len(new) if tracker.window is not None else 0
+        for j, est in enumerate(new):
+            for topic, m in builder.build(est, tracker.tip_covariance(first + j)):
+                writer.write(resolve_topic(topic, ns), m, est.stamp_ns)
+    return None
