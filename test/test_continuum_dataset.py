@@ -90,6 +90,22 @@ def test_bad_frames_are_skipped_and_counted_and_common_csv_quirks_accepted(
     assert st.window(0.1, 1.0).skipped == 2
 
 
+def test_unsupported_topology_switches_are_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    robot = _bad_robot()
+    robot["topology"]["lock_first_pose"] = True
+    robot["topology"]["time_nodes_on_measurements"] = True
+    cfg = read_robot_config(_write(tmp_path / "r.json", json.dumps(robot)))
+    assert cfg.unsupported == ("lock_first_pose", "time_nodes_on_measurements")
+    assert read_robot_config(_write(tmp_path / "ok.json", json.dumps(_bad_robot()))).unsupported == ()
+    # loading a trial of that robot says so, once
+    root = _dataset(tmp_path / "ds", robot)
+    with caplog.at_level("WARNING"):
+        load_trial(root, "t1")
+        load_trial(root, "t1")
+    text = "lock_first_pose, time_nodes_on_measurements set, which this estimator does not implement"
+    assert caplog.text.count(text) == 1
+
+
 def test_missing_csv(tmp_path: Path) -> None:
     with pytest.raises(DatasetError, match="cannot read sensor file"):
         read_sensor_csv(tmp_path / "nope.csv")

@@ -41,6 +41,17 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
+#: Switches of the robot configs' topology that select variants of the original estimator not built here
+#: (every shipped config sets them false); one set true is reported, not silently ignored.
+UNSUPPORTED_TOPOLOGY_FLAGS = (
+    "lock_first_position",
+    "lock_first_pose",
+    "lock_last_strain",
+    "time_nodes_on_measurements",
+    "use_1D_estimator",
+)
+_WARNED: set[tuple[str, tuple[str, ...]]] = set()
+
 #: Number of values per row after ``t, s`` for each sensor kind.
 SENSOR_WIDTH: dict[str, int] = {"vicon": 6, "aurora": 6, "gyro": 3}
 
@@ -88,6 +99,7 @@ class RobotConfig:
         N: number of arc-length nodes.
         K_per_second: time nodes per second.
         length: robot (material) length.
+        unsupported: topology switches set true that this estimator does not implement (reported on load).
     """
 
     name: str
@@ -102,6 +114,7 @@ class RobotConfig:
     N: int
     K_per_second: float
     length: float
+    unsupported: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -297,6 +310,7 @@ def read_robot_config(path: str | Path) -> RobotConfig:
         N=int(n),
         K_per_second=_number(top, "K_per_second", path, "topology.", minimum=0.0),
         length=_number(top, "length", path, "topology.", minimum=0.0),
+        unsupported=tuple(k for k in UNSUPPORTED_TOPOLOGY_FLAGS if top.get(k) is True),
     )
 
 
@@ -384,4 +398,10 @@ def load_trial(dataset_dir: str | Path, trial: str, robot: str | None = None) ->
                 f"{names} in {root / 'config' / 'robot'}; name one (eval-continuum --robot NAME)"
             )
         rcfg = matches[0]
+    if rcfg.unsupported and (str(robots[rcfg.name]), rcfg.unsupported) not in _WARNED:
+        _WARNED.add((str(robots[rcfg.name]), rcfg.unsupported))
+        _log.warning(
+            "%s: topology %s set, which this estimator does not implement; estimating without %s",
+            robots[rcfg.name], ", ".join(rcfg.unsupported), "them" if len(rcfg.unsupported) > 1 else "it",
+        )  # fmt: skip
     return Trial(cfg, rcfg, streams)
