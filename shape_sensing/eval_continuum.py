@@ -233,11 +233,12 @@ def run_estimator(
     tn = tuning or default_tuning(trial.config.name, trial.robot.name)[0]
     t0 = trial.config.start_time
     t1 = trial.config.end_time if t_end is None else min(t_end, trial.config.end_time)
-    lo, hi = measurement_span(trial)
-    if not (lo <= t1 and hi >= t0):
+    _, hi = measurement_span(trial, t0, t1)
+    if not hi > t0:
+        whole = measurement_span(trial)
         raise ContinuumError(
-            f"trial {trial.config.name!r}: no pose or gyroscope sample in its window [{t0:g}, {t1:g}] s "
-            f"(the data span [{lo:g}, {hi:g}] s)"
+            f"trial {trial.config.name!r}: no pose or gyroscope sample after the start of its window "
+            f"[{t0:g}, {t1:g}] s (the data span [{whole[0]:g}, {whole[1]:g}] s)"
         )
     if t1 > hi + 1.0 / trial.robot.K_per_second:
         _log.warning(
@@ -288,10 +289,11 @@ def run_estimator(
     raise ValueError(f"--estimator must be 'batch' or 'window', got {estimator!r}")
 
 
-def measurement_span(trial: Trial) -> tuple[float, float]:
-    """First and last time of the pose and gyroscope samples the trial uses (``(inf, -inf)`` if none)."""
+def measurement_span(trial: Trial, t0: float = -np.inf, t1: float = np.inf) -> tuple[float, float]:
+    """First and last time of the pose and gyroscope samples the trial uses in ``[t0, t1]`` (``(inf, -inf)``
+    if none)."""
     kinds = [k for k, use in (("aurora", trial.config.use_aurora), ("gyro", trial.config.use_gyro)) if use]
-    times = [st.t for k in kinds for st in trial.of_kind(k) if st.t.size]
+    times = [w.t for k in kinds for st in trial.of_kind(k) if (w := st.window(t0, t1)).t.size]
     if not times:
         return float("inf"), float("-inf")
     return float(min(t[0] for t in times)), float(max(t[-1] for t in times))
@@ -553,8 +555,22 @@ def input_topics(trial: Trial) -> dict[str, str]:
     return out
 
 
-def node_params(trial: Trial, weights: Weights) -> dict[str, Any]:
-    """``continuum_estimator`` parameters that run the node on :func:`write_bag`'s inputs with ``weights``."""
+def node_params(trial: Trial, weights: Weights, window: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``continuum_estimator`` parameters that run the node on :func:`write_bag`'s inputs with ``weights``.
+
+    ``window``: the window's options to carry over (``window_size``, ``iterations``, ``marginal``,
+    ``marginal_band``); the node's defaults otherwise. The node's base prior is centred on a straight robot
+    at rest at the identity; a trial whose initial condition differs is reported (all shipped ones agree).
+    """
+    if not (
+        np.allclose(weights.T0, np.eye(4))
+        and np.allclose(weights.epsilon0, [0, 0, 1, 0, 0, 0])
+        and np.allclose(weights.varpi0, 0.0)
+    ):
+        _log.warning(
+            "trial %r: its initial condition (T0, epsilon0, varpi0) differs from the node's base prior, "
+            "which the parameter file cannot express", trial.config.name,
+        )  # fmt: skip
     topics = input_topics(trial)
     gyros = [st for st in trial.of_kind("gyro") if st.name in topics]
     poses = [st for st in trial.of_kind("aurora") if st.name in topics]
@@ -582,6 +598,19 @@ def node_params(trial: Trial, weights: Weights) -> dict[str, Any]:
         "cauchy_gyro": float(weights.cauchy_gyro or 0.0),
         "cauchy_space": float(weights.cauchy_space or 0.0),
         "fixed_base": bool(weights.fixed_base),
+        **(window or {}),
+    }
+
+
+def window_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The node parameters of ``eval-continuum``'s window options (``None`` for the batch)."""
+    if args.estimator != "window":
+        return None
+    return {
+        "window_size": int(args.window_size),
+        "iterations": int(args.iterations or 1),
+        "marginal": str(args.marginal),
+        "marginal_band": int(args.band),
     }
 
 
@@ -681,7 +710,7 @@ def run(args: argparse.Namespace) -> int:
         used = tuning if tuning is not None else default_tuning(trial.config.name, trial.robot.name)[0]
         write_params_file(
             params,
-            node_params(trial, weights_from_trial(trial, used)),
+            node_params(trial, weights_from_trial(trial, used), window_options(args)),
             f"continuum_estimator parameters for the inputs in {bag.name} (trial {args.trial}, {metrics['weights']}).\n"
             f"ros2 launch shape_sensing continuum_estimator.launch.xml config:={params.resolve()} use_sim_time:=true\n"
             f"shape-sensing replay {bag} --config {params} --out OUT",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import shutil
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -66,22 +67,22 @@ def replay_bag(
     if Path(out).resolve() == Path(input_path).resolve():
         raise ValueError(f"--out {out} is the input bag; choose another output")
     args.bag_topics = topics
-    existed = Path(out).exists()
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise ValueError(f"{out} already exists; choose another output or allow overwriting (--overwrite)")
+    # written beside the output and moved into place once complete: a failed replay leaves no half-written
+    # bag behind, and an existing one is replaced only by a finished one
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        with BagWriter(out, distro=distro, overwrite=overwrite) as writer:
+        with BagWriter(tmp / out.name, distro=distro) as writer:
             metrics: dict[str, Any] | None = mod.replay(read_bag(input_path), writer, config, args)
-    except BaseException:
-        if not existed:  # no half-written output left behind (an existing one was refused or replaced)
-            _remove(Path(out))
-        raise
+        if out.exists():
+            shutil.rmtree(out) if out.is_dir() else out.unlink()
+        (tmp / out.name).replace(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return metrics
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        path.unlink(missing_ok=True)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -88,6 +88,11 @@ def test_bad_frames_are_skipped_and_counted_and_common_csv_quirks_accepted(
     assert st.values.tolist() == [[0.1, 0.2, 0.3], [0.4, 0.5, 0.6]]
     assert "2 bad rows skipped" in caplog.text and "first at line 4" in caplog.text
     assert st.window(0.1, 1.0).skipped == 2
+    # a last line cut inside a value, after trailing commas
+    cut = "sensor type:,gyro\nh\n0.0,0.2,0.1,0.2,0.3,\n0.1,0.2,0.4,0.5,1e"
+    assert read_sensor_csv(_write(tmp_path / "c.csv", cut)).skipped == 1
+    with pytest.raises(DatasetError, match=r":4: non-numeric value 'x'"):  # not at the end: corrupt, refused
+        read_sensor_csv(_write(tmp_path / "x.csv", "sensor type:,gyro\nh\n0,0.2,1,2,3\n1,0.2,x,2,3\n2,0.2,1,2,3\n"))
 
 
 def test_unsupported_topology_switches_are_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -148,7 +148,7 @@ def test_trial_windows_outside_or_past_the_data(tmp_path: Path, capsys: pytest.C
     (trials / "late.json").write_text(src.replace(window, window.replace("20", "33.5").replace("30", "300")))
     assert cli_main(["eval-continuum", str(root), "outside", "--no-outputs"]) == 2
     err = capsys.readouterr().err
-    assert "trial 'outside': no pose or gyroscope sample in its window [200, 210] s" in err
+    assert "trial 'outside': no pose or gyroscope sample after the start of its window [200, 210] s" in err
     assert cli_main(["eval-continuum", str(root), "late", "--json", "--no-outputs"]) == 0
     late = json.loads(capsys.readouterr().out)
     assert 0.8 < late["span_s"] < 1.0  # 33.5 s to the last sample at 34.39 s, not to 300 s

@@ -292,9 +292,12 @@ def test_backtrack_halves_an_overshooting_step_until_the_cost_falls() -> None:
     # a step that decreases enough is taken whole
     x, c, _, alpha = backtrack(lambda a: 1.0 - 0.5 * a, 4.0 * -0.5, 1.0, f)
     assert alpha == 1.0 and c <= 1.0 + ARMIJO * -2.0
-    # an uphill direction is shortened to the smallest step tried, never lengthened
+    # an uphill direction: no step length lowers the cost, alpha 0 tells the caller to stay
     _, _, _, alpha = backtrack(lambda a: 1.0 + a, 4.0, 1.0, f)
-    assert 0 < alpha < 1e-2
+    assert alpha == 0.0
+    # a step that ties the cost to within its rounding passes (converging iterations end on such steps)
+    _, _, _, alpha = backtrack(lambda a: 1.0, -1e-20, 1.0, f)
+    assert alpha == 1.0
 
 
 def test_space_prior_structured_whitening_equals_the_explicit_weight() -> None:

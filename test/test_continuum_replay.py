@@ -110,6 +110,13 @@ def test_replay_refuses_a_bag_without_the_configured_topics(
     assert cli_main(args) == 2
     assert "none of the configured topics" in capsys.readouterr().err
     assert not (tmp_path / "out.mcap").exists()  # no half-written output left behind
+    # a failed replay over an existing output (--overwrite) leaves the old one as it was
+    good = tmp_path / "good.mcap"
+    assert replay_bag(tmp_path / "rec", good, argparse.Namespace(), config=tmp_path / "one.yaml") is None
+    before = good.read_bytes()
+    bad = ["replay", str(tmp_path / "rec"), "--out", str(good), "--config", str(config), "--overwrite"]
+    assert cli_main(bad) == 2
+    assert good.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
     args[-1] = str(tmp_path / "missing.yaml")
     assert cli_main(args) == 2
     assert "missing.yaml" in capsys.readouterr().err
@@ -119,9 +126,12 @@ def test_replay_refuses_a_bag_without_the_configured_topics(
 def test_eval_bag_and_parameter_file_replay_to_the_window_estimate(tmp_path: Path, capsys) -> None:
     """eval-continuum writes the trial's inputs and the node's parameters; replaying them re-estimates the window."""
     base = ["eval-continuum", str(DATASET), "impulse_1", "--estimator", "window", "--duration", "1.0", "--json"]
-    assert cli_main([*base, "--out", str(tmp_path)]) == 0
+    assert cli_main([*base, "--iterations", "3", "--out", str(tmp_path)]) == 0
     metrics = json.loads(capsys.readouterr().out)
     bag, params = Path(metrics["bag"]), Path(metrics["params"])
+    node = yaml.safe_load(params.read_text())["/**/continuum_estimator"]["ros__parameters"]
+    assert node["iterations"] == 3 and node["window_size"] == 4 and node["marginal"] == "chain"
+    assert node["pose_arc_lengths"] == [0.0, 0.466] and node["nodes"] == 5
     topics = bag_topics(bag)
     assert topics["/continuum/gyro_mid/data"] == "sensor_msgs/msg/Imu"
     assert topics["/continuum/tip_pose"] == "geometry_msgs/msg/PoseWithCovarianceStamped"

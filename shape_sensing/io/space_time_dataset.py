@@ -198,9 +198,10 @@ def read_sensor_csv(path: str | Path) -> SensorStream:
     for i, (lineno, row) in enumerate(parsed):
         if len(row) == width + 1 and not row[-1].strip():
             row = row[:-1]  # a trailing comma
+        cut = i == len(parsed) - 1 and i > 0  # the last line of a recording cut off mid-line
         if len(row) != width:
-            if i == len(parsed) - 1 and len(row) < width and rows:
-                bad_lines.append(lineno)  # the recording was cut off mid-line
+            if cut and len(row) < width:
+                bad_lines.append(lineno)
                 continue
             raise DatasetError(
                 f"{path}:{lineno}: {len(row)} columns, expected {width} (t, s and {width - 2} {kind} values)"
@@ -208,6 +209,9 @@ def read_sensor_csv(path: str | Path) -> SensorStream:
         try:
             vals = [float(c) for c in row]
         except ValueError:
+            if cut and all(_is_float(c) for c in row[:-1]):  # cut inside its last value ('', '1e', '-')
+                bad_lines.append(lineno)
+                continue
             bad = next(c for c in row if not _is_float(c))
             raise DatasetError(f"{path}:{lineno}: non-numeric value {bad!r}") from None
         if not all(np.isfinite(vals)):

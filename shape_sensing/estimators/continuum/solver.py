@@ -654,7 +654,10 @@ def _gauss_newton(
     cost, (batches, extra) = evaluate(state)
     while it < max_iterations:
         it += 1
-        ab, g, dx, _ = newton_step(n_nodes, state.N, batches, extra, second_order=second_order, dense=dense)
+        # the last step is taken unchecked: plain Gauss-Newton there, which cannot overshoot the way a
+        # Newton step from far away can
+        newton = second_order and it < max_iterations
+        ab, g, dx, _ = newton_step(n_nodes, state.N, batches, extra, second_order=newton, dense=dense)
         costs.append(cost)
         if step_converged(dx, g, tol, decrement_tol):
             state = state.retract(dx)
@@ -663,7 +666,10 @@ def _gauss_newton(
         if it == max_iterations:
             state = state.retract(dx)
             break
-        state, cost, (batches, extra), _ = backtrack(along(state, dx), float(g @ dx), cost, evaluate)
+        moved, c, payload, alpha = backtrack(along(state, dx), float(g @ dx), cost, evaluate)
+        if alpha == 0.0:  # no step along dx lowers the cost: stay at the last linearisation
+            break
+        state, cost, (batches, extra) = moved, c, payload
     return GNResult(state, it, converged, costs[-1] if costs else 0.0, costs, ab)
 
 
@@ -693,22 +699,24 @@ def backtrack(
 ) -> tuple[_X, float, _P, float]:
     """Backtracking line search: ``move(alpha)`` for the first ``alpha = 1, 1/2, ...`` that decreases the cost.
 
-    Takes the first ``alpha`` with ``cost(alpha) <= cost + ARMIJO alpha slope`` (Armijo), or the smallest
-    tried (:data:`MAX_HALVINGS`). ``slope = g^T dx`` is the directional derivative of the cost along the step;
-    a Gauss-Newton or positive-definite Newton step has ``slope < 0``, so a short enough step decreases the
+    Takes the first ``alpha`` with ``cost(alpha) <= cost + ARMIJO alpha slope`` (Armijo) among ``1, 1/2,
+    ..., 2^-MAX_HALVINGS``. ``slope = g^T dx`` is the directional derivative of the cost along the step; a
+    Gauss-Newton or positive-definite Newton step has ``slope < 0``, so a short enough step decreases the
     cost. ``evaluate`` returns the cost at a state and whatever it built to get it (the factors), returned
     for the accepted state so that the next linearisation reuses it: a full step costs nothing extra.
 
     Returns:
-        The accepted state, its cost, what ``evaluate`` built there, and ``alpha``.
+        The accepted state, its cost, what ``evaluate`` built there, and ``alpha``; ``alpha = 0`` (and the
+        last state tried) when no step length satisfied the condition: the caller keeps its state.
     """
     alpha = 1.0
-    cand = move(alpha)
-    c, payload = evaluate(cand)
-    for _ in range(MAX_HALVINGS):
-        if c <= cost + ARMIJO * alpha * slope:
-            break
-        alpha *= 0.5
+    # near the optimum the change of the cost drowns in its rounding: a step that does not raise the cost by
+    # more than that passes (else converging iterations would stop at a step that merely ties)
+    rounding = 1e-12 * max(1.0, abs(cost))
+    for _ in range(MAX_HALVINGS + 1):
         cand = move(alpha)
         c, payload = evaluate(cand)
-    return cand, c, payload, alpha
+        if c <= cost + ARMIJO * alpha * slope + rounding:
+            return cand, c, payload, alpha
+        alpha *= 0.5
+    return cand, c, payload, 0.0

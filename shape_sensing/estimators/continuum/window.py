@@ -93,7 +93,9 @@ class SlidingWindow:
         decrement_tol: or on the step's squared length in the metric of the normal matrix
             (:data:`~shape_sensing.estimators.continuum.solver.DECREMENT_TOL`; ``None``: off).
         init: optional ``(T (N,4,4), eps (N,6), varpi (N,6))`` of the first slice; straight at rest otherwise.
-        covariance: keep the Laplace covariance (6x6, right perturbation) of the tip pose of every finalised slice.
+        covariance: keep the Laplace covariance (6x6, right perturbation) of the tip pose of every finalised slice
+            (from the step's last system: with the second-order terms if the step converged before its last
+            allowed iteration, Gauss-Newton's ``J^T J`` otherwise).
         marginal: ``"chain"`` (banded, linear in the number of nodes) or ``"exact"`` (dense Schur complement).
         band: Markov order along s of the chain marginal prior (nodes coupled at most this far apart).
         second_order: add the factors' known second-order terms to the step's system when
@@ -230,22 +232,27 @@ class SlidingWindow:
         cost, (batches, extra) = evaluate(state)
         while it < self.iterations:
             it += 1
-            ab, g, dx, cb = newton_step(state.K * N, N, batches, extra, order, second_order=second_order)
+            # the last allowed step is taken unchecked: plain Gauss-Newton there
+            newton = second_order and it < self.iterations
+            ab, g, dx, cb = newton_step(state.K * N, N, batches, extra, order, second_order=newton)
             converged = step_converged(dx, g, self.tol, self.decrement_tol)
             if order is not None:
                 dx = dx.reshape(-1, DOF)[order].reshape(-1)
-            last = converged or it == self.iterations
-            if marginalize and last:
-                final_update = float(np.abs(dx[: N * DOF]).max())
-                new_prior = self._chain(state, batches) if chain else self._schur(state, batches, extra)
-                if self.covariance:
-                    self.final_cov.append(node_covariances(ab, [tip], slice(0, 6), factor=cb)[0])
-            if last:
+            if converged or it == self.iterations:
+                if marginalize:
+                    final_update = float(np.abs(dx[: N * DOF]).max())
+                    new_prior = self._finish(state, batches, extra, ab, cb, tip)
                 state = state.retract(dx)
                 break
             # more iterations to come: keep each one downhill (the gradient is in the system's order)
             gf = g if order is None else g.reshape(-1, DOF)[order].reshape(-1)
-            state, cost, (batches, extra), _ = backtrack(along(state, dx), float(gf @ dx), cost, evaluate)
+            moved, c, payload, alpha = backtrack(along(state, dx), float(gf @ dx), cost, evaluate)
+            if alpha == 0.0:  # no step lowers the cost: this linearisation is the step's last
+                if marginalize:
+                    final_update = 0.0
+                    new_prior = self._finish(state, batches, extra, ab, cb, tip)
+                break
+            state, cost, (batches, extra) = moved, c, payload
         self.state = state
         self.steps += 1
         self.converged_steps += int(converged)
@@ -255,6 +262,21 @@ class SlidingWindow:
             info.finalized.append(self._drop_oldest(new_prior))
             self.final_updates.append(final_update)
         return info
+
+    def _finish(
+        self,
+        state: GridState,
+        batches: list[FactorBatch],
+        extra: tuple[FloatArray, FloatArray] | None,
+        ab: FloatArray,
+        cb: FloatArray | None,
+        tip: int,
+    ) -> MarginalPrior | ChainPrior:
+        """At a step's last linearisation: the marginal prior of the oldest slice, and its tip covariance."""
+        prior = self._chain(state, batches) if self.marginal == "chain" else self._schur(state, batches, extra)
+        if self.covariance:
+            self.final_cov.append(node_covariances(ab, [tip], slice(0, 6), factor=cb)[0])
+        return prior
 
     @staticmethod
     def _touching(N: int, batches: list[FactorBatch]) -> list[FactorBatch]:
