@@ -92,6 +92,16 @@ def test_replay_of_recorded_inputs_equals_the_live_tracker(tmp_path: Path) -> No
     )
 
 
+def test_pipeline_is_recognised_from_pose_or_gyro_inputs_alone() -> None:
+    imu, pose = "sensor_msgs/msg/Imu", "geometry_msgs/msg/PoseWithCovarianceStamped"
+    assert select_pipeline({"/continuum/gyro_mid/data": imu}).NAME == "continuum"
+    assert select_pipeline({"/continuum/tip_pose": pose, "/continuum/shape/tip": pose}).NAME == "continuum"
+    # the other robot kinds' bags stay theirs (their estimates are PoseWithCovarianceStamped under shape/)
+    assert select_pipeline({"/vine/imu_00/data": imu, "/vine/shape/tip": pose}).NAME == "vine-imu"
+    hr = {"/hyper_redundant/imu/platform_0": imu, "/hyper_redundant/shape/end_effector": pose}
+    assert select_pipeline(hr).NAME == "hyper-redundant"
+
+
 def test_replay_refuses_a_bag_without_the_configured_topics(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
