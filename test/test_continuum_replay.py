@@ -92,6 +92,14 @@ def test_replay_of_recorded_inputs_equals_the_live_tracker(tmp_path: Path) -> No
     )
 
 
+def test_default_parameter_file_is_the_package_one() -> None:
+    from shape_sensing.pipelines.continuum import default_config
+
+    found = default_config()
+    assert found is not None and found.name == "continuum_estimator.yaml" and found.is_file()
+    assert yaml.safe_load(found.read_text())["/**/continuum_estimator"]["ros__parameters"]["nodes"] == 5
+
+
 def test_pipeline_is_recognised_from_pose_or_gyro_inputs_alone() -> None:
     imu, pose = "sensor_msgs/msg/Imu", "geometry_msgs/msg/PoseWithCovarianceStamped"
     assert select_pipeline({"/continuum/gyro_mid/data": imu}).NAME == "continuum"

@@ -33,12 +33,25 @@ from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.pipelines.common import resolve_topic
 
-__all__ = ["DEFAULT_CONFIG", "DEFAULT_NAMESPACE", "NAME", "add_replay_arguments", "matches", "replay"]
+__all__ = ["DEFAULT_CONFIG", "DEFAULT_NAMESPACE", "NAME", "add_replay_arguments", "default_config", "matches", "replay"]
 
 NAME = "continuum"
 DEFAULT_NAMESPACE = "/continuum"
-#: The package's parameter file (the real robot of the space_time_continuum dataset).
+#: The package's parameter file (the real robot of the space_time_continuum dataset), in a source tree.
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "continuum_estimator.yaml"
+
+
+def default_config() -> Path | None:
+    """The package's ``continuum_estimator.yaml``: from the ROS 2 install (ament index) or the source tree."""
+    try:
+        from ament_index_python.packages import get_package_share_directory
+
+        shared = Path(get_package_share_directory("shape_sensing")) / "config" / "continuum_estimator.yaml"
+        if shared.is_file():
+            return shared
+    except Exception:  # no ROS 2 here, or the package is not installed in a workspace
+        pass
+    return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
 
 _log = logging.getLogger(__name__)
 _POSE = "geometry_msgs/msg/PoseWithCovarianceStamped"
@@ -66,11 +79,17 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _params(config: Path | None) -> dict[str, Any]:
-    path = config if config is not None else DEFAULT_CONFIG
-    if not path.is_file():
-        raise ValueError(f"continuum pipeline: parameter file {path} does not exist; give one with --config")
-    return load_param_file(path, SCHEMA.node)
+def _params(config: Path | None) -> tuple[dict[str, Any], str]:
+    """The node parameters, and where they come from."""
+    if config is not None:
+        if not config.is_file():
+            raise ValueError(f"continuum pipeline: parameter file {config} does not exist")
+        return load_param_file(config, SCHEMA.node), str(config)
+    found = default_config()
+    if found is None:
+        _log.warning("continuum pipeline: no --config and no package parameter file: the node's defaults")
+        return {}, "the node's defaults"
+    return load_param_file(found, SCHEMA.node), str(found)
 
 
 def replay(
@@ -79,7 +98,8 @@ def replay(
     """Re-estimate a continuum bag (topics in the module docstring); returns ``None`` (no metrics)."""
     topics: dict[str, str] | None = getattr(args, "bag_topics", None)
     ns = getattr(args, "continuum_namespace", DEFAULT_NAMESPACE)
-    tracker = ContinuumTracker(_params(config))
+    params, source = _params(config)
+    tracker = ContinuumTracker(params)
     p = tracker.params
     gyro_index = {resolve_topic(t, ns): i for i, t in enumerate(p["gyro_topics"])}
     pose_index = {resolve_topic(t, ns): i for i, t in enumerate(p["pose_topics"])}
@@ -100,7 +120,7 @@ def replay(
         if unused:
             _log.warning(
                 "sensor topics in the bag that the parameters (%s) do not use: %s; is it the robot's parameter file?",
-                config if config is not None else DEFAULT_CONFIG, ", ".join(unused),
+                source, ", ".join(unused),
             )  # fmt: skip
     builder = ContinuumMessages(writer.factory, p["frame_prefix"], p["marker_rate"])
     truth_prefix = resolve_topic("truth/", ns)
