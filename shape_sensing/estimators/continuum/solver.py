@@ -55,6 +55,7 @@ __all__ = [
     "dense_normal_equations",
     "factors_cost",
     "gauss_newton",
+    "linearise",
     "newton_step",
     "solve_banded",
     "solve_banded_factor",
@@ -642,14 +643,8 @@ def _gauss_newton(
     it = 0
     ab: FloatArray | None = None
 
-    def evaluate(st: GridState) -> tuple[float, tuple[list[fac.FactorBatch], tuple[FloatArray, FloatArray] | None]]:
-        batches = build_factors(st, w, meas, slice_factors=slice_factors, base_slices=base_slices)
-        extra = None
-        pc = 0.0
-        if prior is not None:
-            Hp, gp, pc = _prior_terms(st, prior)
-            extra = (Hp, gp)
-        return factors_cost(batches) + pc, (batches, extra)
+    def evaluate(st: GridState) -> tuple[float, Linearisation]:
+        return linearise(st, w, meas, prior=prior, slice_factors=slice_factors, base_slices=base_slices)
 
     cost, (batches, extra) = evaluate(state)
     while it < max_iterations:
@@ -684,6 +679,29 @@ _X = TypeVar("_X")
 def along(state: GridState, dx: FloatArray) -> Callable[[float], GridState]:
     """The states ``alpha -> state.retract(alpha dx)`` on a step (for :func:`backtrack`)."""
     return lambda alpha: state.retract(alpha * dx)
+
+
+#: The factors evaluated at a state, and a dense marginal prior's ``(H, g)`` on its first nodes (or ``None``).
+Linearisation = tuple[list[fac.FactorBatch], tuple[FloatArray, FloatArray] | None]
+
+
+def linearise(
+    state: GridState,
+    w: Weights,
+    meas: AssignedMeasurements | None,
+    *,
+    prior: MarginalPrior | None = None,
+    extra_factors: list[fac.FactorBatch] | None = None,
+    slice_factors: range | None = None,
+    base_slices: range | None = None,
+) -> tuple[float, Linearisation]:
+    """Every factor of ``state`` (plus ``extra_factors``, e.g. a chain marginal prior) and the cost there."""
+    batches = build_factors(state, w, meas, slice_factors=slice_factors, base_slices=base_slices)
+    batches += extra_factors or []
+    if prior is None:
+        return factors_cost(batches), (batches, None)
+    Hp, gp, pc = _prior_terms(state, prior)
+    return factors_cost(batches) + pc, (batches, (Hp, gp))
 
 
 def factors_cost(batches: list[fac.FactorBatch]) -> float:

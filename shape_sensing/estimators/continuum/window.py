@@ -45,8 +45,8 @@ from shape_sensing.estimators.continuum.model import DOF, GridState, Measurement
 from shape_sensing.estimators.continuum.solver import (
     DECREMENT_TOL,
     AssignedMeasurements,
+    Linearisation,
     MarginalPrior,
-    _prior_terms,
     along,
     arc_major_order,
     assemble,
@@ -54,8 +54,7 @@ from shape_sensing.estimators.continuum.solver import (
     assign_measurements,
     backtrack,
     blas_single_thread,
-    build_factors,
-    factors_cost,
+    linearise,
     newton_step,
     step_converged,
 )
@@ -213,17 +212,12 @@ class SlidingWindow:
         final_update: float | None = None
         tip = N - 1 if order is None else int(order[N - 1])
 
-        def evaluate(st: GridState) -> tuple[float, tuple[list[FactorBatch], tuple[FloatArray, FloatArray] | None]]:
-            batches = build_factors(st, self.weights, am, base_slices=base)
-            extra = None
-            pc = 0.0
+        def evaluate(st: GridState) -> tuple[float, Linearisation]:
             if isinstance(self.prior, ChainPrior):
                 nodes0 = np.arange(N, dtype=np.int64)
-                batches.append(chain_prior_factor(st.T[0], st.eps[0], st.varpi[0], nodes0, self.prior))
-            elif self.prior is not None:
-                Hp, gp, pc = _prior_terms(st, self.prior)
-                extra = (Hp, gp)
-            return factors_cost(batches) + pc, (batches, extra)
+                chain_f = [chain_prior_factor(st.T[0], st.eps[0], st.varpi[0], nodes0, self.prior)]
+                return linearise(st, self.weights, am, extra_factors=chain_f, base_slices=base)
+            return linearise(st, self.weights, am, prior=self.prior, base_slices=base)
 
         # a step with the second-order terms is only taken where a line search can check it: at one
         # iteration per step, far from the optimum (a new, extrapolated slice), it can overshoot where
