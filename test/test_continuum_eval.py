@@ -22,6 +22,7 @@ from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.eval_continuum import (
     DEFAULT_ROBOT2,
     DEFAULT_TUNING,
+    GYRO_CAUCHY,
     HELD_OUT_TUNING,
     default_tuning,
     evaluate_trial,
@@ -195,6 +196,35 @@ def test_saturated_gyro_readings_are_kept_and_keep_an_impact_from_flipping_the_r
 
 
 @needs_data
+@pytest.mark.parametrize("rate", [20, 25])
+def test_gyro_loss_keeps_nodes_from_flipping_where_impact_readings_are_missing(rate: int) -> None:
+    """impulse_1 with every gyro reading above 3 rad/s removed (the hits' readings lost, as a dropout or a
+    driver discarding saturated frames would lose them), on a grid of 20 or 25 slices per second, with the
+    trial's default weights. Least squares on the gyros flips a node by over 100 deg within a slice (the
+    batch at 25, the online window at both); with the gyro Cauchy loss both keep the rotation error of the
+    full data (6.5-6.9 deg pooled)."""
+    tr = load_trial(DATASET, "impulse_1")
+    tr = dataclasses.replace(tr, robot=dataclasses.replace(tr.robot, K_per_second=rate))
+    t0, t1 = tr.config.start_time, tr.config.end_time
+    m, _ = measurements_from_trial(tr, t0, t1)
+    ok = np.abs(m.gyro_w).max(axis=1) <= 3.0
+    assert 50 < np.count_nonzero(~ok) < 70  # 61 of 557
+    m = dataclasses.replace(m, gyro_t=m.gyro_t[ok], gyro_s=m.gyro_s[ok], gyro_w=m.gyro_w[ok])
+    s = np.linspace(0.0, tr.robot.length, tr.robot.N)
+
+    def rotation_errors(cauchy: float | None) -> tuple[dict[str, float], dict[str, float]]:
+        w = weights_from_trial(tr, dataclasses.replace(default_tuning("impulse_1", "robot2")[0], cauchy_gyro=cauchy))
+        batch = BatchEstimator(w, s, rate).solve(m, t0, t1).state
+        window = SlidingWindow(w, s, rate, t0, size=4, iterations=1).run(m, t1)  # as the node and eval run it
+        return tuple(score(tr, st, t0, t1)["all"]["rot_deg"] for st in (batch, window))  # type: ignore[return-value]
+
+    plain = rotation_errors(None)
+    assert max(e["max"] for e in plain) > 100.0  # measured 156 (batch, 25), 179 (window, 20)
+    for e in rotation_errors(GYRO_CAUCHY):
+        assert e["rmse"] < 7.5 and e["max"] < 25.0  # measured 6.7-6.9 and 17-18
+
+
+@needs_data
 def test_node_config_and_defaults_are_the_evaluated_weights() -> None:
     schema = schema_for("continuum_estimator")
     from_yaml = schema.load_yaml(ROOT / "config" / "continuum_estimator.yaml")
@@ -204,6 +234,7 @@ def test_node_config_and_defaults_are_the_evaluated_weights() -> None:
         assert np.allclose(from_yaml[key], getattr(w, key)) and np.allclose(defaults[key], getattr(w, key))
     assert from_yaml["prior_factor"] == defaults["prior_factor"] == w.prior_factor
     assert from_yaml["cauchy_space"] == defaults["cauchy_space"] == w.cauchy_space
+    assert from_yaml["cauchy_gyro"] == defaults["cauchy_gyro"] == w.cauchy_gyro == GYRO_CAUCHY
 
 
 def test_default_weights_are_never_chosen_on_the_scored_trial() -> None:

@@ -88,7 +88,14 @@ SCHEMA = Schema(
         Param("R_gyro", "float[]", [1e-6] * 3, "gyroscope variances ((rad/s)^2)", check=_positive),
         Param("measurement_factor", float, 1.0, "multiplies every measurement covariance", min=1e-12),
         Param("cauchy_pose", float, 0.0, "Cauchy scale of pose factors (whitened); 0 = least squares", min=0.0),
-        Param("cauchy_gyro", float, 0.0, "Cauchy scale of gyro factors (whitened); 0 = least squares", min=0.0),
+        Param(
+            "cauchy_gyro",
+            float,
+            3.0,
+            "Cauchy scale of gyro factors (whitened; keeps a node from flipping where readings are missing or "
+            "saturated at an impact); 0 = least squares",
+            min=0.0,
+        ),
         Param(
             "cauchy_space",
             float,
