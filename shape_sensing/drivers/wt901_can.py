@@ -1,13 +1,19 @@
 """WT901 frames over CAN (python-can): one small board per module forwards its sensor's frames.
 
 CAN layout: a CAN data field carries a 0x55 frame's content (see
-:mod:`shape_sensing.drivers.wt901` for the frame). The byte order below is
-this package's reading of that layout; it could not be confirmed against a
-WitMotion CAN document, so check one frame from the real boards (``candump``)
-before relying on it::
+:mod:`shape_sensing.drivers.wt901` for the frame)::
 
     byte   0     1      2    3    4    5    6    7
            0x55  TYPE   v0L  v0H  v1L  v1H  v2L  v2H
+
+No WitMotion CAN document was found to confirm it. An independent open-source
+ROS driver for WitMotion CAN modules decodes acceleration (0x51), angular
+velocity (0x52) and magnetic field (0x54) from exactly these bytes, with the
+serial scales, from a module at standard ID 0x50 on a 250 kbit/s bus. Its
+high-precision inclinometer model sends angles differently (0x53 with an axis
+index in byte 2 and a 32-bit value in bytes 4-7, 0.001 deg); this driver
+decodes the WT901's 16-bit angle frame only. Check one frame from the real
+boards (``candump``) before relying on the angle frame.
 
 An 8-byte CAN data field cannot hold the whole 11-byte serial frame, so the
 fourth value (temperature / version) and the checksum are not carried; CAN's
