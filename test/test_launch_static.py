@@ -23,7 +23,12 @@ glob, so files added later are checked too:
   parameters every node declares. Values must also load in ROS 2: no empty
   lists, floats written as floats;
 * every module listed in setup.py ``NODES`` exists and defines ``main``
-  (parsed with ``ast``, no rclpy import), and has a registered schema.
+  (parsed with ``ast``, no rclpy import), and has a registered schema;
+* package.xml declares what the package uses at run time, read from the
+  sources rather than listed by hand: every module imported (``import``,
+  ``from ... import``, literal ``importlib.import_module("...")``, also inside
+  functions; pip packages by their rosdep key), every ``pkg/msg/Name`` type
+  name and every launch file's ``<node pkg=...>``.
 
 The checks are functions returning lists of problems; the tests at the end
 also feed them deliberately broken files to show that they catch each fault.
@@ -33,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import xml.etree.ElementTree as ET
 from fnmatch import fnmatch
 from pathlib import Path
@@ -679,3 +685,111 @@ def test_catches_section_that_misses_a_pushed_namespace(tmp_path: Path) -> None:
     _one(launch_problems(_launch(tmp_path, body), NODES, PATTERNS), r"'/left/hinge_arc_estimator'.*use /\*\*/hinge")
     outside = f'<node pkg="shape_sensing" exec="hinge_arc_estimator"><param from="{cfg}"/></node>'
     assert launch_problems(_launch(tmp_path, outside), NODES, PATTERNS) == []
+
+
+# -- package.xml -----------------------------------------------------------------------------------------------------
+
+# Python module imported -> rosdep key that installs it.
+ROSDEP_KEYS = {
+    "numpy": "python3-numpy",
+    "scipy": "python3-scipy",
+    "matplotlib": "python3-matplotlib",
+    "yaml": "python3-yaml",
+    "rosbags": "python3-rosbags-pip",
+    "mcap": "python3-mcap-pip",
+    "can": "python3-can",
+    "serial": "python3-serial",
+    "smbus2": "python3-smbus2",
+    "threadpoolctl": "python3-threadpoolctl",
+}
+
+_TYPE_NAME = re.compile(r"([a-z][a-z0-9_]*)/(?:msg|srv|action)/[A-Z][A-Za-z0-9]*")
+
+
+def declared_depends(package_xml: str) -> set[str]:
+    """Names under ``<exec_depend>`` or ``<depend>``."""
+    root = ET.fromstring(package_xml)
+    return {(e.text or "").strip() for tag in ("exec_depend", "depend") for e in root.iter(tag)}
+
+
+def used_by_source(source: str) -> dict[str, str]:
+    """Top-level modules imported and packages of ROS type names in ``source`` -> what showed it."""
+    found: dict[str, str] = {}
+    for node in ast.walk(ast.parse(source)):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            names = [node.args[0].value]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            m = _TYPE_NAME.fullmatch(node.value)
+            if m:
+                found.setdefault(m.group(1), f"type {node.value}")
+        for name in names:
+            top = name.split(".")[0]
+            if top != PACKAGE and top != "__future__" and top not in sys.stdlib_module_names:
+                found.setdefault(ROSDEP_KEYS.get(top, top), f"import {name}")
+    return found
+
+
+def used_by_launch(launch_xml: str) -> dict[str, str]:
+    """Packages whose executables a launch file starts -> what showed it."""
+    root = ET.fromstring(launch_xml)
+    return {
+        e.get("pkg", ""): f"{e.get('pkg')} {e.get('exec')}"
+        for e in root.iter("node")
+        if e.get("pkg") and e.get("pkg") != PACKAGE
+    }
+
+
+def undeclared(package_xml: str, used: dict[str, str]) -> list[str]:
+    """What is used but not declared, with where it was seen."""
+    have = declared_depends(package_xml)
+    return sorted(f"{dep} ({why})" for dep, why in used.items() if dep not in have)
+
+
+def used_by_package() -> dict[str, str]:
+    used: dict[str, str] = {}
+    for path in sorted((ROOT / PACKAGE).rglob("*.py")):
+        for dep, why in used_by_source(path.read_text()).items():
+            used.setdefault(dep, f"{path.relative_to(ROOT)}: {why}")
+    for path in sorted((ROOT / "launch").glob("*.launch.xml")):
+        for dep, why in used_by_launch(path.read_text()).items():
+            used.setdefault(dep, f"{path.relative_to(ROOT)}: {why}")
+    return used
+
+
+def test_everything_used_is_declared() -> None:
+    used = used_by_package()
+    # The scan finds what the nodes and launch files are known to need (guards against a scan that finds nothing).
+    assert {"rclpy", "rcl_interfaces", "std_srvs", "tf2_ros", "rviz2", "geometry_msgs", "python3-numpy"} <= set(used)
+    assert undeclared((ROOT / "package.xml").read_text(), used) == []
+
+
+def test_checks_catch_an_undeclared_dependency() -> None:
+    source = """
+from rcl_interfaces.msg import ParameterDescriptor
+import numpy as np, os.path
+def f():
+    import importlib
+    return importlib.import_module("rosidl_runtime_py.utilities"), "visualization_msgs/msg/MarkerArray"
+"""
+    launch = '<launch><node pkg="tf2_ros" exec="static_transform_publisher"/><node pkg="shape_sensing"/></launch>'
+    used = used_by_source(source) | used_by_launch(launch)
+    assert set(used) == {"rcl_interfaces", "python3-numpy", "rosidl_runtime_py", "visualization_msgs", "tf2_ros"}
+    package_xml = """<package format="3"><name>p</name>
+      <depend>python3-numpy</depend><exec_depend>rosidl_runtime_py</exec_depend>
+      <exec_depend>visualization_msgs</exec_depend><exec_depend>tf2_ros_py</exec_depend></package>"""
+    assert undeclared(package_xml, used) == [
+        "rcl_interfaces (import rcl_interfaces.msg)",
+        "tf2_ros (tf2_ros static_transform_publisher)",
+    ]
