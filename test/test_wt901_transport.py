@@ -1,19 +1,24 @@
-"""WT901 over real pyserial (loop://, pty) and real python-can (virtual bus), with faults."""
+"""WT901 over real pyserial (loop://, pty) and real python-can (virtual bus), with faults.
+
+Also the node's accelerometer calibration service, on stand-in rclpy and emulated sensors.
+"""
 
 from __future__ import annotations
 
 import math
 import os
 import sys
+import types
 from typing import Any
 
 import can
 import numpy as np
 import pytest
 import serial
+from ros_stand_ins import FakeNode, install
 
 from shape_sensing.drivers.errors import BusError, DriverConfigError
-from shape_sensing.drivers.wt901 import quat_to_euler
+from shape_sensing.drivers.wt901 import CalibrationMode, quat_to_euler
 from shape_sensing.drivers.wt901_can import Wt901Can, can_data_to_frame, frame_to_can_data, frame_to_can_message
 from shape_sensing.drivers.wt901_serial import Wt901Serial, Wt901SerialGroup, open_port
 from shape_sensing.sim.wt901_emulator import Wt901CanEmulator, Wt901Emulator, open_pty
@@ -206,3 +211,90 @@ def test_can_bad_ids_are_named() -> None:
         Wt901Can(None, {0x800: "platform_0"})
     with pytest.raises(DriverConfigError, match="at least one CAN ID"):
         Wt901Can(None, {})
+
+
+# -- the node's accelerometer calibration service (stand-in rclpy, emulated sensors) ----------------------------------
+
+
+class _Timer:
+    def __init__(self, period: float, callback: Any) -> None:
+        self.period, self.callback = period, callback
+        self.cancelled = self.destroyed = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class _TimerNode(FakeNode):
+    """A stand-in node whose timers can be cancelled and destroyed, as rclpy's."""
+
+    def __init__(self, name: str, overrides: dict[str, Any]) -> None:
+        super().__init__(name, overrides)
+        self.live: list[_Timer] = []
+
+    def create_timer(self, period: float, callback: Any) -> _Timer:
+        timer = _Timer(period, callback)
+        self.live.append(timer)
+        return timer
+
+    def destroy_timer(self, timer: _Timer) -> None:
+        timer.destroyed = True
+        self.live.remove(timer)
+
+
+class _EmulatedPort:
+    """Commands written go to a WT901 emulator; nothing to read."""
+
+    def __init__(self) -> None:
+        self.emulator = Wt901Emulator()
+        self.writes = 0
+        self.in_waiting = 0
+
+    def write(self, data: bytes) -> int:
+        self.writes += 1
+        self.emulator.write(data)
+        return len(data)
+
+    def read(self, size: int = 1) -> bytes:
+        return b""
+
+
+def test_accelerometer_calibration_refuses_a_second_call_and_finishes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, "shape_sensing.nodes.wt901", {"std_srvs": {}, "std_srvs.srv": {"Trigger": object}})
+    from shape_sensing.nodes.wt901 import ACC_CALIBRATION_S, Wt901Node
+
+    node = _TimerNode("wt901", {"mode": "uart", "frame_ids": ["a", "b"], "ports": ["loop://", "loop://"]})
+    app = Wt901Node(node)
+    ports = [_EmulatedPort(), _EmulatedPort()]
+    for sensor, port in zip(app.reader.sensors, ports, strict=True):
+        sensor.port = port
+    calibrate = node.services["~/calibrate_accelerometer"]
+    others = list(node.live)  # poll and diagnostics timers
+
+    def call() -> Any:
+        return calibrate(None, types.SimpleNamespace(success=None, message=None))
+
+    first = call()
+    assert first.success is True
+    assert [p.emulator.calibration for p in ports] == [CalibrationMode.ACCELEROMETER] * 2
+    pending = [t for t in node.live if t not in others]
+    assert len(pending) == 1 and pending[0].period == ACC_CALIBRATION_S
+    writes = [p.writes for p in ports]
+
+    second = call()  # within the 5 s
+    assert second.success is False and "already running" in second.message
+    assert [p.writes for p in ports] == writes  # nothing sent to the sensors
+    assert [t for t in node.live if t not in others] == pending  # no second timer
+
+    timer = pending[0]
+    timer.callback()
+    assert [p.emulator.calibration for p in ports] == [CalibrationMode.NORMAL] * 2
+    assert [p.emulator.saved for p in ports] == [1, 1]
+    assert timer.cancelled and timer.destroyed and node.live == others
+    timer.callback()  # a tick already queued when it was cancelled: the finish step does not run again
+    assert [p.emulator.saved for p in ports] == [1, 1]
+    assert "finished and saved" in node.logger.lines[-1]
+
+    third = call()  # after the finish a new calibration is accepted, on a new timer
+    assert third.success is True
+    assert [t for t in node.live if t not in others] not in ([], pending)

@@ -14,7 +14,8 @@ Services (UART mode):
     ``~/set_angle_reference`` (std_srvs/Trigger): unlock, CALSW = 8 (the
     present attitude becomes the zero), save -- on every sensor.
     ``~/calibrate_accelerometer`` (std_srvs/Trigger): unlock, CALSW = 1; after
-    5 s CALSW = 0 and save. Keep the sensors still and level meanwhile.
+    5 s CALSW = 0 and save. Keep the sensors still and level meanwhile. A
+    call while a calibration is still running is refused (success false).
 
 Bad frames are counted and skipped; a failed port or bus is retried with
 backoff while the other sensors keep streaming.
@@ -110,17 +111,30 @@ class Wt901Node:
         return response
 
     def _on_calibrate_accelerometer(self, request: Any, response: Any) -> Any:
+        if self._acc_timer is not None:
+            response.success = False
+            response.message = (
+                "an accelerometer calibration is already running; call again after it has finished and saved"
+            )
+            return response
         failed = self._write_all([UNLOCK, command(Register.CALSW, CalibrationMode.ACCELEROMETER)])
+        timer: Any = None
 
         def finish() -> None:
-            self._acc_timer.cancel()
+            # One shot: this call's own timer is cancelled and destroyed the first time it fires.
+            if self._acc_timer is not timer:
+                return  # already finished
+            self._acc_timer = None
+            timer.cancel()
+            self.node.destroy_timer(timer)
             rest = self._write_all([UNLOCK, command(Register.CALSW, CalibrationMode.NORMAL), SAVE])
             if rest:
                 self.node.get_logger().error(f"accelerometer calibration: finishing failed on {rest}")
             else:
                 self.node.get_logger().info("accelerometer calibration finished and saved")
 
-        self._acc_timer = self.node.create_timer(ACC_CALIBRATION_S, finish)
+        # Scheduled even when some sensors failed: the others are in calibration mode and must be put back.
+        timer = self._acc_timer = self.node.create_timer(ACC_CALIBRATION_S, finish)
         response.success = not failed
         response.message = (
             f"accelerometer calibration running for {ACC_CALIBRATION_S:g} s: keep the sensors still and level"
