@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import numpy as np
@@ -166,3 +168,57 @@ def test_imu_fast_cdr_reader_rejects_bad_bytes() -> None:
         c.imu_from_cdr(raw[:100])
     with pytest.raises(MessageError, match="not little-endian CDR"):
         c.imu_from_cdr(b"\x00\x00" + raw[2:])
+
+
+# -- the rclpy backend without ROS 2 -----------------------------------------------------------------------------------
+
+
+_NO_ROSBAGS = """
+import sys
+
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "rosbags" or name.startswith("rosbags."):
+            raise ImportError("rosbags blocked")
+
+sys.meta_path.insert(0, Block())
+from shape_sensing.messages import MessageFactory, DISTROS
+from shape_sensing.messages import common, growth, hardware, hyper_redundant
+from shape_sensing.nodes import _common, growth_planner, wt901
+
+class Header:
+    @classmethod
+    def get_fields_and_field_types(cls):
+        return {"frame_id": "string"}
+
+    def __init__(self, **kw):
+        self.frame_id = kw.get("frame_id", "")
+
+for distro in DISTROS:
+    f = MessageFactory("rclpy", distro)
+    f._classes["std_msgs/msg/Header"] = Header
+    assert f.make("std_msgs/msg/Header", frame_id="x").frame_id == "x"
+assert not [m for m in sys.modules if m.split(".")[0] == "rosbags"]
+try:
+    MessageFactory("rosbags").typestore
+except ImportError as exc:
+    print("rosbags backend:", exc)
+"""
+
+
+def test_rclpy_backend_does_not_import_rosbags() -> None:
+    out = subprocess.run([sys.executable, "-c", _NO_ROSBAGS], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    # The blocker works: the rosbags backend, which does need rosbags, fails under it.
+    assert out.stdout.strip() == "rosbags backend: rosbags blocked"
+
+
+def test_rclpy_backend_builds_real_messages_without_rosbags() -> None:
+    pytest.importorskip("rosidl_runtime_py")
+    code = _NO_ROSBAGS.split("class Header")[0] + (
+        "msg = MessageFactory('rclpy').make('diagnostic_msgs/msg/DiagnosticStatus', level=2, name='x')\n"
+        "assert msg.level == b'\\x02' and msg.name == 'x'\n"
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'rosbags']\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr

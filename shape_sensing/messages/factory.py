@@ -5,7 +5,8 @@ Two backends give the same classes by ROS 2 type name:
 * ``"rosbags"``: the pure-Python ROS 2 definitions shipped by ``rosbags``
   (per distro). Used for bag writing and tests, and everywhere without ROS 2.
 * ``"rclpy"``: the generated classes of a sourced ROS 2 installation, looked
-  up through ``rosidl_runtime_py``. Used by the nodes.
+  up through ``rosidl_runtime_py``. Used by the nodes; it does not need
+  ``rosbags`` (imported only when the rosbags definitions are first used).
 
 :meth:`MessageFactory.make` takes keyword fields. Fields left out get their
 ROS default (zero, empty string, empty sequence, default sub-message); this is
@@ -19,20 +20,23 @@ import array
 import importlib
 from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from rosbags.typesys import Stores, get_typestore
 
 from shape_sensing.messages.errors import MessageError
 
+if TYPE_CHECKING:
+    from rosbags.typesys.store import Typestore
+
 __all__ = ["DISTROS", "MessageFactory", "default_factory", "published_type"]
 
-DISTROS: dict[str, Stores] = {
-    "humble": Stores.ROS2_HUMBLE,
-    "iron": Stores.ROS2_IRON,
-    "jazzy": Stores.ROS2_JAZZY,
-    "kilted": Stores.ROS2_KILTED,
+# ROS 2 distro -> name of its definitions in ``rosbags.typesys.Stores`` (looked up when first used).
+DISTROS: dict[str, str] = {
+    "humble": "ROS2_HUMBLE",
+    "iron": "ROS2_IRON",
+    "jazzy": "ROS2_JAZZY",
+    "kilted": "ROS2_KILTED",
 }
 
 _DTYPES: dict[str, Any] = {
@@ -80,9 +84,21 @@ class MessageFactory:
             raise MessageError(f"ROS 2 distro {distro!r} unknown; expected one of {sorted(DISTROS)}")
         self.backend = backend
         self.distro = distro
-        self.typestore = get_typestore(DISTROS[distro])
+        self._typestore: Typestore | None = None
         self._plans: dict[str, Any] = {}
         self._classes: dict[str, Any] = {}
+
+    @property
+    def typestore(self) -> Typestore:
+        """The rosbags definitions of :attr:`distro` (bags, CDR); ``rosbags`` is imported on first use."""
+        if self._typestore is None:
+            from rosbags.typesys import Stores, get_typestore
+
+            store = getattr(Stores, DISTROS[self.distro], None)
+            if store is None:
+                raise MessageError(f"the installed rosbags has no {self.distro} definitions; upgrade rosbags")
+            self._typestore = get_typestore(store)
+        return self._typestore
 
     # -- classes ---------------------------------------------------------
     def cls(self, typename: str) -> Any:
