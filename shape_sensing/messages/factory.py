@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import array
 import importlib
+import re
 from collections.abc import Callable
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -194,32 +195,46 @@ class MessageFactory:
         unknown = set(fields) - set(types)
         if unknown:
             raise MessageError(f"{typename} has no field(s) {sorted(unknown)}; fields are {sorted(types)}")
-        kwargs = {}
-        for name, value in fields.items():
-            ftype = types[name]
-            if ftype == "octet" and isinstance(value, int):
-                value = bytes([value])  # rclpy holds `byte` fields as bytes of length 1
-            elif isinstance(value, np.ndarray):
-                if ftype.startswith("sequence<"):
-                    base = ftype[len("sequence<") :].split(",")[0].rstrip(">")
-                    value = _rclpy_sequence(base, value)
-                else:
-                    value = np.ascontiguousarray(value).reshape(-1)
-            kwargs[name] = value
-        return cls(**kwargs)
+        return cls(**{name: _rclpy_value(types[name], value) for name, value in fields.items()})
 
 
-_ARRAY_CODES = {
-    "uint8": "B", "octet": "B", "int8": "b", "int16": "h", "uint16": "H", "int32": "i",
-    "uint32": "I", "int64": "q", "uint64": "Q", "float": "f", "double": "d",
+# IDL basic types held in array.array (sequences) and numpy arrays (fixed arrays) by rclpy's generated classes.
+_NUMERIC: dict[str, tuple[str, Any]] = {
+    "float": ("f", np.float32), "double": ("d", np.float64),
+    "int8": ("b", np.int8), "uint8": ("B", np.uint8), "int16": ("h", np.int16), "uint16": ("H", np.uint16),
+    "int32": ("i", np.int32), "uint32": ("I", np.uint32), "int64": ("q", np.int64), "uint64": ("Q", np.uint64),
 }  # fmt: skip
+_SEQUENCE = re.compile(r"sequence<(.+?)(?:,\s*\d+)?>")
+_ARRAY = re.compile(r"(.+)\[(\d+)\]")
 
 
-def _rclpy_sequence(base: str, value: np.ndarray) -> Any:
-    code = _ARRAY_CODES.get(base)
-    if code is None:
+def _rclpy_value(ftype: str, value: Any) -> Any:
+    """``value`` in the form the setter of an rclpy-generated field of IDL type ``ftype`` accepts.
+
+    The generated setters check types (AssertionError otherwise): ``octet`` (msg ``byte``) takes ``bytes`` of
+    length 1 and its arrays and sequences a sequence of those (not ints, not one ``bytes`` object); numeric
+    sequences take ``array.array`` of the matching type code; numeric fixed arrays take a numpy array of the
+    matching dtype; other arrays and sequences (boolean, string, messages) take a list, not a numpy array.
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    match = _SEQUENCE.fullmatch(ftype)
+    is_sequence = match is not None
+    if match is None:
+        match = _ARRAY.fullmatch(ftype)
+    if match is None:  # a single value
+        return bytes([value]) if ftype == "octet" and isinstance(value, int) else value
+    base = match.group(1)
+    if base == "octet":
+        return [v if isinstance(v, bytes) else bytes([int(v)]) for v in value]
+    if not isinstance(value, np.ndarray):
+        return value
+    numeric = _NUMERIC.get(base)
+    if numeric is None:
         return value.tolist()
-    return array.array(code, np.ascontiguousarray(value, dtype=np.dtype(code)).tobytes())
+    code, dtype = numeric
+    flat = np.ascontiguousarray(value, dtype=dtype).reshape(-1)
+    return array.array(code, flat.tobytes()) if is_sequence else flat
 
 
 @cache
