@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from ros_stand_ins import FakeNode, install
 
 from shape_sensing.config import ConfigError, load_param_file
 from shape_sensing.demos.hyper_redundant import run_demo
@@ -222,3 +223,32 @@ def test_rods_calibration_without_a_platform_warns_and_still_estimates() -> None
     status = {d.name: d for d in out[-1].shape.diagnostics}
     assert "without platform(s) [3]" in status["rigid_module/calibration"].message
     assert status["rigid_module/platform_3"].message.startswith("no reading yet")
+
+
+def test_simulator_node_waits_for_the_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under use_sim_time the clock reads 0 until /clock runs: nothing is published and time starts with the clock."""
+    install(monkeypatch, "shape_sensing.nodes.hyper_redundant_simulator")
+    from shape_sensing.nodes.hyper_redundant_simulator import HyperRedundantSimulatorNode
+
+    params = {"n_modules": 4, "amplitude_deg": 30.0, "rods_seconds": 1.0, "seed": 3}
+    node = FakeNode("hyper_redundant_simulator", params)
+    HyperRedundantSimulatorNode(node)
+    ((_, tick),) = node.timers
+    node.now_ns = 0
+    tick()
+    tick()
+    assert all(not p.sent for p in node.publishers.values())
+    clock_start = 1_700_000_000_000_000_000  # a /clock from a bag recorded in 2023
+    for dt in (0.0, 1.5):
+        node.now_ns = clock_start + round(dt * 1e9)
+        tick()
+    stamps, positions = [], []
+    for msg in node.publishers["truth/joint_states"].sent:
+        stamp, _, pos = hmsgs.joint_state_from_msg(msg)
+        stamps.append(stamp)
+        positions.append(pos)
+    assert stamps == [clock_start, clock_start + 1_500_000_000]
+    # Simulated time runs from the first tick with a running clock (1.5 s: past the rods hold, the robot moves).
+    truth = HyperRedundantSim(n_modules=4, amplitude_deg=30.0, rods_s=1.0, seed=3)
+    np.testing.assert_allclose(positions[1], truth.joint_angles(1.5).reshape(-1), atol=1e-12)
+    assert np.abs(positions[1]).max() > 1e-3

@@ -8,6 +8,8 @@ the robot is held straight, so a ``rigid_module_estimator`` with
 Publishes (relative names): ``imu/platform_<i>`` (sensor_msgs/Imu, sensor-data
 QoS), ``truth/joint_states`` (sensor_msgs/JointState), ``truth/end_effector``
 (geometry_msgs/PoseStamped in ``base_link``), at ``rate`` Hz of node time.
+Under ``use_sim_time`` nothing is published until ``/clock`` runs; the
+simulation starts at the first tick with a running clock.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class HyperRedundantSimulatorNode:
 
     def _on_tick(self) -> None:
         now = int(self.node.get_clock().now().nanoseconds)
+        if now <= 0:
+            return  # use_sim_time without a /clock yet: starting at 0 would jump the simulation ahead once it runs
         if self.start_ns is None:
             self.start_ns = now
         snap = self.sim.snapshot((now - self.start_ns) * 1e-9)
