@@ -86,3 +86,24 @@ def test_unreachable_parameters_are_a_config_error(ros_stand_ins: None) -> None:
         GrowthPlannerNode(_node({"radius": 0.05}))
     with pytest.raises(ConfigError, match="zero growth"):
         GrowthPlannerNode(_node({"step_length": 0.0}))
+
+
+def test_unstamped_goal_gets_one_stamp_for_topics_and_response(ros_stand_ins: None) -> None:
+    from shape_sensing.nodes.growth_planner import GrowthPlannerNode
+
+    node = _node({"plan_frame": "growing_base"})
+    readings = iter(range(7_000_000_000, 8_000_000_000, 1_000))  # the node clock moves on at every reading
+    node.get_clock = lambda: types.SimpleNamespace(now=lambda: types.SimpleNamespace(nanoseconds=next(readings)))
+    GrowthPlannerNode(node)
+    no_start = default_factory().make("geometry_msgs/msg/PoseStamped")
+    request = types.SimpleNamespace(start=no_start, goal=_goal([0.3, 0.2, 0.4], 1.0, 0.2))  # goal stamp 0
+    response = node.services["plan"](request, types.SimpleNamespace(plan=None))
+
+    def ns(header: Any) -> int:
+        return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+    stamps = {ns(response.plan.header)}
+    for topic in ("plan/path", "plan/predicted_path", "plan/predicted_tip"):
+        stamps.add(ns(node.publishers[topic].sent[-1].header))
+    stamps |= {ns(m.header) for m in node.publishers["plan/markers"].sent[-1].markers}
+    assert len(stamps) == 1 and 7_000_000_000 <= stamps.pop() < 8_000_000_000

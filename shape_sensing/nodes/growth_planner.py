@@ -99,8 +99,9 @@ class GrowthPlannerNode:
             f"{result.planning_time_s * 1e3:.2f} ms; predicted tip error {errors['position'] * 1000:.2f} mm, "
             f"heading {errors['heading_deg']:.2f} deg, pitch {errors['pitch_deg']:.2f} deg"
         )
-        self.publish(self._stamp(stamp), result)
-        return self._stamp(stamp), result
+        stamp_ns = self._stamp(stamp)  # once: the topics and the service's Path carry the same stamp
+        self.publish(stamp_ns, result)
+        return stamp_ns, result
 
     def publish(self, stamp_ns: int, result: GrowthPlan) -> None:
         """Publish the plan's path, predicted path and tip, and markers."""
