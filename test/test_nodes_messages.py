@@ -11,14 +11,17 @@ schema.
 from __future__ import annotations
 
 import array
+import sys
 from typing import Any
 
 import numpy as np
 import pytest
+from ros_stand_ins import FakeNode, Logger, install
 
 from shape_sensing.config import Param
 from shape_sensing.estimators.hinge_arc import SCHEMA
 from shape_sensing.io.bag import BagWriter, read_bag
+from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import default_factory
 from shape_sensing.nodes._common import PARAMETER_TYPES, describe, from_ros_value, unknown_overrides
 from shape_sensing.pipelines.vine_imu import (
@@ -32,7 +35,7 @@ from shape_sensing.pipelines.vine_imu import (
 )
 from shape_sensing.schemas import NODE_SCHEMAS, schema_for
 from shape_sensing.sim.vine import VineSimConfig, VineSimulator
-from shape_sensing.types import ShapeEstimate
+from shape_sensing.types import ImuSample, ShapeEstimate
 
 
 @pytest.fixture(scope="module")
@@ -159,3 +162,40 @@ def test_unknown_overrides_ignores_rclpy_own_parameters() -> None:
 def test_describe_shows_unit() -> None:
     assert describe(SCHEMA["spacing"]) == "IMU spacing L along the outer wall [m]"
     assert describe(Param("x", int, 1, "no unit")) == "no unit"
+
+
+class _CallSiteThrottledLogger(Logger):
+    """Throttles like rclpy's logger: per call site (file and line of the caller), here within one frozen instant."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sites: set[tuple[str, int]] = set()
+
+    def warning(self, text: str, throttle_duration_sec: float | None = None, **_: Any) -> None:
+        caller = sys._getframe(1)
+        site = (caller.f_code.co_filename, caller.f_lineno)
+        if throttle_duration_sec and site in self.sites:
+            return
+        self.sites.add(site)
+        self.lines.append(text)
+
+
+def test_bad_length_messages_do_not_throttle_away_imu_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+    install(monkeypatch, "shape_sensing.nodes.hinge_arc_estimator", {"std_srvs": {}, "std_srvs.srv": {"Trigger": 0}})
+    from shape_sensing.nodes.hinge_arc_estimator import HingeArcEstimatorNode
+
+    node = FakeNode("hinge_arc_estimator", {"length_topic": "base/length"})
+    node.logger = _CallSiteThrottledLogger()
+    app = HingeArcEstimatorNode(node)
+    f = default_factory()
+    no_position = f.make("sensor_msgs/msg/JointState")
+    bad_imu = msgs.imu_to_msg(ImuSample(1, "imu", np.array([0.0, 0.0, 0.0, 1.0])), f)
+    bad_imu.orientation.w = 0.0  # not a unit quaternion
+    imu_topic = app.params["imu_topics"][0]
+    node.subscriptions["base/length"][1](no_position)
+    node.subscriptions["base/length"][1](no_position)  # within 5 s of the first: throttled
+    node.subscriptions[imu_topic][1](bad_imu)
+    warnings = node.logger.lines[1:]  # after the start-up line
+    assert len(warnings) == 2, warnings
+    assert "with no position" in warnings[0] and f"bad sample on {imu_topic}" in warnings[1]
+    assert app.tracker.stats.bad_samples == 3

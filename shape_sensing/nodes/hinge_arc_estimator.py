@@ -101,7 +101,10 @@ class HingeArcEstimatorNode:
             sample = msgs.imu_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
-            self._warn_throttled(f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}")
+            # Its own call site: rclpy throttles per call site, so length warnings cannot hide IMU ones.
+            self.node.get_logger().warning(
+                f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}", throttle_duration_sec=5.0
+            )
             return
         self.publish(self.tracker.push_imu(index, sample))
 
@@ -109,7 +112,9 @@ class HingeArcEstimatorNode:
         position = list(msg.position)
         if not position:
             self.tracker.stats.bad_samples += 1
-            self._warn_throttled(f"skipped a JointState on {self.params['length_topic']} with no position")
+            self.node.get_logger().warning(
+                f"skipped a JointState on {self.params['length_topic']} with no position", throttle_duration_sec=5.0
+            )
             return
         self.publish(self.tracker.push_length(msgs.stamp_from_msg(msg), float(position[0])))
 
@@ -162,9 +167,6 @@ class HingeArcEstimatorNode:
         )
         now_ns = self.node.get_clock().now().nanoseconds
         self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
-
-    def _warn_throttled(self, text: str) -> None:
-        self.node.get_logger().warning(text, throttle_duration_sec=5.0)
 
 
 def main(args: Sequence[str] | None = None) -> int:
