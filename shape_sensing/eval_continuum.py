@@ -95,16 +95,6 @@ AUTHORS: dict[tuple[str, str], dict[str, float]] = {
 BATCH_ITERATIONS = 50
 
 
-#: Cauchy scale (whitened units) of the gyroscope factors in every evaluated noise model and in the node.
-#: The published ``R_gyro`` (1 mrad/s) is right for a smooth motion, where the estimate meets every reading
-#: within 3 sigma (the scores on the three robot-2 trials are the same with and without it, to 0.01). At an
-#: impact it is not: readings dropped there (a dropout, or saturated axes discarded) or a rate the time grid
-#: cannot follow leave gyro residuals of hundreds of sigma, and least squares then prefers to flip a node
-#: by 110-180 deg within one slice (measured on impulse_1 at 20 and 25 slices per second, batch and window).
-#: With this loss the same runs keep their ordinary score (``test_continuum_eval``).
-GYRO_CAUCHY = 3.0
-
-
 def noise_family() -> dict[str, Tuning]:
     """The family of noise models the robot-2 weights are chosen from, by name ``s<stretch>b<bend>r<rot>c<cauchy>``.
 
@@ -117,8 +107,6 @@ def noise_family() -> dict[str, Tuning]:
     * ``rot`` (1, 4): multiplier of the pose sensor's angular variance (its orientation against its position).
     * ``cauchy`` (none, 1, 3): Cauchy scale of the along-s strain prior, which lets the strain change abruptly
       where a segment ends or a contact bends the robot (``Weights.cauchy_space``).
-
-    Every member also carries the gyroscope factors' Cauchy loss :data:`GYRO_CAUCHY` (a guard, not a choice).
     """
     out: dict[str, Tuning] = {}
     for stretch in (1.0, 0.1, 0.01, 0.001):
@@ -131,9 +119,7 @@ def noise_family() -> dict[str, Tuning]:
                         "R_pose": (1.0,) * 3 + (rot,) * 3,
                     }
                     tag = f"{cauchy:g}" if cauchy else "-"
-                    out[f"s{stretch:g}b{bend:g}r{rot:g}c{tag}"] = Tuning(
-                        multipliers=mult, cauchy_space=cauchy, cauchy_gyro=GYRO_CAUCHY
-                    )
+                    out[f"s{stretch:g}b{bend:g}r{rot:g}c{tag}"] = Tuning(multipliers=mult, cauchy_space=cauchy)
     return out
 
 
@@ -213,7 +199,7 @@ class EvalResult:
     #: ``None`` for a window run at one iteration per step, where it is not tested
     converged_fraction: float | None
     tip_cov: FloatArray | None
-    #: gyroscope axis readings at the sensor's range (kept as measurements)
+    #: gyroscope axis readings at the sensor's range (left out)
     saturated_gyro_axes: int
     #: window only: largest entry of the last update any finalised slice received (how far it still moved)
     final_update_max: float | None = None

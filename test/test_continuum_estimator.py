@@ -94,22 +94,31 @@ def test_sensors_between_nodes_are_interpolated_exactly() -> None:
 
 
 def test_gyro_only_drift_is_bounded_by_the_prior() -> None:
-    """A biased tip gyro on a robot at rest: integration drifts without bound, the estimate does not."""
-    w = _weights(P0=[1e-8] * 6 + [1e-2, 1e-2, 1e-2, 1e-2, 1e-2, 1e-4] + [1e-2] * 6, Q3=[1e-3] * 3 + [1e-1] * 3)
+    """A biased tip gyro (0.05 rad/s) on a robot at rest whose prior holds its shape (base strain held at
+    every slice, little bending change along s): integration drifts without bound, the estimate levels off
+    at a turn the prior sets (0.184 rad over 16 s, 0.189 over 64 s, against 0.8 and 3.2 integrated).
+
+    With a prior that does not hold the shape (a strain random walk in time and nothing else) the estimate
+    follows the biased gyro, as the posterior of a model without a bias state should: the drift is then
+    bounded only in rate. (The old linear velocity interpolation looked bounded there because it let a
+    node's pose stand still while its velocity matched the gyro.)"""
+    w = _weights(
+        P0=[1e-8] * 6 + [1e-2, 1e-2, 1e-2, 1e-3, 1e-3, 1e-4] + [1e-2] * 6,
+        Q2=[1e-2] * 6,
+        Q3=[1e-3] * 3 + [1e-1] * 3,
+    )
     bias = np.array([0.05, 0.0, 0.0])
     fn = constant_strain(np.array([0, 0, 1.0, 0, 0, 0]))
-    span = 8.0
-    gt = np.arange(0.0, span, 1 / 40)
-    meas = sample_measurements(fn, np.zeros(0), [], gt, [0.4], gyro_bias=bias)
-    est = BatchEstimator(w, S, 10, tol=1e-8, decrement_tol=None)
-    res = est.solve(meas, 0.0, span)
-    tip = _angle(res.state.T[:, -1])
-    integrated = 0.05 * res.state.t
-    # bounded: the second half adds (almost) nothing to the drift of the first half
-    half = res.state.K // 2
-    assert tip.max() < 0.2 * integrated[-1]
-    assert tip[half:].max() < 1.05 * tip[:half].max() + 1e-3
+    drift = []
+    for span in (16.0, 64.0):
+        gt = np.arange(0.0, span, 1 / 40)
+        meas = sample_measurements(fn, np.zeros(0), [], gt, [0.4], gyro_bias=bias)
+        res = BatchEstimator(w, S, 10, tol=1e-8, decrement_tol=None).solve(meas, 0.0, span)
+        drift.append(_angle(res.state.T[:, -1]).max())
+    assert drift[1] < 1.05 * drift[0]  # four times longer, (almost) no further drift
+    assert drift[1] < 0.1 * 0.05 * 64.0
     # and the Laplace covariance of the tip stays bounded as well (prior-limited)
+    half = res.state.K // 2
     cov = node_covariances(res.ab, [half * S.size + S.size - 1, (res.state.K - 1) * S.size + S.size - 1], slice(3, 6))
     assert np.all(np.linalg.eigvalsh(cov) < 1.0)
 

@@ -166,12 +166,72 @@ def test_pose_factor_between_nodes_jacobian() -> None:
 
 def test_gyro_factor_between_nodes_jacobian() -> None:
     w = RNG.normal(size=(1, 3))
-    _check(lambda T, e, v: fac.gyro_factor_st(v, Q4, np.array([0.3]), np.array([0.8]), w, np.array([1e-3, 2e-3, 3e-3])))
+    R = np.array([1e-3, 2e-3, 3e-3])
+    _check(lambda T, e, v: fac.gyro_factor_st(T, v, Q4, np.array([0.3]), np.array([0.25]), np.array([0.8]), w, R))
 
 
 def test_gyro_factor_jacobian() -> None:
     w = RNG.normal(size=(2, 3))
-    _check(lambda T, e, v: fac.gyro_factor(v, IA, IB, np.array([0.2, 0.7]), w, np.array([1e-3, 2e-3, 3e-3])))
+    R = np.array([1e-3, 2e-3, 3e-3])
+    _check(lambda T, e, v: fac.gyro_factor(T, v, IA, IB, np.array([0.2, 0.7]), np.array([0.4, 0.25]), w, R))
+
+
+def test_gyro_axis_read_as_nan_is_not_measured() -> None:
+    """A NaN axis (e.g. saturated) contributes a zero row; the other axes are unchanged and their
+    Jacobians still match finite differences."""
+    w = RNG.normal(size=(2, 3))
+    w_nan = w.copy()
+    w_nan[0, 1] = np.nan
+    R = np.array([1e-3, 2e-3, 3e-3])
+    u, dt = np.array([0.2, 0.7]), np.array([0.4, 0.25])
+    T, _eps, varpi = _state()
+    full = fac.gyro_factor(T, varpi, IA, IB, u, dt, w, R)
+    part = fac.gyro_factor(T, varpi, IA, IB, u, dt, w_nan, R)
+    keep = np.ones((2, 3), dtype=bool)
+    keep[0, 1] = False
+    assert np.all(np.isfinite(part.r)) and part.r[0, 1] == 0.0 and np.array_equal(part.r[keep], full.r[keep])
+    for Jp, Jf in zip(part.jac, full.jac, strict=True):
+        assert np.all(Jp[0, 1] == 0.0) and np.array_equal(Jp[keep], Jf[keep])
+    _check(lambda T, e, v: fac.gyro_factor(T, v, IA, IB, u, dt, w_nan, R))
+    _check(lambda T, e, v: fac.gyro_factor_st(T, v, Q4, u[:1], dt[:1], np.array([0.8]), w_nan[:1], R))
+
+
+def test_hermite_rate_is_the_rate_of_the_pose_interpolation() -> None:
+    """The gyro factor's velocity is d/dt of the pose factor's interpolated local variable (central
+    differences of ``log(Ta^-1 T(u))``), it equals the end velocities at u = 0 and 1, and a constant body
+    velocity is reproduced exactly everywhere in the interval."""
+    M = 4
+    Ta = lie.exp(RNG.normal(scale=0.5, size=(M, 6)))
+    Tb = Ta @ lie.exp(RNG.normal(scale=0.3, size=(M, 6)))
+    va, vb = RNG.normal(size=(M, 6)), RNG.normal(size=(M, 6))
+    h = np.array([0.2, 0.25, 0.3, 0.05])
+    u = np.array([0.1, 0.35, 0.5, 0.9])
+    d = 1e-6
+    xi = [lie.log(lie.inv(Ta) @ fac.hermite(Ta, va, Tb, vb, u + sgn * d, h)[0]) for sgn in (1.0, -1.0)]
+    rate = fac.hermite_rate(Ta, va, Tb, vb, u, h)[0]
+    assert np.allclose(rate, (xi[0] - xi[1]) / (2 * d * h[:, None]), atol=1e-6)
+    assert np.allclose(fac.hermite_rate(Ta, va, Tb, vb, np.zeros(M), h)[0], va, atol=1e-12)
+    assert np.allclose(fac.hermite_rate(Ta, va, Tb, vb, np.ones(M), h)[0], vb, atol=1e-12)
+    om = RNG.normal(size=(M, 6))
+    Tc = Ta @ lie.exp(h[:, None] * om)
+    for uu in (0.0, 0.2, 0.5, 0.77, 1.0):
+        got = fac.hermite_rate(Ta, om, Tc, om, np.full(M, uu), h)[0]
+        assert np.allclose(got, om, atol=1e-12)
+
+
+def test_gyro_reading_inside_an_interval_measures_the_turn() -> None:
+    """Two slices 0.1 s apart with the same end velocity: a reading at mid-interval is explained only if
+    the node turned by the reading's integral (the linear velocity interpolation it replaced could not
+    tell the turn at all)."""
+    om = np.array([0.0, 0.0, 0.0, 0.3, -0.2, 0.5])
+    Ta = np.eye(4)[None]
+    dt = np.array([0.1])
+    for turn, expect_zero in ((0.1 * om, True), (0.2 * om, False)):
+        Tb = lie.exp(turn[None])
+        T = np.concatenate([Ta, Tb])
+        v = np.stack([om, om])
+        b = fac.gyro_factor(T, v, np.array([0]), np.array([1]), np.array([0.5]), dt, om[None, 3:], np.ones(3))
+        assert np.allclose(b.r, 0.0, atol=1e-12) == expect_zero
 
 
 def test_marginal_prior_terms_match_finite_differences() -> None:

@@ -267,11 +267,22 @@ def build_factors(
             out.append(fac.pose_factor_st(T, eps, varpi, q, ut, dt_, us, h, Tm, mf * w.R_pose, w.cauchy_pose))
         if meas.gyro_st is not None:
             q, ut, us, gw = meas.gyro_st
-            out.append(fac.gyro_factor_st(varpi, q, ut, us, gw, mf * w.R_gyro, w.cauchy_gyro))
+            kq = q[0] // N
+            dtq = state.t[kq + 1] - state.t[kq]
+            out.append(fac.gyro_factor_st(T, varpi, q, ut, dtq, us, gw, mf * w.R_gyro, w.cauchy_gyro))
         if meas.gyro_ia.size:
+            kg = meas.gyro_ia // N
             out.append(
                 fac.gyro_factor(
-                    varpi, meas.gyro_ia, meas.gyro_ib, meas.gyro_u, meas.gyro_w, mf * w.R_gyro, w.cauchy_gyro
+                    T,
+                    varpi,
+                    meas.gyro_ia,
+                    meas.gyro_ib,
+                    meas.gyro_u,
+                    state.t[kg + 1] - state.t[kg],
+                    meas.gyro_w,
+                    mf * w.R_gyro,
+                    w.cauchy_gyro,
                 )
             )
     return out
