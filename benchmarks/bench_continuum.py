@@ -20,8 +20,8 @@ Modes that print the rules behind the default weights (see
 ``shape_sensing.eval_continuum.HELD_OUT_TUNING``):
 
 * ``--select``: every member of ``noise_family()`` on the three robot-2
-  trials (batch), then for each trial the member chosen on the other two and
-  its score on the held-out one (the robot-2 defaults);
+  trials (batch and window), then for each trial the member chosen on the
+  other two and its score on the held-out one (the robot-2 defaults);
 * ``--noise TRIAL``: the pose sensors' noise from their own samples (no
   ground truth; the robot-1 default);
 * ``--tune TRIALS``: an earlier rule, a coordinate search of multipliers of
@@ -306,22 +306,32 @@ def tune(
     return out
 
 
-def _family_scores(job: tuple[Path, str, str]) -> tuple[str, str, float, float]:
+ESTIMATORS = ("batch", "window")
+
+
+def _family_scores(job: tuple[Path, str, str]) -> tuple[str, str, dict[str, tuple[float, float, bool]]]:
     dataset, trial_name, member = job
     from shape_sensing.eval_continuum import run_estimator, score
 
     trial = load_trial(dataset, trial_name)
-    res = run_estimator(trial, "batch", tuning=noise_family()[member], covariance=False)
-    a = score(trial, res.state, trial.config.start_time, trial.config.end_time)["all"]
-    return trial_name, member, float(a["pos_mm"]["rmse"]), float(a["rot_deg"]["rmse"])
+    out = {}
+    for est in ESTIMATORS:
+        res = run_estimator(trial, est, tuning=noise_family()[member], covariance=False)
+        a = score(trial, res.state, trial.config.start_time, trial.config.end_time)["all"]
+        converged = est == "window" or bool(res.converged_fraction)
+        out[est] = (float(a["pos_mm"]["rmse"]), float(a["rot_deg"]["rmse"]), converged)
+    return trial_name, member, out
 
 
 def select(dataset: Path, jobs: int) -> None:
     """Score every member of :func:`noise_family` on the three robot-2 trials; print the leave-one-trial-out choice.
 
-    For each trial the member is chosen on the OTHER two trials only, by the sum over them of the worse of
-    ``pos_rmse / authors_pos`` and ``rot_rmse / authors_rot`` (batch); it is then reported on the held-out
-    trial. The choice on all three (the node's default; in-sample) is printed last.
+    For each trial the member is chosen on the OTHER two trials only, by the sum over them and over both
+    estimators (the batch, and the window at one iteration per step as the node runs it) of the worse of
+    ``pos_rmse / authors_pos`` and ``rot_rmse / authors_rot`` for that estimator; members whose batch does
+    not converge within its iteration cap on either of those trials are passed over (their batch result is
+    not the model's estimate). The choice is then reported on the held-out trial. The choice on all three
+    (the node's default; in-sample) is printed last.
     """
     from concurrent.futures import ProcessPoolExecutor
 
@@ -330,26 +340,36 @@ def select(dataset: Path, jobs: int) -> None:
     work = [(dataset, t, m) for m in members for t in robot2]
     with ProcessPoolExecutor(max_workers=jobs) as ex:
         rows = list(ex.map(_family_scores, work))
-    table = {(t, m): (p, r) for t, m, p, r in rows}
+    table = {(t, m): r for t, m, r in rows}
 
     def ratio(t: str, m: str) -> float:
-        p, r = table[(t, m)]
-        ref = AUTHORS[(t, "batch")]
-        return max(p / ref["all_mm"], r / ref["all_deg"])
+        total = 0.0
+        for est in ESTIMATORS:
+            p, r, _ = table[(t, m)][est]
+            ref = AUTHORS[(t, est)]
+            total += max(p / ref["all_mm"], r / ref["all_deg"])
+        return total
 
-    print(f"== family of {len(members)} noise models on {', '.join(robot2)} (batch, pooled all-s RMSE mm/deg) ==")
+    def usable(m: str, trials: list[str]) -> bool:
+        return all(table[(t, m)]["batch"][2] for t in trials)
+
+    def cell(t: str, m: str) -> str:
+        b, w = table[(t, m)]["batch"], table[(t, m)]["window"]
+        return f"{b[0]:6.2f}/{b[1]:5.2f}{' ' if b[2] else '!'} {w[0]:6.2f}/{w[1]:5.2f}"
+
+    print(
+        f"== family of {len(members)} noise models on {', '.join(robot2)} "
+        "(pooled all-s RMSE mm/deg: batch, window; ! batch not converged) =="
+    )
     for m in members:
-        print(f"{m:<22} " + "  ".join(f"{table[(t, m)][0]:6.2f}/{table[(t, m)][1]:5.2f}" for t in robot2))
-    print("== leave one trial out: chosen on the other two, scored on the held-out one ==")
+        print(f"{m:<22} " + "  ".join(cell(t, m) for t in robot2))
+    print("== leave one trial out: chosen on the other two, scored on the held-out one (batch, window) ==")
     for held in robot2:
         others = [t for t in robot2 if t != held]
-        best = min(members, key=lambda m: sum(ratio(t, m) for t in others))
-        p, r = table[(held, best)]
-        ref = AUTHORS[(held, "batch")]
-        print(
-            f"{held:<16} chosen {best:<22} -> {p:6.2f} mm / {r:5.2f} deg   authors {ref['all_mm']} / {ref['all_deg']}"
-        )
-    best = min(members, key=lambda m: sum(ratio(t, m) for t in robot2))
+        best = min((m for m in members if usable(m, others)), key=lambda m: sum(ratio(t, m) for t in others))
+        refs = " ".join(f"{AUTHORS[(held, e)]['all_mm']}/{AUTHORS[(held, e)]['all_deg']}" for e in ESTIMATORS)
+        print(f"{held:<16} chosen {best:<16} -> {cell(held, best)}   authors {refs}")
+    best = min((m for m in members if usable(m, robot2)), key=lambda m: sum(ratio(t, m) for t in robot2))
     print(f"all three (in-sample, the node's default): {best}")
 
 
