@@ -28,6 +28,7 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.xml") + glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),
+        (f"share/{PACKAGE}/msg", glob("msg/*.msg")),
     ],
     install_requires=["setuptools"],
     zip_safe=True,

@@ -91,14 +91,18 @@ class MessageFactory:
 
     @property
     def typestore(self) -> Typestore:
-        """The rosbags definitions of :attr:`distro` (bags, CDR); ``rosbags`` is imported on first use."""
+        """The rosbags definitions of :attr:`distro` plus this package's ``msg/`` (bags, CDR); imported on first use."""
         if self._typestore is None:
             from rosbags.typesys import Stores, get_typestore
 
             store = getattr(Stores, DISTROS[self.distro], None)
             if store is None:
                 raise MessageError(f"the installed rosbags has no {self.distro} definitions; upgrade rosbags")
-            self._typestore = get_typestore(store)
+            typestore = get_typestore(store)
+            from shape_sensing.messages.interfaces import register_interfaces
+
+            register_interfaces(typestore)
+            self._typestore = typestore
         return self._typestore
 
     # -- classes ---------------------------------------------------------
