@@ -277,3 +277,23 @@ def test_skew_is_the_exact_cross_product_matrix() -> None:
     # entries are the components themselves, exactly
     assert np.array_equal(S, -np.swapaxes(S, 1, 2)) and not S[:, [0, 1, 2], [0, 1, 2]].any()
     assert np.array_equal(np.stack([S[:, 2, 1], S[:, 0, 2], S[:, 1, 0]], axis=1), v)
+
+
+def test_straight_robot_with_first_sensor_at_base_reports_no_bend_past_l_over_d() -> None:
+    """With ``first_sensor: 0`` the base-to-sensor-0 segment has zero length: noise there is not a bend.
+
+    Today's bug: ``over_at = 0 / D = 0``, so 0.05 deg of noise on sensor 0 made every estimate WARN.
+    """
+    est = _estimator(6, first_sensor=0.0)
+    _offset(est)
+    rng = np.random.default_rng(3)
+    noise = Rotation.from_rotvec(rng.normal(0.0, np.deg2rad(0.05), (6, 3)))
+    shape = est.update((noise * Rotation.from_quat(_quats(np.zeros(6)))).as_quat(), np.ones(6, dtype=bool), 0)
+    diag = shape.diagnostics[0]
+    assert diag.values["segments_past_L_over_D"] == "0"
+    assert diag.level == DiagnosticLevel.OK, diag.message
+    # A real bend past L/D between two spaced sensors still warns.
+    angles = np.array([0, 0, 1.2, 1.2, 1.2, 1.2])  # 1.2 rad > L/D = 0.79
+    shape = est.update(_quats(angles), np.ones(6, dtype=bool), 0)
+    assert shape.diagnostics[0].values["segments_past_L_over_D"] == "1"
+    assert shape.diagnostics[0].level == DiagnosticLevel.WARN

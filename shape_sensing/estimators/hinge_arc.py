@@ -455,7 +455,9 @@ class HingeArcEstimator:
             mount_tr=self._mount_T[idx],
             mount=self._mount[idx],
             seg_len_batch=np.tile(seg_L, 7),
-            over_at=seg_L / cfg.diameter,
+            # A zero-length segment (first_sensor 0: sensor 0 at the base) has no inner wall to buckle; its
+            # bend is the base sensor's noise against the base frame, so it is never reported past L/D.
+            over_at=np.where(seg_L > 1e-9, seg_L / cfg.diameter, np.inf),
             last_sigma=float(node_sigma[-1]),
             frame_ids=[self.frame_ids[i] for i in idx] + [cfg.tip_frame],
             missing=missing,
