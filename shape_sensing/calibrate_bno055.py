@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from shape_sensing.demos.common import positive_float
 from shape_sensing.drivers.bno055_chain import SCHEMA, Bno055Chain, CalibrationStore, ChainOptions
 from shape_sensing.drivers.i2c_topology import Topology
 
@@ -36,8 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="calibration YAML to write (kept profiles are merged)")
     parser.add_argument("--config", type=Path, help="bno055_chain parameter file (default: the 18-sensor example tree)")
     parser.add_argument("--bus", type=int, help="I2C adapter number, overrides the config's 'bus'")
-    parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds (default 300)")
-    parser.add_argument("--rate", type=float, default=20.0, help="sweep rate while calibrating, Hz (default 20)")
+    parser.add_argument(
+        "--timeout", type=positive_float, default=300.0, help="give up after this many seconds (default 300)"
+    )
+    parser.add_argument(
+        "--rate", type=positive_float, default=20.0, help="sweep rate while calibrating, Hz (default 20)"
+    )
     parser.add_argument("--simulate", action="store_true", help="use simulated chips that calibrate over a few seconds")
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
 
@@ -85,7 +90,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         import smbus2
 
-        bus = smbus2.SMBus(params["bus"])
+        try:
+            bus = smbus2.SMBus(params["bus"])
+        except FileNotFoundError:
+            raise RuntimeError(
+                f"no I2C adapter /dev/i2c-{params['bus']} on this machine: give the adapter number with --bus "
+                "(ls /dev/i2c-*; on a Raspberry Pi enable I2C first), or run with --simulate to try the "
+                "calibration on simulated chips"
+            ) from None
+        except PermissionError:
+            raise RuntimeError(
+                f"no permission to open /dev/i2c-{params['bus']}: add your user to the 'i2c' group "
+                "(sudo usermod -aG i2c $USER, then log in again)"
+            ) from None
         clock, sleep = time.monotonic_ns, time.sleep
 
         def advance(elapsed: float) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from shape_sensing.demos.common import positive_float
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.estimators.continuum.errors import ContinuumError
@@ -649,7 +650,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--band", type=int, default=1, help="Markov order along s of the chain marginal prior (default 1)"
     )
-    parser.add_argument("--duration", type=float, default=None, help="only the first DURATION seconds of the trial")
+    parser.add_argument(
+        "--duration", type=positive_float, default=None, help="only the first DURATION seconds of the trial"
+    )
     parser.add_argument("--no-outputs", action="store_true", help="skip the plot and the bag")
     parser.add_argument(
         "--robot",

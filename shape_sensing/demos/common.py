@@ -4,20 +4,53 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Progress", "add_common_arguments", "prepare_out_dir", "print_metrics"]
+__all__ = [
+    "Progress",
+    "add_common_arguments",
+    "positive_float",
+    "positive_int",
+    "prepare_out_dir",
+    "print_metrics",
+]
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (argparse names the option in its error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number > 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+    return value
 
 
 def add_common_arguments(parser: argparse.ArgumentParser, *, default_out: str, default_duration: float) -> None:
     """``--out``, ``--duration``, ``--seed``, ``--json``, ``--overwrite``, ``--distro``."""
     parser.add_argument("--out", type=Path, default=Path(default_out), help=f"output directory (default {default_out})")
     parser.add_argument(
-        "--duration", type=float, default=default_duration, help=f"simulated seconds (default {default_duration})"
+        "--duration",
+        type=positive_float,
+        default=default_duration,
+        help=f"simulated seconds (default {default_duration})",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import Progress, add_common_arguments, positive_float, prepare_out_dir, print_metrics
 from shape_sensing.estimators.growth import direction_from_angles, tip_frame
 from shape_sensing.figure4 import RC, ROBOT_A
 from shape_sensing.io.bag import BagWriter
@@ -44,8 +44,10 @@ BODY_RADIUS = 0.022  # m, the seed robot's rt
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the growing demo."""
     add_common_arguments(parser, default_out="out/growing", default_duration=30.0)
-    parser.add_argument("--distance", type=float, default=8.0, help="start-goal distance in Rc (default 8)")
-    parser.add_argument("--rate", type=float, default=50.0, help="TF rate of the tip in bag time, Hz (default 50)")
+    parser.add_argument("--distance", type=positive_float, default=8.0, help="start-goal distance in Rc (default 8)")
+    parser.add_argument(
+        "--rate", type=positive_float, default=50.0, help="TF rate of the tip in bag time, Hz (default 50)"
+    )
 
 
 def _random_goal(seed: int, distance: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

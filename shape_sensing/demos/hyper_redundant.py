@@ -10,13 +10,14 @@ holds the raw IMU topics, the estimates and the ground truth, so
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import Progress, add_common_arguments, positive_float, prepare_out_dir, print_metrics
 from shape_sensing.drivers.wt901 import RATE_CODES
 from shape_sensing.estimators.rigid_module import SCHEMA as ESTIMATOR_SCHEMA
 from shape_sensing.estimators.rigid_module import RigidModuleEstimate
@@ -39,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the hyper-redundant demo."""
     add_common_arguments(parser, default_out="out/hyper-redundant", default_duration=20.0)
     parser.add_argument("--modules", type=int, default=4, help="number of modules, 4..20 (default 4, the seed's rig)")
-    parser.add_argument("--rate", type=float, default=100.0, help="WT901 output rate in Hz (default 100)")
+    parser.add_argument("--rate", type=positive_float, default=100.0, help="WT901 output rate in Hz (default 100)")
     parser.add_argument(
         "--heading-mode", choices=("roll_pitch", "full"), default="roll_pitch",
         help="ignore the magnetometer yaw and solve headings from the joints (default), or use it",
@@ -64,8 +65,8 @@ def run_demo(
     picture: bool = True,
 ) -> dict[str, Any]:
     """Run the demo; return the metrics. Writes ``out/hyper-redundant.mcap`` and ``out/hyper-redundant.png``."""
-    if duration <= 0:
-        raise ValueError(f"--duration {duration}: expected a positive number of seconds")
+    if not (math.isfinite(duration) and duration > 0):
+        raise ValueError(f"--duration {duration}: expected a finite positive number of seconds")
     if not 4 <= modules <= 20:
         raise ValueError(f"--modules {modules}: expected 4..20")
     if float(rate) not in RATE_CODES:

@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import (
+    Progress,
+    add_common_arguments,
+    positive_float,
+    positive_int,
+    prepare_out_dir,
+    print_metrics,
+)
 from shape_sensing.estimators.hinge_arc import SCHEMA as ESTIMATOR_SCHEMA
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.messages import common as msgs
@@ -34,8 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--scenario", choices=SCENARIOS, default="passive", help="seed-000 experiment (default passive)"
     )
-    parser.add_argument("--every-k", type=int, default=1, help="use every k-th IMU (spacing re-analysis; default 1)")
-    parser.add_argument("--rate", type=float, default=100.0, help="IMU rate in Hz (default 100)")
+    parser.add_argument(
+        "--every-k", type=positive_int, default=1, help="use every k-th IMU (spacing re-analysis; default 1)"
+    )
+    parser.add_argument("--rate", type=positive_float, default=100.0, help="IMU rate in Hz (default 100)")
     parser.add_argument(
         "--register-level",
         action="store_true",
@@ -57,8 +67,10 @@ def run_demo(
     register_level: bool = False,
 ) -> dict[str, Any]:
     """Run the demo; returns the metrics. Writes ``out/vine-imu.mcap`` and ``out/vine-imu.png``."""
-    if duration <= 0:
-        raise ValueError(f"--duration {duration}: expected a positive number of seconds")
+    if not (math.isfinite(duration) and duration > 0):
+        raise ValueError(f"--duration {duration}: expected a finite positive number of seconds")
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"--rate {rate}: expected a finite positive rate in Hz")
     if every_k < 1:
         raise ValueError(f"--every-k {every_k}: expected an integer >= 1")
     out = prepare_out_dir(out)
