@@ -297,3 +297,22 @@ def test_straight_robot_with_first_sensor_at_base_reports_no_bend_past_l_over_d(
     shape = est.update(_quats(angles), np.ones(6, dtype=bool), 0)
     assert shape.diagnostics[0].values["segments_past_L_over_D"] == "1"
     assert shape.diagnostics[0].level == DiagnosticLevel.WARN
+
+
+@pytest.mark.parametrize("params", [{"every_k": 50}, {"every_k": 40}, {"every_k": 18}, {"use_sensors": [0]}])
+def test_subsets_that_see_no_bend_are_refused(params: dict[str, object]) -> None:
+    """18 IMUs, the first at the base: a subset holding only sensor 0 estimates a straight line whatever happens."""
+    p = SCHEMA.defaults() | {"imu_topics": [f"imu_{i}/data" for i in range(18)]} | params
+    with pytest.raises(ValueError, match=r"expected at least one used IMU beyond the base"):
+        HingeArcConfig.from_params(p)
+    # Just inside the limit still works: sensors 0 and 17.
+    cfg = HingeArcConfig.from_params(SCHEMA.defaults() | {"imu_topics": p["imu_topics"], "every_k": 17})
+    assert np.flatnonzero(cfg.used).tolist() == [0, 17]
+
+
+def test_demo_with_an_unusable_subset_exits_non_zero(tmp_path, capsys) -> None:
+    from shape_sensing.cli import main
+
+    assert main(["demo", "vine-imu", "--every-k", "40", "--duration", "1", "--out", str(tmp_path)]) == 2
+    assert "'every_k' = 40" in capsys.readouterr().err
+    assert not (tmp_path / "vine-imu.mcap").exists()

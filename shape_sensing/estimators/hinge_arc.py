@@ -169,6 +169,14 @@ class HingeArcConfig:
         keep = np.zeros(n, dtype=bool)
         keep[:: p["every_k"]] = True
         used &= keep
+        if not np.any(used & (pos > 1e-9)):
+            # Only a sensor at the base (or none): the base frame is all it gives, so no bend can be seen and the
+            # "shape" is a straight line whatever the robot does.
+            raise ValueError(
+                f"parameters 'every_k' = {p['every_k']}, 'use_sensors' = {p['use_sensors']} select IMU(s) "
+                f"{np.flatnonzero(used).tolist()} of {n}: expected at least one used IMU beyond the base "
+                f"(every_k <= {n - 1} with all {n} IMUs), or no bend can be estimated"
+            )
         prefix = p["frame_prefix"]
         return cls(
             sensor_positions=pos,
