@@ -377,6 +377,13 @@ def evaluate_trial(
         "final_update_max": res.final_update_max,
         "saturated_gyro_axes": res.saturated_gyro_axes,
         "skipped_sensor_rows": sum(st.skipped for st in trial.streams.values()),
+        # Which measurement files went in: a trial folder missing one is scored without it, so say which.
+        "sensors_used": [
+            f"{st.name}@{float(st.s[0]):g}m"
+            for kind, use in (("aurora", trial.config.use_aurora), ("gyro", trial.config.use_gyro))
+            if use
+            for st in trial.of_kind(kind)
+        ],
         "nodes": trial.robot.N,
         "slices": int(res.state.K),
         **sc,

@@ -200,3 +200,28 @@ def test_real_dataset_conventions() -> None:
     tip = lie.exp(tr.streams["vicon4"].window(19, 29).values)
     assert np.all(np.linalg.norm(tip[:, :3, 3], axis=1) < 0.466 + 0.01)
     assert load_trial(DATASET, "extensible").robot.name == "robot1"
+
+
+def _dataset_root() -> Path | None:
+    for root in (DATASET, Path(__file__).resolve().parents[3] / "shared" / "datasets" / "space_time_continuum"):
+        if root.is_dir():
+            return root
+    return None
+
+
+def test_trial_missing_the_sensor_files_its_config_enables_is_refused(tmp_path: Path) -> None:
+    """``gyro: true`` with no gyro file used to be scored without gyroscopes, silently."""
+    root = _dataset_root()
+    if root is None:
+        pytest.skip("shared dataset not present")
+    (tmp_path / "config").symlink_to(root / "config")
+    folder = tmp_path / "data" / "fast_contact"
+    folder.mkdir(parents=True)
+    for f in (root / "data" / "fast_contact").glob("*.csv"):
+        if not f.name.startswith("gyro"):
+            (folder / f.name).symlink_to(f)
+    with pytest.raises(DatasetError, match=r"no gyro\*\.csv file \(the trial config sets data\.gyro: true\)"):
+        load_trial(tmp_path, "fast_contact")
+    # With one of the two gyroscopes back the trial loads.
+    (folder / "gyro_ee.csv").symlink_to(root / "data" / "fast_contact" / "gyro_ee.csv")
+    assert [st.name for st in load_trial(tmp_path, "fast_contact").of_kind("gyro")] == ["gyro_ee"]

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shape_sensing.config import load_param_file
+from shape_sensing.config import load_node_params
 from shape_sensing.estimators.hinge_arc import SCHEMA, HingeArcConfig, HingeArcEstimator
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.bag import BagMessage, BagWriter
@@ -319,7 +319,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> dict[str, Any]:
     if config is not None:
-        return load_param_file(config, SCHEMA.node)
+        return load_node_params(config, SCHEMA)
     # No config: use every imu_NN/data topic in the bag, in index order.
     found = sorted(
         (t for t in topics if IMU_TOPIC_RE.search(t)), key=lambda t: int(re.findall(r"imu_(\d+)/data$", t)[0])
@@ -347,6 +347,13 @@ def replay(
     missing = [t for t in imu_index if topics is not None and t not in topics]
     if topics is not None and len(missing) == len(imu_index):
         raise ValueError(f"none of the configured IMU topics {sorted(imu_index)} is in the bag")
+    used_missing = [t for t in missing if tracker.config.used[imu_index[t]]]
+    if used_missing and tracker.params["auto_offset"]:
+        # The straight reference waits for every used IMU: with one never heard, no estimate would come out.
+        raise ValueError(
+            f"used IMU topic(s) {used_missing} are not in the bag (namespace {namespace!r}); "
+            "fix imu_topics/use_sensors/every_k in the config or --namespace"
+        )
     length_topic = tracker.params["length_topic"]
     length_name = resolve_topic(length_topic, namespace) if length_topic else None
     truth_tip_name = resolve_topic("truth/tip", namespace)
@@ -396,6 +403,15 @@ def replay(
     for est in tracker.flush():
         shape_writer.write(est)
         estimates.append(est)
+    if not estimates:
+        heard = int((tracker.last_ns >= 0).sum())
+        reason = (
+            "no configured IMU topic had a usable message"
+            if heard == 0
+            else f"the straight reference was never captured ({heard}/{tracker.n} IMUs heard; every used IMU "
+            "must be fresh at one tick, or auto_offset is false)"
+        )
+        raise ValueError(f"replay made no estimate: {reason}")
     if not truth:
         return None
     truth_stamps = np.array(sorted(truth))
