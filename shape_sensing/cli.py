@@ -53,9 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args._run(args))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         # Ctrl-C: what each command has written is closed by its own handlers; no traceback.
-        print("shape-sensing: interrupted", file=sys.stderr)
+        print("shape-sensing: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
         return 130
     except (ValueError, RuntimeError, OSError) as exc:
         # Library errors name what was wrong; show them without a traceback.

@@ -5,14 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DemoInterrupted",
+    "DemoOutputs",
     "Progress",
+    "StopSignals",
     "add_common_arguments",
     "positive_float",
     "positive_int",
@@ -57,6 +65,108 @@ def add_common_arguments(parser: argparse.ArgumentParser, *, default_out: str, d
     parser.add_argument(
         "--distro", default="jazzy", help="ROS 2 distro whose message definitions the bag uses (default jazzy)"
     )
+
+
+class DemoInterrupted(KeyboardInterrupt):
+    """A demo stopped by SIGINT/SIGTERM after finishing a readable partial bag (the message says where)."""
+
+
+class StopSignals:
+    """While active, SIGINT and SIGTERM ask a loop to stop instead of killing it mid-write.
+
+    The first signal sets :attr:`requested` (its name); the loop checks it between steps, stops,
+    and closes its bag, which is then readable. A second SIGINT raises ``KeyboardInterrupt`` (the
+    user insists). Handlers are installed only in the main thread and restored on exit.
+    """
+
+    def __init__(self) -> None:
+        self.requested: str = ""
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+
+class DemoOutputs:
+    """A demo's output files, written under temporary names and moved into place together at the end.
+
+    Files are written in a hidden temporary directory inside ``out``; :meth:`commit` moves each into
+    ``out/<stem><suffix>`` (``os.replace``: atomic on one filesystem) and removes a previous output the
+    new run did not produce, so a bag never sits beside an older run's picture. Until then the previous
+    outputs stay untouched: a crash or a signal leaves them as they were, and :meth:`keep_partial` saves
+    what was recorded as ``out/<stem>.partial.mcap``.
+    """
+
+    def __init__(self, out: Path, stem: str, suffixes: tuple[str, ...] = (".mcap", ".png")) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.out = out
+        self.stem = stem
+        self.suffixes = suffixes
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=out))
+
+    def path(self, suffix: str) -> Path:
+        """Where to write the output with this suffix during the run."""
+        return self.tmp / f"{self.stem}{suffix}"
+
+    def final(self, suffix: str) -> Path:
+        """Where that output ends up."""
+        return self.out / f"{self.stem}{suffix}"
+
+    def commit(self) -> None:
+        """Move every output into place and drop the previous run's outputs this run did not write."""
+        for suffix in self.suffixes:
+            src, dst = self.path(suffix), self.final(suffix)
+            if src.exists():
+                os.replace(src, dst)
+            elif dst.exists():
+                dst.unlink()
+        self.cleanup()
+
+    def keep_partial(self) -> Path | None:
+        """Move a closed, readable partial bag to ``out/<stem>.partial.mcap``; ``None`` if nothing was written."""
+        src = self.path(".mcap")
+        if not src.is_file():
+            return None
+        dst = self.out / f"{self.stem}.partial.mcap"
+        os.replace(src, dst)
+        return dst
+
+    def cleanup(self) -> None:
+        """Remove the temporary directory (idempotent)."""
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> DemoOutputs:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        """On an error, keep what was recorded (``keep_partial``); always remove the temporary directory."""
+        if exc_type is not None and not issubclass(exc_type, DemoInterrupted):
+            self.keep_partial()
+        self.cleanup()
+
+    def interrupted(self, signal_name: str, t: float, duration: float) -> DemoInterrupted:
+        """Keep the partial bag and describe it; the caller raises the result."""
+        partial = self.keep_partial()
+        previous = [str(self.final(s)) for s in self.suffixes if self.final(s).exists()]
+        text = f"stopped by {signal_name} at t = {t:.2f} s of {duration:g} s"
+        if partial is not None:
+            text += f": partial bag {partial} (readable; custom_data shape_sensing.partial says so)"
+        if previous:
+            text += f"; {', '.join(previous)} are from the previous complete run"
+        return DemoInterrupted(text)
 
 
 def prepare_out_dir(out: Path) -> Path:

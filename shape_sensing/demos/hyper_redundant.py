@@ -17,7 +17,14 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress, add_common_arguments, positive_float, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import (
+    DemoOutputs,
+    Progress,
+    StopSignals,
+    add_common_arguments,
+    positive_float,
+    print_metrics,
+)
 from shape_sensing.drivers.wt901 import RATE_CODES
 from shape_sensing.estimators.rigid_module import SCHEMA as ESTIMATOR_SCHEMA
 from shape_sensing.estimators.rigid_module import RigidModuleEstimate
@@ -73,7 +80,6 @@ def run_demo(
         raise ValueError(f"--rate {rate}: expected a WT901 output rate, one of {sorted(RATE_CODES)} Hz")
     if not 0.0 <= byte_error_rate < 0.1:
         raise ValueError(f"--byte-error-rate {byte_error_rate}: expected 0 <= rate < 0.1")
-    out = prepare_out_dir(out)
     rods_s = 1.0
     sim = HyperRedundantSim(n_modules=modules, seed=seed, rods_s=rods_s)
     params = ESTIMATOR_SCHEMA.defaults() | {"n_modules": modules, "heading_mode": heading_mode}
@@ -92,67 +98,77 @@ def run_demo(
     steps = round(duration * rate) + 1
     samples_in = 0
     wall0 = time.perf_counter()
-    bag_path = out / "hyper-redundant.mcap"
     prog = Progress("hyper-redundant demo", steps, enabled=progress)
-    with BagWriter(bag_path, distro=distro, overwrite=True) as writer:
-        f = writer.factory
-        est_writer = EstimateWriter(writer, ns)
+    # Written under temporary names and moved into place at the end: a crash or a signal leaves the previous
+    # outputs as they were and what was recorded as a readable hyper-redundant.partial.mcap.
+    with DemoOutputs(out, "hyper-redundant") as outputs:
+        with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
+            f = writer.factory
+            est_writer = EstimateWriter(writer, ns)
 
-        def consume(estimates: list[RigidModuleEstimate]) -> None:
-            nonlocal next_snap
-            for est in estimates:
-                est_writer.write(est)
-                snap = truth_by_stamp.get(est.shape.stamp_ns)
-                if snap is None:
-                    continue
-                scores.add(est, snap.poses[-1], snap.theta)
-                tips.append((snap.t, est.shape.tip_pose[:3, 3].copy(), snap.poses[-1, :3, 3].copy()))
-                if snap.t >= next_snap:
-                    snapshots.append((est, snap))
-                    next_snap += snap_every
+            def consume(estimates: list[RigidModuleEstimate]) -> None:
+                nonlocal next_snap
+                for est in estimates:
+                    est_writer.write(est)
+                    snap = truth_by_stamp.get(est.shape.stamp_ns)
+                    if snap is None:
+                        continue
+                    scores.add(est, snap.poses[-1], snap.theta)
+                    tips.append((snap.t, est.shape.tip_pose[:3, 3].copy(), snap.poses[-1, :3, 3].copy()))
+                    if snap.t >= next_snap:
+                        snapshots.append((est, snap))
+                        next_snap += snap_every
 
-        for k in range(steps):
-            t = k / rate
-            stamp = round(t * 1e9)
-            snap = sim.snapshot(t)
-            truth_by_stamp = {stamp: snap} | {s: v for s, v in truth_by_stamp.items() if stamp - s < 200_000_000}
-            writer.write(
-                resolve_topic("truth/joint_states", ns),
-                hmsgs.joint_state_msg(stamp, names, snap.theta, f),
-                stamp,
-            )
-            writer.write(
-                resolve_topic("truth/end_effector", ns),
-                hmsgs.pose_stamped_msg(stamp, "base_link", snap.poses[-1], f),
-                stamp,
-            )
-            for i, sample in sensors.samples(snap, stamp):
-                m = msgs.imu_to_msg(sample, f)
-                writer.write(imu_topics[i], m, stamp, qos="sensor")
-                samples_in += 1
-                consume(tracker.push_imu(msgs.imu_from_msg(m), i))
-            prog.update(k + 1)
-        consume(tracker.flush())
-    runtime = time.perf_counter() - wall0
-    metrics: dict[str, Any] = {
-        "modules": modules,
-        "heading_mode": heading_mode,
-        "duration_s": duration,
-        "sensor_rate_hz": rate,
-        "d1_m": tracker.config.d1,
-        "d2_m": tracker.config.d2,
-        **sensors.stats(),
-        "samples": samples_in,
-        "samples_expected": steps * n,
-        "estimates": tracker.stats.estimates,
-        **scores.metrics(),
-        "runtime_s": round(runtime, 3),
-        "bag": str(bag_path),
-    }
-    if picture:
-        png = out / "hyper-redundant.png"
-        _plot(png, snapshots, tips, modules, heading_mode)
-        metrics["picture"] = str(png)
+            t = 0.0
+            for k in range(steps):
+                if stop.requested:
+                    break
+                t = k / rate
+                stamp = round(t * 1e9)
+                snap = sim.snapshot(t)
+                truth_by_stamp = {stamp: snap} | {s: v for s, v in truth_by_stamp.items() if stamp - s < 200_000_000}
+                writer.write(
+                    resolve_topic("truth/joint_states", ns),
+                    hmsgs.joint_state_msg(stamp, names, snap.theta, f),
+                    stamp,
+                )
+                writer.write(
+                    resolve_topic("truth/end_effector", ns),
+                    hmsgs.pose_stamped_msg(stamp, "base_link", snap.poses[-1], f),
+                    stamp,
+                )
+                for i, sample in sensors.samples(snap, stamp):
+                    m = msgs.imu_to_msg(sample, f)
+                    writer.write(imu_topics[i], m, stamp, qos="sensor")
+                    samples_in += 1
+                    consume(tracker.push_imu(msgs.imu_from_msg(m), i))
+                prog.update(k + 1)
+            if stop.requested:
+                writer.set_metadata("shape_sensing.partial", f"stopped by {stop.requested} at t = {t:.3f} s")
+            else:
+                consume(tracker.flush())
+        if stop.requested:
+            raise outputs.interrupted(stop.requested, t, duration)
+        runtime = time.perf_counter() - wall0
+        metrics: dict[str, Any] = {
+            "modules": modules,
+            "heading_mode": heading_mode,
+            "duration_s": duration,
+            "sensor_rate_hz": rate,
+            "d1_m": tracker.config.d1,
+            "d2_m": tracker.config.d2,
+            **sensors.stats(),
+            "samples": samples_in,
+            "samples_expected": steps * n,
+            "estimates": tracker.stats.estimates,
+            **scores.metrics(),
+            "runtime_s": round(runtime, 3),
+            "bag": str(outputs.final(".mcap")),
+        }
+        if picture:
+            _plot(outputs.path(".png"), snapshots, tips, modules, heading_mode)
+            metrics["picture"] = str(outputs.final(".png"))
+        outputs.commit()
     return metrics
 
 

@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.demos.common import (
+    DemoOutputs,
     Progress,
+    StopSignals,
     add_common_arguments,
     positive_float,
     positive_int,
-    prepare_out_dir,
     print_metrics,
 )
 from shape_sensing.estimators.hinge_arc import SCHEMA as ESTIMATOR_SCHEMA
@@ -73,7 +74,6 @@ def run_demo(
         raise ValueError(f"--rate {rate}: expected a finite positive rate in Hz")
     if every_k < 1:
         raise ValueError(f"--every-k {every_k}: expected an integer >= 1")
-    out = prepare_out_dir(out)
     sim = VineSimulator(VineSimConfig(scenario=scenario, duration=duration, seed=seed, rate=rate))
     n = sim.config.n_sensors
     imu_source = sim.imu_samples
@@ -95,70 +95,80 @@ def run_demo(
     truth_cache: dict[int, VineTruth] = {}
     steps = round(duration * rate) + 1
     wall0 = time.perf_counter()
-    bag_path = out / "vine-imu.mcap"
     prog = Progress("vine-imu demo", steps, enabled=progress)
-    with BagWriter(bag_path, distro=distro, overwrite=True) as writer:
-        f = writer.factory
-        shape_writer = ShapeWriter(writer, ns, tracker.params["marker_rate"])
-        writer.write(
-            "/tf_static",
-            msgs.tf_message([TransformStamped(0, "world", sim.base_frame, _world_base())], f),
-            0,
-            qos="static",
-        )
+    t = 0.0
+    # Written under temporary names and moved into place at the end: a crash or a signal leaves the previous
+    # outputs as they were and what was recorded as a readable vine-imu.partial.mcap.
+    with DemoOutputs(out, "vine-imu") as outputs:
+        with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
+            f = writer.factory
+            shape_writer = ShapeWriter(writer, ns, tracker.params["marker_rate"])
+            writer.write(
+                "/tf_static",
+                msgs.tf_message([TransformStamped(0, "world", sim.base_frame, _world_base())], f),
+                0,
+                qos="static",
+            )
 
-        def consume(estimates: list[ShapeEstimate]) -> None:
-            nonlocal next_snap
-            for est in estimates:
-                shape_writer.write(est)
-                # Nearest truth within 20 ms: register-level reads are stamped a few ms after the step,
-                # and replay matches the same way.
-                near = min(truth_cache, key=lambda s: abs(s - est.stamp_ns), default=None)
-                truth = truth_cache[near] if near is not None and abs(near - est.stamp_ns) <= 20_000_000 else None
-                if truth is None:
-                    continue
-                errors.add(est.stamp_ns, est.tip_pose[:3, 3], truth.tip_pose[:3, 3], truth.length)
-                err_t.append(est.stamp_ns * 1e-9)
-                if est.stamp_ns * 1e-9 >= next_snap:
-                    snapshots.append((est, truth))
-                    next_snap += snap_every
+            def consume(estimates: list[ShapeEstimate]) -> None:
+                nonlocal next_snap
+                for est in estimates:
+                    shape_writer.write(est)
+                    # Nearest truth within 20 ms: register-level reads are stamped a few ms after the step,
+                    # and replay matches the same way.
+                    near = min(truth_cache, key=lambda s: abs(s - est.stamp_ns), default=None)
+                    truth = truth_cache[near] if near is not None and abs(near - est.stamp_ns) <= 20_000_000 else None
+                    if truth is None:
+                        continue
+                    errors.add(est.stamp_ns, est.tip_pose[:3, 3], truth.tip_pose[:3, 3], truth.length)
+                    err_t.append(est.stamp_ns * 1e-9)
+                    if est.stamp_ns * 1e-9 >= next_snap:
+                        snapshots.append((est, truth))
+                        next_snap += snap_every
 
-        for k in range(steps):
-            t = k / rate
-            stamp = round(t * 1e9)
-            truth = sim.truth(t)
-            truth_cache = {stamp: truth} | {s: v for s, v in truth_cache.items() if stamp - s < 100_000_000}
-            velocity = (sim.length(t + 1e-3) - sim.length(t)) / 1e-3
-            length_msg = length_message(stamp, sim.base_frame, truth.length, velocity, f)
-            writer.write(length_topic, length_msg, stamp, qos="sensor")
-            consume(tracker.push_length(stamp, float(length_msg.position[0])))
-            for sample in imu_source(t):
-                i = sensor_index[sample.frame_id]
-                m = msgs.imu_to_msg(sample, f)
-                writer.write(imu_topics[i], m, stamp, qos="sensor")
-                consume(tracker.push_imu(i, msgs.imu_from_msg(m)))
-            full = k % max(1, int(rate / 10)) == 0
-            for topic, m in truth_messages(truth, stamp, sim.base_frame, f, full=full):
-                writer.write(resolve_topic(topic, ns), m, stamp)
-            prog.update(k + 1)
-        consume(tracker.flush())
-    runtime = time.perf_counter() - wall0
-    metrics: dict[str, Any] = {
-        "scenario": scenario,
-        "duration_s": duration,
-        "sensors": n,
-        "sensors_used": int(tracker.config.used.sum()),
-        "estimates": tracker.stats.estimates,
-        **errors.metrics(),
-        "runtime_s": round(runtime, 3),
-        "bag": str(bag_path),
-    }
-    if register_level:
-        metrics["imu_source"] = "register-level (BNO055 driver over simulated I2C muxes)"
-    if picture:
-        png = out / "vine-imu.png"
-        _plot(png, snapshots, np.asarray(err_t), np.asarray(errors.errors), scenario)
-        metrics["picture"] = str(png)
+            for k in range(steps):
+                if stop.requested:
+                    break
+                t = k / rate
+                stamp = round(t * 1e9)
+                truth = sim.truth(t)
+                truth_cache = {stamp: truth} | {s: v for s, v in truth_cache.items() if stamp - s < 100_000_000}
+                velocity = (sim.length(t + 1e-3) - sim.length(t)) / 1e-3
+                length_msg = length_message(stamp, sim.base_frame, truth.length, velocity, f)
+                writer.write(length_topic, length_msg, stamp, qos="sensor")
+                consume(tracker.push_length(stamp, float(length_msg.position[0])))
+                for sample in imu_source(t):
+                    i = sensor_index[sample.frame_id]
+                    m = msgs.imu_to_msg(sample, f)
+                    writer.write(imu_topics[i], m, stamp, qos="sensor")
+                    consume(tracker.push_imu(i, msgs.imu_from_msg(m)))
+                full = k % max(1, int(rate / 10)) == 0
+                for topic, m in truth_messages(truth, stamp, sim.base_frame, f, full=full):
+                    writer.write(resolve_topic(topic, ns), m, stamp)
+                prog.update(k + 1)
+            if stop.requested:
+                writer.set_metadata("shape_sensing.partial", f"stopped by {stop.requested} at t = {t:.3f} s")
+            else:
+                consume(tracker.flush())
+        if stop.requested:
+            raise outputs.interrupted(stop.requested, t, duration)
+        runtime = time.perf_counter() - wall0
+        metrics: dict[str, Any] = {
+            "scenario": scenario,
+            "duration_s": duration,
+            "sensors": n,
+            "sensors_used": int(tracker.config.used.sum()),
+            "estimates": tracker.stats.estimates,
+            **errors.metrics(),
+            "runtime_s": round(runtime, 3),
+            "bag": str(outputs.final(".mcap")),
+        }
+        if register_level:
+            metrics["imu_source"] = "register-level (BNO055 driver over simulated I2C muxes)"
+        if picture:
+            _plot(outputs.path(".png"), snapshots, np.asarray(err_t), np.asarray(errors.errors), scenario)
+            metrics["picture"] = str(outputs.final(".png"))
+        outputs.commit()
     return metrics
 
 
