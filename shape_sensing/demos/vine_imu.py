@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import math
 import time
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from shape_sensing.demos.common import (
     DemoOutputs,
@@ -20,6 +23,7 @@ from shape_sensing.demos.common import (
     print_metrics,
 )
 from shape_sensing.estimators.hinge_arc import SCHEMA as ESTIMATOR_SCHEMA
+from shape_sensing.estimators.straight_reference import capture_reference
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.messages import common as msgs
 from shape_sensing.pipelines.vine_imu import (
@@ -32,7 +36,7 @@ from shape_sensing.pipelines.vine_imu import (
     truth_messages,
 )
 from shape_sensing.sim.vine import R_WORLD_BASE, SCENARIOS, VineSimConfig, VineSimulator, VineTruth
-from shape_sensing.types import ShapeEstimate, TransformStamped
+from shape_sensing.types import ImuSample, ShapeEstimate, TransformStamped
 
 __all__ = ["add_arguments", "run", "run_demo"]
 
@@ -76,14 +80,33 @@ def run_demo(
         raise ValueError(f"--every-k {every_k}: expected an integer >= 1")
     sim = VineSimulator(VineSimConfig(scenario=scenario, duration=duration, seed=seed, rate=rate))
     n = sim.config.n_sensors
-    imu_source = sim.imu_samples
+    imu_source: Callable[[float], list[ImuSample]] = sim.imu_samples
     if register_level:  # the same samples, through BNO055/TCA9548A register simulators and the real driver
         from shape_sensing.sim.register_level import RegisterLevelSource
 
         imu_source = RegisterLevelSource(sim.imu_samples, seed=seed)
     sensor_index = {name: i for i, name in enumerate(sim.sensor_names)}
-    params = ESTIMATOR_SCHEMA.defaults() | {"imu_topics": [f"imu_{i:02d}/data" for i in range(n)], "every_k": every_k}
+    params = ESTIMATOR_SCHEMA.defaults() | {
+        "imu_topics": [f"imu_{i:02d}/data" for i in range(n)],
+        "every_k": every_k,
+    }
     tracker = VineImuTracker(params)
+    if scenario == "growth":
+        # As on the robot: the straight reference is captured with the robot fully everted and held straight
+        # before the run (sensors not yet everted ride inside reversed, so they cannot be captured during it).
+        straight = sim.straight_samples(0.0)
+        quats = np.array([s.orientation for s in straight])
+        tracker.set_reference(
+            capture_reference(
+                quats,
+                np.ones(n, dtype=bool),
+                0,
+                tracker.frame_ids,
+                first_mount=tracker.config.first_mount,
+                placement=tracker.config.base_placement,
+            ),
+            "captured before the run, robot fully everted and straight",
+        )
     ns = DEFAULT_NAMESPACE
     imu_topics = [resolve_topic(t, ns) for t in params["imu_topics"]]
     length_topic = resolve_topic(params["length_topic"], ns)
@@ -158,6 +181,7 @@ def run_demo(
             "duration_s": duration,
             "sensors": n,
             "sensors_used": int(tracker.config.used.sum()),
+            "straight_reference": tracker.reference_status,
             "estimates": tracker.stats.estimates,
             **errors.metrics(),
             "runtime_s": round(runtime, 3),
@@ -170,6 +194,13 @@ def run_demo(
             metrics["picture"] = str(outputs.final(".png"))
         outputs.commit()
     return metrics
+
+
+def _placement_rpy() -> list[float]:
+    """Roll, pitch, yaw of the base in the world (pitch is -90 deg: the robot lies along the world x axis)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # gimbal lock: the rotation is still exact
+        return [float(v) for v in Rotation.from_matrix(R_WORLD_BASE).as_euler("xyz")]
 
 
 def _world_base() -> np.ndarray:

@@ -39,6 +39,7 @@ import numpy as np
 
 from shape_sensing.config import load_node_params
 from shape_sensing.estimators.hinge_arc import SCHEMA, HingeArcConfig, HingeArcEstimator
+from shape_sensing.estimators.straight_reference import StraightReference, capture_reference
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
@@ -102,12 +103,90 @@ class VineImuTracker:
         self.latest_ns = -1
         self.stats = _Stats()
         self._offset_requested = bool(self.params["auto_offset"])
+        self._offset_manual = False
         self.stale_ns = int(self.params["stale_timeout"] * 1e9)
         self.offset_warning: str = ""
+        self.capture_at_ns: int | None = None  # capture at the first tick this long after the first message
+        self.first_ns = -1
+        self.reference_status = "not captured yet" + (
+            " (auto capture when safe)" if self._offset_requested else " (call ~/offset, or load a saved reference)"
+        )
+        path = self.params["straight_reference_file"]
+        if path:
+            if Path(path).is_file():
+                self.set_reference(StraightReference.from_yaml(path), f"loaded from {path}")
+            else:
+                self.reference_status += f"; no saved reference at {path} yet"
 
     def request_offset(self) -> None:
-        """Capture the straight reference at the next tick (the ``~/offset`` service)."""
+        """Capture the straight reference at the next tick (the ``~/offset`` service).
+
+        Taken as the user's word that the robot is straight: every everted, fresh used IMU is captured
+        (with a length, IMUs not yet everted are left out and stay unusable until a capture that has them).
+        """
         self._offset_requested = True
+        self._offset_manual = True
+
+    def capture_at(self, seconds: float) -> None:
+        """Capture the straight reference (as :meth:`request_offset`) at the first tick ``seconds`` after the
+        first message, and not automatically before."""
+        self._offset_requested = False
+        self.capture_at_ns = round(seconds * 1e9)
+        self.reference_status = f"to be captured at t = {seconds:g} s from the first message"
+
+    def set_reference(self, ref: StraightReference, how: str = "given") -> None:
+        """Use a saved or captured straight reference; no automatic capture afterwards."""
+        self.estimator.apply_reference(ref)
+        self._offset_requested = False
+        self.reference_status = f"{how}: {ref.describe()}"
+
+    def save_reference(self, path: str | None = None) -> str:
+        """Write the current straight reference to ``path`` (default ``straight_reference_file``)."""
+        target = path or self.params["straight_reference_file"]
+        if not target:
+            raise ValueError("no file to save the straight reference to: set 'straight_reference_file'")
+        ref = self.estimator.reference
+        if ref is None:
+            raise ValueError("no straight reference to save yet: capture one first (~/offset with the robot straight)")
+        return str(ref.to_yaml(target))
+
+    def _everted(self) -> np.ndarray:
+        if self.length is None:
+            return np.ones(self.n, dtype=bool)
+        return np.asarray(self.config.sensor_positions <= self.length + 1e-9)
+
+    def _try_capture(self, valid: np.ndarray) -> None:
+        wanted = self.config.used
+        everted = self._everted()
+        if not self._offset_manual and not everted[wanted].all():
+            # A robot that starts short grows: IMUs not yet out ride inside reversed, and by the time all are out
+            # the robot is no longer known to be straight. So no automatic capture in this run.
+            last = float(self.config.sensor_positions[wanted][-1])
+            self._offset_requested = False
+            self.reference_status = (
+                f"no automatic capture: the robot started growing (length {self.length:.3f} m, last used IMU at "
+                f"{last:.3f} m; IMUs not yet everted ride inside reversed); load a saved reference "
+                "(straight_reference_file, captured fully everted and straight) or call ~/offset with the robot "
+                "straight"
+            )
+            return
+        take = wanted & everted
+        if not take.any() or not valid[take].all():
+            return  # wait for a tick at which every IMU to capture is fresh
+        ref = capture_reference(
+            self.quats,
+            valid & everted,
+            self.latest_ns,
+            self.frame_ids,
+            first_mount=self.config.first_mount,
+            placement=self.config.base_placement,
+            length=self.length,
+        )
+        how = "captured on request" if self._offset_manual else "auto-captured (all used IMUs everted and fresh)"
+        self.set_reference(ref, how)
+        self._offset_manual = False
+        missing = [int(i) for i in np.flatnonzero(wanted & ~everted)]
+        self.offset_warning = f"offset without {missing} (not everted)" if missing else ""
 
     def _advance(self, stamp_ns: int) -> list[ShapeEstimate]:
         """Estimate at every tick strictly before ``stamp_ns``."""
@@ -118,17 +197,24 @@ class VineImuTracker:
 
     def _estimate(self, tick: int) -> ShapeEstimate | None:
         valid = self._fresh(tick)
+        if self.capture_at_ns is not None and self.first_ns >= 0 and tick - self.first_ns >= self.capture_at_ns:
+            self.capture_at_ns = None
+            self.request_offset()
         if self._offset_requested:
-            wanted = self.config.used
-            if self.length is not None:
-                pass  # during growth all sensors ride straight inside the body: capture them all
-            if valid[wanted].all():
-                missing = self.estimator.capture_offset(self.quats, valid, self.latest_ns)
-                self._offset_requested = False
-                self.offset_warning = f"offset without {missing}" if missing else ""
+            self._try_capture(valid)
         if not self.estimator.is_offset:
             return None
         est = self.estimator.update(self.quats, valid, self.latest_ns, self.length)
+        est.diagnostics.append(
+            DiagnosticStatus(
+                name="hinge_arc_estimator: straight reference",
+                level=DiagnosticLevel.WARN if self.offset_warning else DiagnosticLevel.OK,
+                message=self.reference_status + (f"; {self.offset_warning}" if self.offset_warning else ""),
+                values={"captured_sensors": str(int(self.estimator.reference.captured.sum()))}
+                if self.estimator.reference is not None
+                else {},
+            )
+        )
         if self.stats.bad_samples or self.stats.out_of_order:
             est.diagnostics.append(
                 DiagnosticStatus(
@@ -157,6 +243,8 @@ class VineImuTracker:
             return out
         self.quats[index] = q
         self.last_ns[index] = sample.stamp_ns
+        if self.first_ns < 0:
+            self.first_ns = sample.stamp_ns
         self.latest_ns = max(self.latest_ns, sample.stamp_ns)
         return out
 
@@ -167,6 +255,8 @@ class VineImuTracker:
             self.stats.bad_samples += 1
             return out
         self.length = float(length)
+        if self.first_ns < 0:
+            self.first_ns = stamp_ns
         self.latest_ns = max(self.latest_ns, stamp_ns)
         return out
 
@@ -315,6 +405,20 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_NAMESPACE,
         help=f"robot namespace of relative topics (default {DEFAULT_NAMESPACE})",
     )
+    ref = parser.add_mutually_exclusive_group()
+    ref.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="vine robot: saved straight reference (YAML) to use instead of capturing one",
+    )
+    ref.add_argument(
+        "--reference-at",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="vine robot: capture the straight reference at this bag time (robot straight and fully everted then)",
+    )
 
 
 def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> dict[str, Any]:
@@ -343,6 +447,14 @@ def replay(
     namespace = getattr(args, "namespace", DEFAULT_NAMESPACE)
     params = _params_from(config, (topics or {}).keys(), namespace)
     tracker = VineImuTracker(params)
+    reference = getattr(args, "reference", None)
+    reference_at = getattr(args, "reference_at", None)
+    if reference is not None:
+        tracker.set_reference(StraightReference.from_yaml(reference), f"loaded from {reference}")
+    elif reference_at is not None:
+        if not (math.isfinite(reference_at) and reference_at >= 0):
+            raise ValueError(f"--reference-at {reference_at}: expected a time >= 0 (s)")
+        tracker.capture_at(reference_at)
     imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
     missing = [t for t in imu_index if topics is not None and t not in topics]
     if topics is not None and len(missing) == len(imu_index):
