@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ConfigError", "Param", "Schema", "flatten", "load_node_params", "load_param_file"]
+__all__ = ["ConfigError", "Param", "Schema", "flatten", "load_node_params", "load_param_file", "param_file_text"]
 
 
 class ConfigError(ValueError):
@@ -254,3 +254,14 @@ def load_node_params(path: str | os.PathLike[str], schema: Schema) -> dict[str, 
                 "values with a decimal point, e.g. 30.0: ROS 2 refuses an integer for a float parameter)"
             )
     return values
+
+
+def param_file_text(node: str, params: Mapping[str, Any], comment: str = "") -> str:
+    """A ROS 2 parameter file (``/**/node: ros__parameters: ...``) holding ``params``.
+
+    Floats stay floats (``30.0``), so the file loads in the node as it loads here.
+    """
+    body = yaml.safe_dump(
+        {f"/**/{node}": {"ros__parameters": dict(params)}}, sort_keys=False, width=110, default_flow_style=None
+    )
+    return "".join(f"# {line}\n" for line in comment.splitlines()) + body

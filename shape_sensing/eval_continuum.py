@@ -471,6 +471,7 @@ def write_bag(
     distro: str = "jazzy",
     frame_prefix: str = "",
     namespace: str = "/continuum",
+    params: dict[str, Any] | None = None,
 ) -> int:
     """Write the inputs, the estimate (one message set per slice) and the Vicon path to a rosbag2 MCAP.
 
@@ -488,6 +489,8 @@ def write_bag(
     s_fine = np.linspace(state.s[0], state.s[-1], 30)
     t_lo, t_hi = float(state.t[0]), float(state.t[-1])
     with BagWriter(path, distro=distro, overwrite=True) as bag:
+        if params is not None:  # replay uses them unless told otherwise
+            bag.record_parameters("continuum_estimator", params)
         for name, topic in input_topics(trial).items():
             st = trial.streams[name].window(t_lo, t_hi)
             full = f"{namespace}/{topic}"
@@ -715,12 +718,13 @@ def run(args: argparse.Namespace) -> int:
         png = args.out / f"{args.trial}_{args.estimator}.png"
         _plot(png, trial, res, metrics)
         bag = args.out / f"{args.trial}_{args.estimator}_bag"
-        write_bag(bag, trial, res)
         params = args.out / f"{args.trial}_{args.estimator}_params.yaml"
         used = tuning if tuning is not None else default_tuning(trial.config.name, trial.robot.name)[0]
+        node_values = node_params(trial, weights_from_trial(trial, used), window_options(args))
+        write_bag(bag, trial, res, params=node_values)
         write_params_file(
             params,
-            node_params(trial, weights_from_trial(trial, used), window_options(args)),
+            node_values,
             f"continuum_estimator parameters for the inputs in {bag.name} (trial {args.trial}, {metrics['weights']}).\n"
             f"ros2 launch shape_sensing continuum_estimator.launch.xml config:={params.resolve()} use_sim_time:=true\n"
             f"shape-sensing replay {bag} --config {params} --out OUT",

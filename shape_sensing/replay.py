@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 from shape_sensing.demos.common import print_metrics
-from shape_sensing.io.bag import BagWriter, bag_topics, read_bag
+from shape_sensing.io.bag import PARAMETERS_KEY, BagWriter, bag_parameters, bag_topics, read_bag
 from shape_sensing.pipelines import PIPELINES
 
 __all__ = ["add_arguments", "replay_bag", "run", "select_pipeline"]
@@ -28,7 +28,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of ``replay``."""
     parser.add_argument("input", type=Path, help="input bag: rosbag2 directory (mcap or sqlite3) or .mcap file")
     parser.add_argument("--out", type=Path, required=True, help="output bag (.mcap file, or a directory name)")
-    parser.add_argument("--config", type=Path, default=None, help="estimator parameter file (ROS 2 YAML layout)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="estimator parameter file (ROS 2 YAML layout); default: the parameters recorded in the bag, if any",
+    )
+    parser.add_argument(
+        "--ignore-bag-parameters",
+        action="store_true",
+        help="do not use the estimator parameters recorded in the bag (the defaults, or --config)",
+    )
     parser.add_argument("--pipeline", choices=sorted(PIPELINES), default=None, help="force a pipeline")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output bag")
@@ -74,9 +84,24 @@ def replay_bag(
     # bag behind, and an existing one is replaced only by a finished one
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    node = mod.SCHEMA.node
+    source = None
     try:
+        if config is None and not getattr(args, "ignore_bag_parameters", False):
+            # The estimator's parameters recorded with the bag reproduce the run that wrote it.
+            text = bag_parameters(input_path, node)
+            if text is not None:
+                config = tmp / f"{node}.params.yaml"
+                config.write_text(text)
+                source = "recorded in the bag"
+        elif config is not None:
+            source = str(config)
         with BagWriter(tmp / out.name, distro=distro) as writer:
+            if config is not None:
+                writer.set_metadata(PARAMETERS_KEY.format(node=node), Path(config).read_text())
             metrics: dict[str, Any] | None = mod.replay(read_bag(input_path), writer, config, args)
+        if metrics is not None:
+            metrics["parameters"] = source or "defaults (none recorded in the bag)"
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         (tmp / out.name).replace(out)

@@ -101,8 +101,16 @@ def run_demo(
     prog = Progress("hyper-redundant demo", steps, enabled=progress)
     # Written under temporary names and moved into place at the end: a crash or a signal leaves the previous
     # outputs as they were and what was recorded as a readable hyper-redundant.partial.mcap.
-    with DemoOutputs(out, "hyper-redundant") as outputs:
+    with DemoOutputs(out, "hyper-redundant", (".mcap", ".png", ".params.yaml")) as outputs:
         with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
+            # The estimator's parameters, in the bag and beside it: replay and the node reproduce this run.
+            outputs.path(".params.yaml").write_text(
+                writer.record_parameters(
+                    ESTIMATOR_SCHEMA.node,
+                    tracker.params,
+                    f"{ESTIMATOR_SCHEMA.node} parameters of hyper-redundant.mcap (shape-sensing demo hyper-redundant)",
+                )
+            )
             f = writer.factory
             est_writer = EstimateWriter(writer, ns)
 

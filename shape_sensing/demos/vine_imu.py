@@ -122,8 +122,16 @@ def run_demo(
     t = 0.0
     # Written under temporary names and moved into place at the end: a crash or a signal leaves the previous
     # outputs as they were and what was recorded as a readable vine-imu.partial.mcap.
-    with DemoOutputs(out, "vine-imu") as outputs:
+    with DemoOutputs(out, "vine-imu", (".mcap", ".png", ".params.yaml")) as outputs:
         with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
+            # The estimator's parameters, in the bag and beside it: replay and the node reproduce this run.
+            outputs.path(".params.yaml").write_text(
+                writer.record_parameters(
+                    ESTIMATOR_SCHEMA.node,
+                    tracker.params,
+                    f"{ESTIMATOR_SCHEMA.node} parameters of vine-imu.mcap (shape-sensing demo vine-imu)",
+                )
+            )
             f = writer.factory
             shape_writer = ShapeWriter(writer, ns, tracker.params["marker_rate"])
             writer.write(

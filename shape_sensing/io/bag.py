@@ -32,7 +32,10 @@ from rosbags.typesys import get_types_from_msg
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages.factory import default_factory
 
-__all__ = ["BagMessage", "BagWriter", "bag_metadata", "bag_topics", "read_bag"]
+__all__ = ["PARAMETERS_KEY", "BagMessage", "BagWriter", "bag_metadata", "bag_parameters", "bag_topics", "read_bag"]
+
+#: custom_data key of a node's parameters (a ROS 2 parameter file's text), ``.format(node=...)``.
+PARAMETERS_KEY = "shape_sensing.parameters.{node}"
 
 _ZERO = QosTime(sec=0, nsec=0)
 _INF = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
@@ -172,6 +175,14 @@ class BagWriter:
             self._writer.set_custom_data(key, value)
         except WriterError as exc:
             raise BagError(f"{self.path}: metadata {key!r}: {exc}") from exc
+
+    def record_parameters(self, node: str, params: dict[str, Any], comment: str = "") -> str:
+        """Store ``node``'s parameters in the bag (:data:`PARAMETERS_KEY`); returns the parameter file's text."""
+        from shape_sensing.config import param_file_text
+
+        text = param_file_text(node, params, comment)
+        self.set_metadata(PARAMETERS_KEY.format(node=node), text)
+        return text
 
     def close(self) -> None:
         """Finish the bag (idempotent)."""
@@ -338,3 +349,8 @@ def bag_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     info = yaml.safe_load(meta.read_text()) or {}
     data = info.get("rosbag2_bagfile_information", {}).get("custom_data") or {}
     return {str(k): str(v) for k, v in data.items()}
+
+
+def bag_parameters(path: str | os.PathLike[str], node: str) -> str | None:
+    """The parameter file text recorded for ``node`` in a bag (:meth:`BagWriter.record_parameters`), or ``None``."""
+    return bag_metadata(path).get(PARAMETERS_KEY.format(node=node))
