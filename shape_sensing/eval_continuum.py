@@ -479,27 +479,37 @@ def write_bag(
     :func:`input_topics` under ``namespace``) let ``ros2 bag play`` feed the node and
     ``shape-sensing replay`` re-estimate the bag (with :func:`node_params`). Returns messages written.
     """
+    from shape_sensing.estimators.continuum.online import SCHEMA as NODE_SCHEMA
     from shape_sensing.io.bag import BagWriter
     from shape_sensing.messages import common as mc
     from shape_sensing.types import ImuSample, ShapeEstimate, TransformStamped
 
     state = res.state
-    names = [f"node_{n}" for n in range(state.N)]
+    # The node's frame convention (its parameters when given): continuum_base -> continuum_node_NN, so the bag
+    # connects in RViz with the launch file's world -> continuum_base transform, which the bag carries too.
+    frames = NODE_SCHEMA.defaults() | {
+        k: v for k, v in (params or {}).items() if k in ("base_frame", "node_frame_prefix", "frame_prefix")
+    }
+    frame_prefix = frames["frame_prefix"] or frame_prefix
+    base = frame_prefix + frames["base_frame"]
+    names = [f"{frames['node_frame_prefix']}{n:02d}" for n in range(state.N)]
     count = 0
     s_fine = np.linspace(state.s[0], state.s[-1], 30)
     t_lo, t_hi = float(state.t[0]), float(state.t[-1])
     with BagWriter(path, distro=distro, overwrite=True) as bag:
         if params is not None:  # replay uses them unless told otherwise
             bag.record_parameters("continuum_estimator", params)
+        bag.write("/tf_static", mc.tf_message([TransformStamped(0, "world", base, np.eye(4))]), 0, qos="static")
+        count += 1
         for name, topic in input_topics(trial).items():
             st = trial.streams[name].window(t_lo, t_hi)
             full = f"{namespace}/{topic}"
             for t, v in zip(st.t, st.values, strict=True):
                 stamp = round(t * 1e9)
                 if st.kind == "gyro":
-                    msg = mc.imu_to_msg(ImuSample(stamp, frame_prefix + name, None, angular_velocity=v))
+                    msg = mc.imu_to_msg(ImuSample(stamp, f"{frame_prefix}continuum_{name}", None, angular_velocity=v))
                 else:
-                    msg = mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", lie.exp(v[None])[0])
+                    msg = mc.pose_with_covariance_stamped(stamp, base, lie.exp(v[None])[0])
                 bag.write(full, msg, stamp, qos="sensor")
                 count += 1
         for k in range(state.K):
@@ -512,13 +522,14 @@ def write_bag(
                 R = poses[-1, :3, :3]
                 pos_cov = np.zeros((state.N, 3, 3))
                 pos_cov[-1] = R @ cov[:3, :3] @ R.T
-            shape = ShapeEstimate(stamp, "base", names, poses, pos_cov, backbone, 0.01, float(state.s[-1]))
+            length = float(state.s[-1])
+            shape = ShapeEstimate(stamp, frames["base_frame"], names, poses, pos_cov, backbone, 0.01, length)
             tfs = [
-                TransformStamped(stamp, frame_prefix + "base", frame_prefix + n, T)
+                TransformStamped(stamp, base, frame_prefix + n, T)
                 for n, T in zip(names, poses, strict=True)
             ]
             bag.write("/tf", mc.tf_message(tfs), stamp)
-            bag.write(f"{namespace}/shape/path", mc.path_msg(stamp, frame_prefix + "base", backbone), stamp)
+            bag.write(f"{namespace}/shape/path", mc.path_msg(stamp, base, backbone), stamp)
             bag.write(f"{namespace}/shape/markers", mc.shape_markers(shape, frame_prefix=frame_prefix), stamp)
             cov6 = None
             if cov is not None:
@@ -527,7 +538,7 @@ def write_bag(
                 cov6 = A @ cov @ A.T
             bag.write(
                 f"{namespace}/shape/tip",
-                mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", poses[-1], cov6),
+                mc.pose_with_covariance_stamped(stamp, base, poses[-1], cov6),
                 stamp,
             )
             count += 4
@@ -537,7 +548,7 @@ def write_bag(
             if tip.t.size:
                 Tv = lie.exp(tip.values)
                 stamp = round(tip.t[-1] * 1e9)
-                bag.write(f"{namespace}/vicon/path", mc.path_msg(stamp, frame_prefix + "base", Tv), stamp)
+                bag.write(f"{namespace}/vicon/path", mc.path_msg(stamp, base, Tv), stamp)
                 count += 1
     return count
 

@@ -103,6 +103,7 @@ def test_growing_demo_bag_and_metrics(tmp_path):
     assert (tmp_path / "growing.png").stat().st_size > 0
     topics = bag_topics(tmp_path / "growing.mcap")
     assert topics == {
+        "/tf_static": "tf2_msgs/msg/TFMessage",
         "/growing/plan/path": "nav_msgs/msg/Path",
         "/growing/plan/markers": "visualization_msgs/msg/MarkerArray",
         "/tf": "tf2_msgs/msg/TFMessage",

@@ -105,6 +105,9 @@ def run_demo(
     with DemoOutputs(out, "growing") as outputs:
         with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
             f = writer.factory
+            # The launch file's world -> growing_base placement, so the bag connects in RViz.
+            static = TransformStamped(0, "world", BASE, np.eye(4))
+            writer.write("/tf_static", msgs.tf_message([static], f), 0, qos="static")
             writer.write(f"{NS}/plan/path", msgs.path_msg(0, BASE, grown.frames, f), 0)
             markers = gmsgs.plan_markers(0, BASE, grown.plan, executed=poses[:, :3, 3], factory=f)
             writer.write(f"{NS}/plan/markers", markers, 0)

@@ -39,6 +39,7 @@ from shape_sensing.pipelines.hyper_redundant import (
     resolve_topic,
 )
 from shape_sensing.sim.hyper_redundant import EmulatedSensors, HyperRedundantSim, SimSnapshot
+from shape_sensing.types import TransformStamped
 
 __all__ = ["add_arguments", "run", "run_demo"]
 
@@ -113,6 +114,10 @@ def run_demo(
             )
             f = writer.factory
             est_writer = EstimateWriter(writer, ns)
+            # The launch files' world -> base placement, so the bag connects in RViz as the live robot does.
+            base = tracker.params["frame_prefix"] + tracker.params["base_frame"]
+            static = TransformStamped(0, "world", base, np.eye(4))
+            writer.write("/tf_static", msgs.tf_message([static], f), 0, qos="static")
 
             def consume(estimates: list[RigidModuleEstimate]) -> None:
                 nonlocal next_snap

@@ -89,6 +89,9 @@ def run_demo(
     params = ESTIMATOR_SCHEMA.defaults() | {
         "imu_topics": [f"imu_{i:02d}/data" for i in range(n)],
         "every_k": every_k,
+        # The base's placement is known (it is the world -> vine_base transform below): sensor 0's mounting
+        # is solved at the straight capture instead of assumed.
+        "base_orientation_world": _placement_rpy(),
     }
     tracker = VineImuTracker(params)
     if scenario == "growth":

@@ -364,6 +364,8 @@ def replay(
                 tracker.stats.bad_samples += 1
                 continue
             new = tracker.push_imu(sample, imu_index[bm.topic])
+        elif bm.topic == "/tf_static":
+            writer.copy(bm, qos="static")
         elif bm.topic == tip_name:
             stamp, T = hmsgs.pose_stamped_to_matrix(bm.msg)
             truth_tip[stamp] = T
