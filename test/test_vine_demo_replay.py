@@ -54,7 +54,11 @@ def test_replay_of_sqlite3_bag_prints_same_metrics(
 ) -> None:
     bag, metrics = demo_bag
     sqlite_bag = tmp_path / "sq"
+    from shape_sensing.io.bag import bag_metadata
+
     with BagWriter(sqlite_bag, storage="sqlite3") as w:
+        for key, value in bag_metadata(bag).items():  # the recorded estimator parameters travel with the bag
+            w.set_metadata(key, value)
         for m in read_bag(bag):
             if not m.topic.startswith(("/vine/shape", "/tf", "/diagnostics")) or m.topic == "/tf_static":
                 w.copy(m)
