@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -222,8 +223,11 @@ def run_estimator(
     t_end: float | None = None,
     marginal: str = "chain",
     band: int = 1,
+    progress: Callable[[float, float], None] | None = None,
 ) -> EvalResult:
     """Run the batch or window estimator over the trial window (optionally cut at ``t_end``).
+
+    ``progress(done, total)``: after each batch iteration (of at most the cap) or window step.
 
     ``iterations`` caps Gauss-Newton: per window step (default 1), or for the whole batch (default
     :data:`BATCH_ITERATIONS`).
@@ -255,7 +259,8 @@ def run_estimator(
         if estimator == "batch":
             est = BatchEstimator(w, s, rate, max_iterations=BATCH_ITERATIONS if iterations is None else iterations)
             tic = time.perf_counter()
-            res = est.solve(meas, t0, t1)
+            cap = est.max_iterations
+            res = est.solve(meas, t0, t1, progress=None if progress is None else lambda it: progress(it, cap))
             runtime = time.perf_counter() - tic
             tip_cov = None
             if covariance and res.ab is not None:
@@ -278,7 +283,7 @@ def run_estimator(
                 band=band,
             )
             tic = time.perf_counter()
-            state = win.run(meas, t1)
+            state = win.run(meas, t1, progress=progress)
             runtime = time.perf_counter() - tic
             tip_cov = None
             if win.final_cov:
@@ -341,6 +346,7 @@ def evaluate_trial(
     marginal: str = "chain",
     band: int = 1,
     robot: str | None = None,
+    progress: Callable[[float, float], None] | None = None,
 ) -> tuple[dict[str, Any], Trial, EvalResult]:
     """Load, estimate, score; returns the metrics, the trial and the raw result."""
     trial = load_trial(dataset_dir, trial_name, robot)
@@ -358,6 +364,7 @@ def evaluate_trial(
         covariance=covariance,
         marginal=marginal,
         band=band,
+        progress=progress,
     )
     t0 = trial.config.start_time
     t1 = float(res.state.t[-1])
@@ -709,18 +716,23 @@ def run(args: argparse.Namespace) -> int:
     elif args.in_sample:
         probe = trial_probe or load_trial(args.dataset_dir, args.trial, args.robot)
         tuning = default_tuning("", probe.robot.name)[0]
-    metrics, trial, res = evaluate_trial(
-        args.dataset_dir,
-        args.trial,
-        args.estimator,
-        tuning=tuning,
-        window_size=args.window_size,
-        iterations=args.iterations,
-        t_end=t_end,
-        marginal=args.marginal,
-        band=args.band,
-        robot=args.robot,
-    )
+    from shape_sensing.demos.common import Progress
+
+    unit = "iteration" if args.estimator == "batch" else "step"
+    with Progress(f"eval-continuum {args.trial} ({args.estimator})", 0, enabled=not args.json, unit=unit) as bar:
+        metrics, trial, res = evaluate_trial(
+            args.dataset_dir,
+            args.trial,
+            args.estimator,
+            tuning=tuning,
+            window_size=args.window_size,
+            iterations=args.iterations,
+            t_end=t_end,
+            marginal=args.marginal,
+            band=args.band,
+            robot=args.robot,
+            progress=bar.report,
+        )
     metrics["tuned"] = not args.untuned
     if args.in_sample:
         metrics["weights"] = "in sample: " + default_tuning("", metrics["robot"])[1]

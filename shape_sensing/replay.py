@@ -13,12 +13,21 @@ import argparse
 import importlib
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from shape_sensing.demos.common import print_metrics
-from shape_sensing.io.bag import PARAMETERS_KEY, BagWriter, bag_parameters, bag_topics, read_bag
+from shape_sensing.demos.common import Progress, print_metrics
+from shape_sensing.io.bag import (
+    PARAMETERS_KEY,
+    BagMessage,
+    BagWriter,
+    bag_message_count,
+    bag_parameters,
+    bag_topics,
+    read_bag,
+)
 from shape_sensing.pipelines import PIPELINES
 
 __all__ = ["add_arguments", "replay_bag", "run", "select_pipeline"]
@@ -99,7 +108,10 @@ def replay_bag(
         with BagWriter(tmp / out.name, distro=distro) as writer:
             if config is not None:
                 writer.set_metadata(PARAMETERS_KEY.format(node=node), Path(config).read_text())
-            metrics: dict[str, Any] | None = mod.replay(read_bag(input_path), writer, config, args)
+            total = bag_message_count(input_path)
+            with Progress("replay", total or 0, enabled=not getattr(args, "json", False), unit="msg") as bar:
+                messages = _counted(read_bag(input_path), bar)
+                metrics: dict[str, Any] | None = mod.replay(messages, writer, config, args)
         if metrics is not None:
             metrics["parameters"] = source or "defaults (none recorded in the bag)"
         if out.exists():
@@ -108,6 +120,15 @@ def replay_bag(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return metrics
+
+
+def _counted(messages: Iterator[BagMessage], bar: Progress) -> Iterator[BagMessage]:
+    i = 0
+    for i, message in enumerate(messages, 1):
+        if i % 2000 == 0:
+            bar.update(i)
+        yield message
+    bar.update(i)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -176,25 +176,71 @@ def prepare_out_dir(out: Path) -> Path:
 
 
 class Progress:
-    """Progress on stderr for long runs: at most one line every ``every`` seconds."""
+    """A progress bar on stderr (tqdm) for anything longer than a couple of seconds; quiet when disabled.
 
-    def __init__(self, label: str, total: float, *, every: float = 2.0, enabled: bool = True) -> None:
+    ``update(done)`` takes the amount done so far (not an increment); ``close()`` ends the bar (also on
+    exit of a ``with`` block). Without tqdm installed (a bare ROS system Python) it prints a line every
+    ``every`` seconds instead.
+    """
+
+    def __init__(self, label: str, total: float, *, every: float = 2.0, enabled: bool = True, unit: str = "it") -> None:
         self.label = label
         self.total = total
         self.every = every
         self.enabled = enabled
         self._start = time.monotonic()
         self._last = self._start
+        self._bar: Any = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:  # pragma: no cover - tqdm is a dependency; a ROS system Python may lack it
+                tqdm = None
+            if tqdm is not None:
+                self._bar = tqdm(
+                    total=total or None, desc=label, unit=unit, file=sys.stderr, mininterval=0.5, dynamic_ncols=True
+                )
 
     def update(self, done: float) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            step = done - self._bar.n
+            if step > 0:
+                self._bar.update(step)
+            return
         now = time.monotonic()
-        if not self.enabled or now - self._last < self.every:
+        if now - self._last < self.every:
             return
         self._last = now
         frac = done / self.total if self.total else 1.0
         elapsed = now - self._start
         eta = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
         print(f"{self.label}: {100 * frac:5.1f}%  ({elapsed:.0f} s elapsed, ~{eta:.0f} s left)", file=sys.stderr)
+
+    def set_total(self, total: float) -> None:
+        """Change the total (known only once the work has started)."""
+        self.total = total
+        if self._bar is not None and self._bar.total != (total or None):
+            self._bar.total = total or None
+            self._bar.refresh()
+
+    def report(self, done: float, total: float) -> None:
+        """``update`` with the total alongside, for callbacks ``(done, total)``."""
+        self.set_total(total)
+        self.update(done)
+
+    def close(self) -> None:
+        """End the bar (idempotent)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def print_metrics(metrics: Mapping[str, Any], as_json: bool, title: str = "metrics") -> None:

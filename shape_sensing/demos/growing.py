@@ -134,6 +134,7 @@ def run_demo(
                         )  # fmt: skip
                         writer.write(f"{NS}/body/markers", msgs.shape_markers(shape, ns="body", factory=f), stamp)
                 prog.update(i)
+        prog.close()
         if stop.requested:
             raise outputs.interrupted(stop.requested, stamp * 1e-9, duration)
         metrics: dict[str, Any] = {

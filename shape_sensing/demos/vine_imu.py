@@ -184,6 +184,7 @@ def run_demo(
                 writer.set_metadata("shape_sensing.partial", f"stopped by {stop.requested} at t = {t:.3f} s")
             else:
                 consume(tracker.flush())
+        prog.close()
         if stop.requested:
             raise outputs.interrupted(stop.requested, t, duration)
         runtime = time.perf_counter() - wall0

@@ -32,7 +32,16 @@ from rosbags.typesys import get_types_from_msg
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages.factory import default_factory
 
-__all__ = ["PARAMETERS_KEY", "BagMessage", "BagWriter", "bag_metadata", "bag_parameters", "bag_topics", "read_bag"]
+__all__ = [
+    "PARAMETERS_KEY",
+    "BagMessage",
+    "BagWriter",
+    "bag_message_count",
+    "bag_metadata",
+    "bag_parameters",
+    "bag_topics",
+    "read_bag",
+]
 
 #: custom_data key of a node's parameters (a ROS 2 parameter file's text), ``.format(node=...)``.
 PARAMETERS_KEY = "shape_sensing.parameters.{node}"
@@ -354,3 +363,21 @@ def bag_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
 def bag_parameters(path: str | os.PathLike[str], node: str) -> str | None:
     """The parameter file text recorded for ``node`` in a bag (:meth:`BagWriter.record_parameters`), or ``None``."""
     return bag_metadata(path).get(PARAMETERS_KEY.format(node=node))
+
+
+def bag_message_count(path: str | os.PathLike[str]) -> int | None:
+    """Number of messages from the bag's summary (for progress), or ``None`` when it has none."""
+    kind, where = _resolve(Path(path))
+    try:
+        if kind == "mcap-file":
+            from mcap.reader import make_reader
+
+            with open(where, "rb") as f:
+                summary = make_reader(f).get_summary()
+            return None if summary is None or summary.statistics is None else int(summary.statistics.message_count)
+        import yaml
+
+        info = yaml.safe_load((Path(where) / "metadata.yaml").read_text()) or {}
+        return int(info["rosbag2_bagfile_information"]["message_count"])
+    except Exception:  # a summary is a convenience: any problem means "unknown"
+        return None
