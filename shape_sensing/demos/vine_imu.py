@@ -224,31 +224,61 @@ def _world_base() -> np.ndarray:
 def _plot(
     path: Path, snapshots: list[tuple[ShapeEstimate, VineTruth]], t: np.ndarray, err: np.ndarray, scenario: str
 ) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = _figure(snapshots, t, err, scenario)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _figure(snapshots: list[tuple[ShapeEstimate, VineTruth]], t: np.ndarray, err: np.ndarray, scenario: str) -> Any:
+    """The demo picture, readable on its own: legends for truth, estimate, IMU dots and snapshot times."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 5))
+    fig, axes = plt.subplots(1, 3, figsize=(16, 5.2))
     colors = plt.cm.viridis(np.linspace(0, 0.9, max(len(snapshots), 1)))
     for (est, truth), c in zip(snapshots, colors, strict=False):
-        label = f"t={est.stamp_ns * 1e-9:.0f} s"
-        for ax, (i, j) in zip(axes[:2], [(2, 1), (2, 0)], strict=True):
-            ax.plot(truth.backbone[:, i], truth.backbone[:, j], "-", color=c, lw=2.5, alpha=0.45)
-            ax.plot(est.backbone[:, i], est.backbone[:, j], "--", color=c, lw=1.5, label=label)
-            ax.plot(est.poses[:-1, i, 3], est.poses[:-1, j, 3], ".", color=c, ms=4)
-    axes[0].set(xlabel="z (m, growth direction)", ylabel="y (m)", title="bend plane (solid: truth, dashed: estimate)")
-    axes[1].set(xlabel="z (m)", ylabel="x (m, up)", title="out of plane")
+        ax = axes[0]
+        ax.plot(truth.backbone[:, 2], truth.backbone[:, 1], "-", color=c, lw=3.0, alpha=0.4)
+        ax.plot(est.backbone[:, 2], est.backbone[:, 1], "--", color=c, lw=1.5)
+        ax.plot(est.poses[:-1, 2, 3], est.poses[:-1, 1, 3], "o", color=c, ms=3)
+        # Out of plane: the centreline's x (up), in mm, along its own arc length; the truth stays at 0.
+        for pts, style, lw, alpha in ((truth.backbone, "-", 3.0, 0.4), (est.backbone, "--", 1.5, 1.0)):
+            arc = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(pts, axis=0), axis=1))])
+            axes[1].plot(arc, 1e3 * pts[:, 0], style, color=c, lw=lw, alpha=alpha)
+    times = [
+        Line2D([], [], color=c, lw=2, label=f"t = {est.stamp_ns * 1e-9:.0f} s")
+        for (est, _), c in zip(snapshots, colors, strict=False)
+    ]
+    kinds = [
+        Line2D([], [], color="0.4", lw=3.0, alpha=0.4, label="truth (simulator)"),
+        Line2D([], [], color="0.2", lw=1.5, ls="--", label="estimate (hinge-arc)"),
+        Line2D([], [], color="0.2", marker="o", ms=4, ls="none", label="estimated IMU positions"),
+    ]
+    axes[0].set(xlabel="z (m, growth direction)", ylabel="y (m)", title="shape in the bend plane (vine_base frame)")
+    axes[0].set_aspect("equal", adjustable="datalim")
+    axes[0].legend(handles=kinds + times, fontsize=8, loc="best")
+    axes[1].set(
+        xlabel="arc length along the centreline (m)",
+        ylabel="x (mm, up)",
+        title="out of the bend plane (centreline, mm; not to scale)",
+    )
+    axes[1].legend(handles=kinds[:2], fontsize=8, loc="best")
     for ax in axes[:2]:
-        ax.set_aspect("equal", adjustable="datalim")
         ax.grid(True, alpha=0.3)
-    axes[0].legend(fontsize=8)
-    axes[2].plot(t, 100 * err, lw=1)
-    axes[2].set(xlabel="time (s)", ylabel="tip error (cm)", title=f"tip error, {scenario}")
+    axes[2].plot(t, 100 * err, lw=1, color="tab:blue", label="tip position error")
+    if err.size:
+        mean_cm = 100 * float(err.mean())
+        axes[2].axhline(mean_cm, color="tab:red", ls=":", label=f"mean {mean_cm:.2f} cm")
+    axes[2].set(xlabel="time (s)", ylabel="tip error (cm)", title=f"tip error against the simulator, {scenario}")
+    axes[2].legend(fontsize=8, loc="best")
     axes[2].grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def run(args: argparse.Namespace) -> int:
