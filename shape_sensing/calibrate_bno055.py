@@ -29,7 +29,29 @@ from shape_sensing.demos.common import positive_float
 from shape_sensing.drivers.bno055_chain import SCHEMA, Bno055Chain, CalibrationStore, ChainOptions
 from shape_sensing.drivers.i2c_topology import Topology
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["MOTIONS", "add_arguments", "motions_needed", "run"]
+
+#: What to do for each calibration level that is not yet 3 (BNO055 datasheet 3.11 "Calibration"), in the order
+#: of CALIB_STAT: system, gyroscope, accelerometer, magnetometer.
+MOTIONS: dict[str, str] = {
+    "gyr": "hold the robot still for a few seconds",
+    "acc": (
+        "hold still in 6 different poses for a few seconds each, moving slowly between them, with each axis "
+        "once up and once down (as the faces of a cube)"
+    ),
+    "mag": "move the sensor in figure-eights (random movements in all directions) away from steel and magnets",
+    "sys": "keep going: system reaches 3 once gyroscope, accelerometer and magnetometer are calibrated",
+}
+
+
+def motions_needed(levels: tuple[int, int, int, int] | list[int]) -> list[str]:
+    """The motions still to make for calibration levels ``(sys, gyr, acc, mag)``, in the datasheet's order."""
+    sys_l, gyr, acc, mag = levels
+    sensors = (("gyr", gyr), ("acc", acc), ("mag", mag))
+    out = [f"{name} {level}/3: {MOTIONS[name]}" for name, level in sensors if level < 3]
+    if sys_l < 3 and not out:
+        out.append(f"sys {sys_l}/3: {MOTIONS['sys']}")
+    return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
     shown: dict[str, str] = {}
     t0 = clock()
     period = 1.0 / args.rate
+    print("BNO055 calibration (datasheet 3.11); for each level below 3:")
+    for name in ("gyr", "acc", "mag", "sys"):
+        print(f"  {name}: {MOTIONS[name]}")
     try:
         while True:
             elapsed = (clock() - t0) / 1e9
@@ -134,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
                 )
                 if shown.get(name) != text:
                     shown[name] = text
-                    print(f"{elapsed:7.1f} s  {name}: {text}")
+                    todo = motions_needed(cal.as_list()) if cal is not None and not h.stale else []
+                    print(f"{elapsed:7.1f} s  {name}: {text}" + (f"  -> next: {todo[0]}" if todo else ""))
             if captured >= set(names) or elapsed >= args.timeout:
                 break
             sleep(max(0.0, period - (clock() - tick) / 1e9))
