@@ -15,9 +15,11 @@ Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
     While no estimate comes out (no straight reference yet, no data) a
     ``/diagnostics`` status says why, once per second of node time.
 
-Service:
-    ``~/offset`` (std_srvs/Trigger): capture the straight reference at the
-    next publishing tick at which every used IMU is fresh.
+Services (std_srvs/Trigger):
+    ``~/offset``: capture the straight reference at the next publishing tick
+    at which every used, everted IMU is fresh (robot straight and everted);
+    ``~/save_reference``: write it to ``straight_reference_file``, which the
+    node loads at start (see :mod:`shape_sensing.estimators.straight_reference`).
 
 Time: only message stamps drive the estimator, so ``use_sim_time`` and
 ``ros2 bag play --clock`` work unchanged.
