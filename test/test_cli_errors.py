@@ -58,14 +58,19 @@ def test_ctrl_c_ends_without_a_traceback(tmp_path: Path) -> None:
     import signal
     import time
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "shape_sensing.cli", "figure4", "--pairs", "400", "--k-pairs", "100", "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    time.sleep(4.0)  # past the imports, into the computation
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    err_file = tmp_path / "stderr.txt"
+    with err_file.open("w") as err_out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shape_sensing.cli", "figure4", "--pairs", "400", "--k-pairs", "100"],
+            stdout=subprocess.DEVNULL,
+            stderr=err_out,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while "figure4:" not in err_file.read_text() and time.monotonic() < deadline:
+            time.sleep(0.1)  # until its progress bar shows it is computing
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    err = err_file.read_text()
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
