@@ -298,8 +298,8 @@ class SimI2CBus:
             else:
                 for d in devices:
                     d.i2c_write(p, t0)  # type: ignore[arg-type]
-                if any(hasattr(d, "open_segments") for d in devices):
-                    self._routes = None
+                if any(hasattr(d, "open_segments") or d.address != address for d in devices):
+                    self._routes = None  # a mux switched, or a device took a new address
         conflict = len(devices) > 1
         self.stats.conflicts += conflict
         self._log(Transaction(t0, op, address, written, nread, nbytes, nbits, True, conflict))
