@@ -43,7 +43,10 @@ from shape_sensing.drivers.vl53l5cx import FIELD_OF_VIEW_RAD, TofReading, UldBuf
 from shape_sensing.geometry import FloatArray
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
-__all__ = ["SCHEMA", "PollResult", "RingLayout", "SensorMount", "TofRingSet", "layout_from_params", "seed_params"]
+__all__ = [
+    "SCHEMA", "PollResult", "RingLayout", "SensorMount", "TofRingSet", "layout_from_params", "seed_params",
+    "split_by_bus",
+]  # fmt: skip
 
 _log = logging.getLogger(__name__)
 _NS = 1_000_000_000
@@ -71,6 +74,7 @@ def seed_params() -> dict[str, Any]:
         imu_channels.append(3)
     return {
         "ring_names": rings,
+        "ring_buses": [1, 3, 4],
         "ring_arc_lengths": [0.13, 0.30, 0.47],
         "ring_radius": 0.038,
         "mux_names": [f"mux_{i}" for i in range(3)],
@@ -96,11 +100,14 @@ _SEED = seed_params()
 SCHEMA = Schema(
     "tof_ring",
     (
-        Param("bus", int, 1, "I2C adapter number (/dev/i2c-N)", min=0),
+        Param("bus", int, 1, "I2C adapter (set per adapter from ring_buses)", min=0),
         Param("simulate", bool, False, "use the register-level simulators (and a simple scene) instead of /dev/i2c-N"),
         Param("frame_prefix", str, "", "prefix of every frame id"),
         Param("ring_names", "str[]", _SEED["ring_names"], "ring names (ring frames: <prefix><name>)"),
         Param("ring_arc_lengths", "float[]", _SEED["ring_arc_lengths"], "arc length of each ring from the base", unit="m"),
+        Param("ring_buses", "int[]", _SEED["ring_buses"], "I2C adapter of each ring (rings on one adapter share a TofRingSet)",
+              min=0),  # fmt: skip
+        Param("bitrate", float, 1_000_000.0, "bus clock, for the simulators and the bus budget", min=1e4, unit="Hz"),
         Param("ring_radius", float, _SEED["ring_radius"], "radius of the sensors' optical centres", min=0.0, unit="m"),
         Param("mux_names", "str[]", _SEED["mux_names"], "TCA9548A names"),
         Param("mux_addresses", "int[]", _SEED["mux_addresses"], "TCA9548A addresses (0x70-0x77)", min=0x70, max=0x77),
@@ -174,6 +181,39 @@ def tof_mount(angle_deg: float, radius: float) -> FloatArray:
     T[:3, :3] = np.column_stack([x, y, z])
     T[:3, 3] = radius * z
     return T
+
+
+def split_by_bus(p: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
+    """Parameters of each adapter's rings (sensors and muxes filtered; a mux serving several adapters is refused)."""
+    if len(p["ring_buses"]) != len(p["ring_names"]):
+        raise DriverConfigError(
+            f"ring_buses has {len(p['ring_buses'])} entries, expected one per ring ({len(p['ring_names'])})"
+        )
+    bus_of = dict(zip(p["ring_names"], (int(b) for b in p["ring_buses"]), strict=True))
+    out: dict[int, dict[str, Any]] = {}
+    for bus in sorted(set(bus_of.values())):
+        q = dict(p)
+        keep_r = [i for i, r in enumerate(p["ring_names"]) if bus_of[r] == bus]
+        for k in ("ring_names", "ring_arc_lengths", "ring_buses"):
+            q[k] = [p[k][i] for i in keep_r]
+        for prefix, n in (("tof_", len(p["tof_names"])), ("imu_", len(p["imu_names"]))):
+            keep = [i for i in range(n) if bus_of.get(p[f"{prefix}rings"][i], -1) == bus]
+            for k in [k for k in p if k.startswith(prefix) and isinstance(p[k], list)]:
+                q[k] = [p[k][i] for i in keep]
+        used = set(q["tof_muxes"]) | set(q["imu_muxes"])
+        changed = True
+        while changed:  # parents of used muxes
+            changed = False
+            for n, par in zip(p["mux_names"], p["mux_parents"], strict=True):
+                if n in used and par and par not in used:
+                    used.add(par)
+                    changed = True
+        keep_m = [i for i, n in enumerate(p["mux_names"]) if n in used]
+        for k in ("mux_names", "mux_addresses", "mux_parents", "mux_channels"):
+            q[k] = [p[k][i] for i in keep_m]
+        q["bus"] = bus
+        out[bus] = q
+    return out
 
 
 def layout_from_params(p: Mapping[str, Any]) -> RingLayout:

@@ -25,7 +25,7 @@ from typing import Any
 
 from shape_sensing.sim.i2c_bus import SimI2CBus
 
-__all__ = ["I2C_FUNCS", "I2C_RDWR", "I2C_SLAVE", "I2C_SLAVE_FORCE", "I2C_SMBUS", "I2cDevEmulator"]
+__all__ = ["I2C_FUNCS", "I2C_RDWR", "I2C_SLAVE", "I2C_SLAVE_FORCE", "I2C_SMBUS", "I2cDevEmulator", "RealSMBus"]
 
 # From uapi/linux/i2c-dev.h and uapi/linux/i2c.h.
 I2C_SLAVE = 0x0703
@@ -111,3 +111,39 @@ class I2cDevEmulator:
         else:
             raise OSError(errno.EOPNOTSUPP, f"Operation not supported (SMBus size {size})")
         return 0
+
+
+class RealSMBus:
+    """Real ``smbus2.SMBus`` objects driving simulated buses: one emulator per file descriptor.
+
+    Use as a context manager: ``with RealSMBus([bus_a, bus_b]) as (a, b): ...``; it patches the ``ioctl``
+    that ``smbus2.smbus2`` imported for the duration and restores it after.
+    """
+
+    def __init__(self, buses: list[SimI2CBus]) -> None:
+        self.emulators = {1000 + i: I2cDevEmulator(b) for i, b in enumerate(buses)}
+        self._saved: Any = None
+
+    def _ioctl(self, fd: int, request: int, arg: Any = 0) -> int:
+        emu = self.emulators.get(fd)
+        if emu is None:
+            raise OSError(errno.EBADF, f"Bad file descriptor {fd}")
+        return emu.ioctl(fd, request, arg)
+
+    def __enter__(self) -> list[Any]:
+        import smbus2
+        import smbus2.smbus2 as module
+
+        self._saved = module.ioctl
+        module.ioctl = self._ioctl  # type: ignore[assignment]
+        out = []
+        for fd in self.emulators:
+            b = smbus2.SMBus()  # not opened: no /dev/i2c-N needed
+            b.fd = fd
+            out.append(b)
+        return out
+
+    def __exit__(self, *exc: object) -> None:
+        import smbus2.smbus2 as module
+
+        module.ioctl = self._saved  # type: ignore[assignment]
