@@ -53,7 +53,7 @@ def rig():
 
 
 def test_start_writes_the_datasheet_configuration(rig):
-    bus, chip, drv = rig
+    _bus, chip, drv = rig
     drv.start()
     r = chip.regs
     assert (r[Reg.CTRL1], r[Reg.CTRL2], r[Reg.CTRL6], r[Reg.CTRL8]) == (0x06, 0x06, 0x02, 0x01)
@@ -98,7 +98,7 @@ def test_fifo_bursts_keep_every_sample_with_chip_timestamps(rig):
 
 
 def test_overrun_is_counted_and_recovered(rig):
-    bus, chip, drv = rig
+    bus, _chip, drv = rig
     drv.start()
     bus.sleep(0.1)
     drv.read_fifo()

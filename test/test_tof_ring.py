@@ -10,7 +10,7 @@ import pytest
 
 from shape_sensing.drivers.errors import DriverConfigError
 from shape_sensing.drivers.i2c_topology import TopologyError
-from shape_sensing.drivers.tof_ring import SCHEMA, TofRingSet, layout_from_params, seed_params, split_by_bus, tof_mount
+from shape_sensing.drivers.tof_ring import SCHEMA, TofRingSet, layout_from_params, split_by_bus
 from shape_sensing.drivers.vl53l5cx import UldBuffers, frame_size
 from shape_sensing.messages.factory import default_factory
 from shape_sensing.messages.tof import tof_frame_msg, tof_points_msg, zone_angles, zone_points
@@ -101,7 +101,7 @@ def test_ring_streams_all_sensors_and_no_transfer_exceeds_a_frame(buffers):
 
 def test_a_sensor_that_never_boots_is_retried_and_reported_while_the_others_stream(buffers):
     p = one_ring(retry_initial=0.2)
-    hw, rings, frames = _run(buffers, p, 8.0, setup=lambda hw: setattr(hw.tofs["ring_0_tof_1"], "never_boots", True))
+    _hw, rings, frames = _run(buffers, p, 8.0, setup=lambda hw: setattr(hw.tofs["ring_0_tof_1"], "never_boots", True))
     d = rings.by_name["ring_0_tof_1"]
     assert d.state in ("retry", "boot") and d.boot_failures >= 2 and "boot ROM" in d.last_error
     assert "ring_0_tof_1" not in frames and frames["ring_0_tof_0"] > 30 and frames["ring_0_tof_2"] > 30

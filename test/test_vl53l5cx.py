@@ -155,9 +155,13 @@ def test_boot_handshake_faults_as_a_real_chip(buffers, monkeypatch, fault, match
         fw[1234] ^= 0xFF
         image = UldBuffers(bytes(fw), buffers.default_configuration, buffers.default_xtalk, buffers.get_nvm_cmd)
     elif fault == "wrong_pages":  # the first two 32 kB halves written to each other's page
-        monkeypatch.setattr(vl, "FIRMWARE_PAGES", ((0x0A, 0x0000, 0x8000), (0x09, 0x8000, 0x8000), (0x0B, 0x10000, 0x5000)))
+        monkeypatch.setattr(
+            vl, "FIRMWARE_PAGES", ((0x0A, 0x0000, 0x8000), (0x09, 0x8000, 0x8000), (0x0B, 0x10000, 0x5000))
+        )
     else:  # the last page cut short
-        monkeypatch.setattr(vl, "FIRMWARE_PAGES", ((0x09, 0x0000, 0x8000), (0x0A, 0x8000, 0x8000), (0x0B, 0x10000, 0x4000)))
+        monkeypatch.setattr(
+            vl, "FIRMWARE_PAGES", ((0x09, 0x0000, 0x8000), (0x0A, 0x8000, 0x8000), (0x0B, 0x10000, 0x4000))
+        )
     with RealSMBus([bus]) as (sb,):
         tof = Vl53l5cx(sb, 0x29, image, clock=bus.clock, poll_timeout=0.2)
         with pytest.raises(Vl53l5cxError, match=match):

@@ -459,7 +459,7 @@ class Ism330bx:
         prev = self._last_ticks
         for raw_ts, g, a in pairs:
             if raw_ts is None:
-                t = int(round((prev if prev is not None else 0) + period_ticks))
+                t = round((prev if prev is not None else 0) + period_ticks)
             else:
                 if self._last_raw_ts is not None and raw_ts < self._last_raw_ts:
                     self._wraps += 1
@@ -498,7 +498,7 @@ class Ism330bx:
                 if float(gs.std(axis=0).max()) > c.stationary_gyro_std:
                     self._bias_restart()
                     continue
-            if len(self._bias_buf) >= max(2, int(round(c.bias_duration * c.odr))):
+            if len(self._bias_buf) >= max(2, round(c.bias_duration * c.odr)):
                 gs = np.array([x[0] for x in self._bias_buf])
                 acs = np.array([x[1] for x in self._bias_buf])
                 self.bias = BiasEstimate(gs.mean(axis=0), gs.std(axis=0), acs.std(axis=0), len(gs), self._bias_restarts)

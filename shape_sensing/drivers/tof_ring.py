@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -104,15 +104,24 @@ SCHEMA = Schema(
         Param("simulate", bool, False, "use the register-level simulators (and a simple scene) instead of /dev/i2c-N"),
         Param("frame_prefix", str, "", "prefix of every frame id"),
         Param("ring_names", "str[]", _SEED["ring_names"], "ring names (ring frames: <prefix><name>)"),
-        Param("ring_arc_lengths", "float[]", _SEED["ring_arc_lengths"], "arc length of each ring from the base", unit="m"),
-        Param("ring_buses", "int[]", _SEED["ring_buses"], "I2C adapter of each ring (rings on one adapter share a TofRingSet)",
-              min=0),  # fmt: skip
+        Param(
+            "ring_arc_lengths", "float[]", _SEED["ring_arc_lengths"], "arc length of each ring from the base", unit="m"
+        ),
+        Param(
+            "ring_buses",
+            "int[]",
+            _SEED["ring_buses"],
+            "I2C adapter of each ring (rings on one adapter share a TofRingSet)",
+            min=0,
+        ),
         Param("bitrate", float, 1_000_000.0, "bus clock, for the simulators and the bus budget", min=1e4, unit="Hz"),
         Param("ring_radius", float, _SEED["ring_radius"], "radius of the sensors' optical centres", min=0.0, unit="m"),
         Param("mux_names", "str[]", _SEED["mux_names"], "TCA9548A names"),
         Param("mux_addresses", "int[]", _SEED["mux_addresses"], "TCA9548A addresses (0x70-0x77)", min=0x70, max=0x77),
         Param("mux_parents", "str[]", _SEED["mux_parents"], "parent mux of each mux ('' = host bus)"),
-        Param("mux_channels", "int[]", _SEED["mux_channels"], "parent channel of each mux (-1 on the host)", min=-1, max=7),
+        Param(
+            "mux_channels", "int[]", _SEED["mux_channels"], "parent channel of each mux (-1 on the host)", min=-1, max=7
+        ),
         Param("tof_names", "str[]", _SEED["tof_names"], "VL53L5CX names (topic namespaces, frame ids)"),
         Param("tof_rings", "str[]", _SEED["tof_rings"], "ring of each VL53L5CX"),
         Param("tof_angles", "float[]", _SEED["tof_angles"], "angle of each VL53L5CX around its ring", unit="deg"),
@@ -121,8 +130,14 @@ SCHEMA = Schema(
         Param("tof_channels", "int[]", _SEED["tof_channels"], "channel of that mux (-1 on the host)", min=-1, max=7),
         Param("imu_names", "str[]", _SEED["imu_names"], "ISM330BX names"),
         Param("imu_rings", "str[]", _SEED["imu_rings"], "ring of each ISM330BX"),
-        Param("imu_addresses", "int[]", _SEED["imu_addresses"], "ISM330BX addresses (106 = 0x6A, 107 = 0x6B)", min=0x6A,
-              max=0x6B),  # fmt: skip
+        Param(
+            "imu_addresses",
+            "int[]",
+            _SEED["imu_addresses"],
+            "ISM330BX addresses (106 = 0x6A, 107 = 0x6B)",
+            min=0x6A,
+            max=0x6B,
+        ),
         Param("imu_muxes", "str[]", _SEED["imu_muxes"], "mux each ISM330BX hangs off"),
         Param("imu_channels", "int[]", _SEED["imu_channels"], "channel of that mux", min=-1, max=7),
         Param("resolution", int, 8, "zones per side", choices=(4, 8)),
@@ -132,9 +147,17 @@ SCHEMA = Schema(
         Param("target_order", str, "strongest", "first target reported per zone", choices=("strongest", "closest")),
         Param("firmware_dir", str, "", "directory with ST's VL53L5CX binaries (default: the sparkfun package's)"),
         Param("upload_chunk", int, 1024, "bytes per firmware write transfer", min=16, max=8190),
-        Param("imu_odr", float, 120.0, "ISM330BX output data rate", choices=(15.0, 30.0, 60.0, 120.0, 240.0, 480.0),
-              unit="Hz"),  # fmt: skip
-        Param("gyro_full_scale", int, 500, "gyroscope full scale", choices=(125, 250, 500, 1000, 2000, 4000), unit="dps"),
+        Param(
+            "imu_odr",
+            float,
+            120.0,
+            "ISM330BX output data rate",
+            choices=(15.0, 30.0, 60.0, 120.0, 240.0, 480.0),
+            unit="Hz",
+        ),
+        Param(
+            "gyro_full_scale", int, 500, "gyroscope full scale", choices=(125, 250, 500, 1000, 2000, 4000), unit="dps"
+        ),
         Param("accel_full_scale", int, 4, "accelerometer full scale", choices=(2, 4, 8), unit="g"),
         Param("bias_duration", float, 2.0, "stationary start averaged for the gyro bias (0: none)", min=0.0, unit="s"),
         Param("imu_read_period", float, 0.05, "FIFO burst read period", min=0.005, max=2.0, unit="s"),
@@ -330,7 +353,9 @@ class TofRingSet:
                            upload_chunk=int(p["upload_chunk"]))  # fmt: skip
             self.devices.append(_Dev(m, drv))
         for m in self.layout.imus:
-            self.devices.append(_Dev(m, Ism330bx(bus, m.spec.address, imu_cfg, clock=clock, sleep=sleep, i2c_msg=i2c_msg)))
+            self.devices.append(
+                _Dev(m, Ism330bx(bus, m.spec.address, imu_cfg, clock=clock, sleep=sleep, i2c_msg=i2c_msg))
+            )
         self.by_name = {d.mount.name: d for d in self.devices}
         self.tof_period_ns = int(_NS / int(p["ranging_frequency"]))
         self.mux_errors = 0
@@ -510,7 +535,7 @@ class TofRingSet:
         if r.samples:
             out.imu.append((d.mount.name, r.samples))
             d.last_data_ns = r.samples[-1].stamp_ns
-            d.rate_window.extend(s.stamp_ns for s in r.samples[-len(r.samples):])
+            d.rate_window.extend(s.stamp_ns for s in r.samples[-len(r.samples) :])
             d.frames += len(r.samples)
         d.wake_ns = now + int(float(self.params["imu_read_period"]) * _NS)
 

@@ -185,8 +185,8 @@ class UldBuffers:
         missing = [n for n in names if not (p / n).is_file()]
         if missing:
             raise DriverConfigError(f"VL53L5CX firmware directory {str(p)!r} lacks {missing}")
-        data = [(p / n).read_bytes() for n in names]
-        return cls(*data, source=str(p))
+        fw, cfg, xtalk, nvm = ((p / n).read_bytes() for n in names)
+        return cls(fw, cfg, xtalk, nvm, source=str(p))
 
     @classmethod
     def from_package(cls) -> UldBuffers:
@@ -730,7 +730,7 @@ class Vl53l5cx:
         self.ranging = False
 
     def check_data_ready(self) -> bool:
-        """One 4-byte read of the result header: a new stream count with the ready flags (``vl53l5cx_check_data_ready``).
+        """One 4-byte read of the result header: a new stream count and the ready flags (``vl53l5cx_check_data_ready``).
 
         Raises:
             Vl53l5cxError: the GO2 error flag is set.

@@ -44,9 +44,7 @@ def zone_directions(zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> Floa
     return np.column_stack([np.tan(ax), np.tan(ay), np.ones_like(ax)])
 
 
-def zone_points(
-    distance_m: FloatArray, zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD
-) -> FloatArray:
+def zone_points(distance_m: FloatArray, zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> FloatArray:
     """Points (sensor frame, m) of boresight distances (NaN distances give NaN points)."""
     return zone_directions(zones_per_side, fov) * np.asarray(distance_m, float)[:, None]
 
@@ -109,7 +107,9 @@ def tof_points_msg(
     rows["x"], rows["y"], rows["z"] = pts[keep, 0], pts[keep, 1], pts[keep, 2]
     rows["sigma"] = reading.range_sigma_mm[keep] / 1000.0
     rows["status"] = reading.target_status[keep]
-    fields = [f.make("sensor_msgs/msg/PointField", name=n, offset=o, datatype=_FLOAT32, count=1) for n, o in POINT_FIELDS]
+    fields = [
+        f.make("sensor_msgs/msg/PointField", name=n, offset=o, datatype=_FLOAT32, count=1) for n, o in POINT_FIELDS
+    ]
     return f.make(
         "sensor_msgs/msg/PointCloud2",
         header=header(reading.stamp_ns, frame_id, f),

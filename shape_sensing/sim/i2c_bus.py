@@ -278,8 +278,8 @@ class SimI2CBus:
             self._log(Transaction(t0, op, address, 0, 0, 1, 1 + 9 + 1, False, error="nack"))
             self.stats.nacks += 1
             raise OSError(errno.EREMOTEIO, f"Remote I/O error (no ACK from {address:#04x})")
-        written = sum(len(p) for r, p in parts if not r)  # type: ignore[arg-type]
-        nread = sum(int(p) for r, p in parts if r)  # type: ignore[call-overload]
+        written = sum(len(p) for _, p in parts if isinstance(p, bytes))
+        nread = sum(p for _, p in parts if isinstance(p, int))
         nbytes = len(parts) + written + nread  # one address byte per message
         nbits = 1 + (len(parts) - 1) + 1 + 9 * nbytes  # START, Sr per extra message, STOP
         if address in self.timeout_rate and self.rng.random() < self.timeout_rate[address]:
@@ -288,16 +288,16 @@ class SimI2CBus:
             self.now_ns += int(self.timeout_s * 1e9)
             raise TimeoutError(errno.ETIMEDOUT, f"Connection timed out (clock stretched by {address:#04x})")
         replies: list[bytes] = []
-        for is_read, p in parts:
-            if is_read:
-                got = [d.i2c_read(int(p), t0) for d in devices]  # type: ignore[call-overload]
+        for _, p in parts:
+            if isinstance(p, int):
+                got = [d.i2c_read(p, t0) for d in devices]
                 data = got[0]
                 if len(got) > 1:
                     data = bytes(np.bitwise_and.reduce(np.frombuffer(b"".join(got), np.uint8).reshape(len(got), -1)))
                 replies.append(data)
             else:
                 for d in devices:
-                    d.i2c_write(p, t0)  # type: ignore[arg-type]
+                    d.i2c_write(p, t0)
                 if any(hasattr(d, "open_segments") or d.address != address for d in devices):
                     self._routes = None  # a mux switched, or a device took a new address
         conflict = len(devices) > 1

@@ -134,8 +134,8 @@ class RealSMBus:
         import smbus2
         import smbus2.smbus2 as module
 
-        self._saved = module.ioctl
-        module.ioctl = self._ioctl  # type: ignore[assignment]
+        self._saved = getattr(module, "ioctl")  # noqa: B009 (not in smbus2's stubs)
+        setattr(module, "ioctl", self._ioctl)  # noqa: B010
         out = []
         for fd in self.emulators:
             b = smbus2.SMBus()  # not opened: no /dev/i2c-N needed
@@ -146,4 +146,4 @@ class RealSMBus:
     def __exit__(self, *exc: object) -> None:
         import smbus2.smbus2 as module
 
-        module.ioctl = self._saved  # type: ignore[assignment]
+        setattr(module, "ioctl", self._saved)  # noqa: B010

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from shape_sensing.drivers.tof_ring import RingLayout
 from shape_sensing.drivers.i2c_topology import HOST
+from shape_sensing.drivers.tof_ring import RingLayout
 from shape_sensing.drivers.vl53l5cx import FIELD_OF_VIEW_RAD, UldBuffers
 from shape_sensing.geometry import FloatArray
 from shape_sensing.messages.tof import zone_directions

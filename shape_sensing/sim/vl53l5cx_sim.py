@@ -42,11 +42,11 @@ import zlib
 import numpy as np
 
 from shape_sensing.drivers.vl53l5cx import (
+    DCI,
     FIRMWARE_PAGES,
     NVM_DATA_SIZE,
     UI_CMD_START,
     UI_CMD_STATUS,
-    DCI,
     output_list,
     swap_words,
 )
@@ -188,7 +188,9 @@ class SimVL53L5CX:
     def _on_register(self, page: int, idx: int, v: int, now_ns: int) -> None:
         if page == 0 and idx == 0x000A and v == 0x01 and not self.never_boots:
             self.rom_ready_ns = now_ns + _BOOT_ROM_NS
-        elif page == 2 and idx == 0x0003 and v == 0x0D and self.rom_ready_ns is not None and now_ns >= self.rom_ready_ns:
+        elif (
+            page == 2 and idx == 0x0003 and v == 0x0D and self.rom_ready_ns is not None and now_ns >= self.rom_ready_ns
+        ):
             self.fw_access = True
         elif page == 0 and idx == 0x000B and v == 0x00:
             self.rom_ready_ns = None  # MCU held in reset: the boot-ROM status clears
@@ -227,7 +229,7 @@ class SimVL53L5CX:
             m0[0x0006] = 0x01
         if self.mcu_ready_ns is not None and now_ns >= self.mcu_ready_ns:
             self.booted = True
-            m0[0x0006] = 0x80 | (0x00 if self.ranging else 0x00)
+            m0[0x0006] = 0x80
             m0[0x0007] = 0x01
         m1[0x0021] = 0x10 if self.fw_access and (not self._fw_started() or self._fw_complete_ok()) else 0x00
         status = [2, 3, 0, 0] if self.cmd_done_ns is not None and now_ns >= self.cmd_done_ns else [0, 0, 0, 0]
@@ -360,7 +362,7 @@ class SimVL53L5CX:
             n = typ * sz if 0x1 < typ < 0x0D else sz
             payload = bytearray(n)
             if idx == 0x54B4:
-                payload[8] = int(round(self.temperature)) & 0xFF
+                payload[8] = round(self.temperature) & 0xFF
             elif idx == 0x54D0:
                 payload[:] = np.clip(np.rint(ambient * 2048), 0, 2**32 - 1).astype("<u4").tobytes()
             elif idx == 0xCF7C:
