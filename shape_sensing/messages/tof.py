@@ -9,16 +9,26 @@ along the boresight (as ``msg/TofFrame.msg`` says).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
 from shape_sensing.drivers.vl53l5cx import FIELD_OF_VIEW_RAD, TofReading
 from shape_sensing.geometry import FloatArray
-from shape_sensing.messages.common import header
+from shape_sensing.messages.common import _marker, header
 from shape_sensing.messages.factory import MessageFactory, default_factory, published_type
 
-__all__ = ["POINT_FIELDS", "tof_frame_msg", "tof_points_msg", "zone_angles", "zone_directions", "zone_points"]
+__all__ = [
+    "POINT_FIELDS",
+    "fov_edges",
+    "fov_markers",
+    "tof_frame_msg",
+    "tof_points_msg",
+    "zone_angles",
+    "zone_directions",
+    "zone_points",
+]
 
 # x, y, z (float32, m), sigma (float32, m), status (float32 code), row-major like the frame.
 POINT_FIELDS = (("x", 0), ("y", 4), ("z", 8), ("sigma", 12), ("status", 16))
@@ -122,3 +132,37 @@ def tof_points_msg(
         data=np.frombuffer(rows.tobytes(), np.uint8).copy(),
         is_dense=True,
     )
+
+
+MARKER_LINE_LIST = 5
+
+
+def fov_edges(length: float, fov: float = FIELD_OF_VIEW_RAD) -> FloatArray:
+    """``(16, 3)`` segment end points (pairs) of the square field-of-view pyramid, ``length`` along the boresight."""
+    h = math.tan(fov / 2) * length
+    c = np.array([[-h, -h, length], [h, -h, length], [h, h, length], [-h, h, length]])
+    o = np.zeros(3)
+    segs = [p for k in range(4) for p in (o, c[k])] + [p for k in range(4) for p in (c[k], c[(k + 1) % 4])]
+    return np.array(segs)
+
+
+@published_type("visualization_msgs/msg/MarkerArray")
+def fov_markers(
+    frame_ids: list[str],
+    stamp_ns: int = 0,
+    *,
+    length: float = 0.3,
+    fov: float = FIELD_OF_VIEW_RAD,
+    rgba: tuple[float, float, float, float] = (0.1, 0.8, 0.2, 0.8),
+    factory: MessageFactory | None = None,
+) -> Any:
+    """One line-list pyramid per sensor frame (drawn in that frame, so TF places it)."""
+    f = _f(factory)
+    edges = fov_edges(length, fov)
+    markers = [
+        _marker(
+            f, header(stamp_ns, fid, f), "tof_fov", i, MARKER_LINE_LIST, points=edges, scale=(0.004, 0, 0), rgba=rgba
+        )
+        for i, fid in enumerate(frame_ids)
+    ]
+    return f.make("visualization_msgs/msg/MarkerArray", markers=markers)
