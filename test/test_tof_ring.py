@@ -133,11 +133,14 @@ def test_nacks_and_timeouts_are_counted_never_a_crash(buffers):
         hw.set_timeout_rate(0x6A, 0.05)
 
     hw, rings, frames = _run(buffers, p, 8.0, midway=noisy)
-    n = sum(d.nacks for d in rings.devices)
-    t = sum(d.timeouts for d in rings.devices)
-    assert n > 0 and t > 0 and n == hw.bus.stats.nacks and t == hw.bus.stats.timeouts
+    tofs = [d for d in rings.devices if d.mount.kind == "tof"]
+    imu = rings.by_name["ring_0_imu"]
+    retried = sum(d.driver.retried for d in tofs)
+    # every failed transfer is accounted for: retried by the VL53L5CX driver, or counted by the ring set
+    assert retried > 0 and imu.timeouts > 0
+    assert retried + sum(d.nacks + d.timeouts for d in rings.devices) == hw.bus.stats.nacks + hw.bus.stats.timeouts
     assert all(frames[f"ring_0_tof_{k}"] > 40 for k in range(3))
-    assert rings.by_name["ring_0_imu"].driver.samples_read > 700
+    assert imu.driver.samples_read > 700 and imu.state == "run"
 
 
 def test_frame_and_points_messages_against_a_flat_wall(buffers):

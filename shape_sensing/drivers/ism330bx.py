@@ -443,8 +443,7 @@ class Ism330bx:
         if out.overrun:
             self.overruns += 1
             _log.warning("ISM330BX at %#04x: FIFO overrun (samples lost); emptying the FIFO", self.address)
-            self.flush_fifo()
-            self._last_ticks = None  # the span lost is a gap, not a wrap
+            self.flush_fifo()  # the span lost shows as a timestamp gap at the next read
         self.samples_read += len(out.samples)
         self._bias_feed(out.samples)
         if self.bias is not None:

@@ -13,7 +13,10 @@ the bus longer than about one frame read, and the others keep streaming.
 
 Faults never stop the set:
 
-* a NACK, timeout or ``OSError`` is counted; a sensor failing 3 times in a
+* a NACK or timeout on a VL53L5CX transfer is retried by its driver (every
+  transfer of the ULD sequence is idempotent; ``retried_transfers``); one
+  that still fails, or any on an ISM330BX (its FIFO reads are destructive,
+  so they are not repeated), is counted; a sensor failing 3 times in a
   row, or failing its boot handshake (:class:`~shape_sensing.drivers.vl53l5cx.Vl53l5cxError`),
   is retried from a fresh boot with exponential backoff and reported;
 * a VL53L5CX that stops producing frames for 3 periods (at least 0.3 s) is
@@ -427,6 +430,7 @@ class TofRingSet:
                 "address": f"{d.mount.spec.address:#04x}",
             }  # fmt: skip
             if d.mount.kind == "tof":
+                values["retried_transfers"] = str(d.driver.retried)
                 values.update(invalid_zone_fraction=f"{d.invalid_fraction:.3f}", missed_frames=str(d.missed_frames),
                               frames=str(d.frames))  # fmt: skip
             else:

@@ -343,6 +343,9 @@ class Vl53l5cx:
         upload_chunk: bytes per firmware/buffer write transfer (<= 8190: 2 index bytes + data <= 8192).
         outputs: optional output blocks read per frame (see :data:`DEFAULT_OUTPUTS`).
         poll_timeout: seconds before a handshake poll gives up (the ULD uses 2 s).
+        retries: times a transfer that was not acknowledged (or timed out) is sent again before the error
+            propagates. Every transfer of the sequence is idempotent (the same bytes to the same index), so a
+            NACK on the bus costs one transfer, not a new 90 kB boot; :attr:`retried` counts them.
     """
 
     def __init__(
@@ -356,6 +359,7 @@ class Vl53l5cx:
         upload_chunk: int = 1024,
         outputs: tuple[str, ...] = DEFAULT_OUTPUTS,
         poll_timeout: float = 2.0,
+        retries: int = 2,
     ) -> None:
         if not 0x08 <= address <= 0x77:
             raise DriverConfigError(f"VL53L5CX address {address:#04x} invalid: expected 0x08-0x77")
@@ -380,14 +384,26 @@ class Vl53l5cx:
         self.offset_data = bytes(OFFSET_BUFFER_SIZE)
         self.xtalk_data = self.buffers.default_xtalk
         self.ranging = False
+        self.retries = max(0, int(retries))
+        self.retried = 0
 
     # -- transfers ---------------------------------------------------------------
+    def _xfer(self, *msgs: Any) -> None:
+        for attempt in range(self.retries + 1):
+            try:
+                self.bus.i2c_rdwr(*msgs)
+                return
+            except OSError:  # NACK (EREMOTEIO), timeout (TimeoutError is an OSError), arbitration lost
+                if attempt == self.retries:
+                    raise
+                self.retried += 1
+
     def wr_multi(self, index: int, data: bytes | bytearray) -> None:
         """Write ``data`` from 16-bit ``index`` on (one transfer per ``upload_chunk`` bytes)."""
         for k in range(0, len(data), self.upload_chunk):
             part = bytes(data[k : k + self.upload_chunk])
             i = index + k
-            self.bus.i2c_rdwr(self.i2c_msg.write(self.address, bytes([(i >> 8) & 0xFF, i & 0xFF]) + part))
+            self._xfer(self.i2c_msg.write(self.address, bytes([(i >> 8) & 0xFF, i & 0xFF]) + part))
 
     def rd_multi(self, index: int, n: int) -> bytes:
         """Read ``n`` bytes from ``index`` (index write, repeated START, read; split at 8192 bytes)."""
@@ -396,13 +412,13 @@ class Vl53l5cx:
             i = index + k
             w = self.i2c_msg.write(self.address, [(i >> 8) & 0xFF, i & 0xFF])
             r = self.i2c_msg.read(self.address, min(MAX_MESSAGE, n - k))
-            self.bus.i2c_rdwr(w, r)
+            self._xfer(w, r)
             out += bytes(r)
         return bytes(out)
 
     def wr_byte(self, index: int, value: int) -> None:
         """Write one byte at ``index``."""
-        self.bus.i2c_rdwr(self.i2c_msg.write(self.address, [(index >> 8) & 0xFF, index & 0xFF, value & 0xFF]))
+        self._xfer(self.i2c_msg.write(self.address, [(index >> 8) & 0xFF, index & 0xFF, value & 0xFF]))
 
     def rd_byte(self, index: int) -> int:
         """Read one byte at ``index``."""
