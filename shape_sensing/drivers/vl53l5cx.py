@@ -278,6 +278,10 @@ class TofReading:
 def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
     """Parse a results buffer read from page 2 address 0 (device byte order), as ``vl53l5cx_get_ranging_data``.
 
+    Units as the ULD converts them, but kept fractional (the ULD truncates to integers): distance raw/4 mm
+    (negative clamped to 0), sigma raw/128 mm, signal and ambient raw/2048 kcps/SPAD; zones without a target
+    get status 255.
+
     Raises:
         Vl53l5cxError: the header and footer frame ids differ (a torn or corrupted frame).
     """
@@ -314,6 +318,7 @@ def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
         elif idx == 0xD47C:
             out.target_status = np.frombuffer(buf, "u1", z, p).copy()
         i = p + msize
+    out.target_status[out.nb_target_detected == 0] = 255  # as the ULD: no target detected -> status 255
     return out
 
 
