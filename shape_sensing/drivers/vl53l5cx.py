@@ -298,6 +298,7 @@ def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
         np.zeros(z), np.zeros(z), len(raw),
     )  # fmt: skip
     i = 16
+    have_targets = False
     while i < n:
         (bh,) = struct.unpack_from("<I", buf, i)
         typ, size, idx = _bh_fields(bh)
@@ -309,6 +310,7 @@ def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
             out.ambient_per_spad = np.frombuffer(buf, "<u4", z, p) / 2048.0
         elif idx == 0xCF7C:
             out.nb_target_detected = np.frombuffer(buf, "u1", z, p).copy()
+            have_targets = True
         elif idx == 0xCFBC:
             out.signal_per_spad = np.frombuffer(buf, "<u4", z, p) / 2048.0
         elif idx == 0xD2BC:
@@ -318,7 +320,10 @@ def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
         elif idx == 0xD47C:
             out.target_status = np.frombuffer(buf, "u1", z, p).copy()
         i = p + msize
-    out.target_status[out.nb_target_detected == 0] = 255  # as the ULD: no target detected -> status 255
+    if have_targets:
+        out.target_status[out.nb_target_detected == 0] = 255  # as the ULD: no target detected -> status 255
+    else:
+        out.nb_target_detected[:] = 1  # not read: every zone counts as having its (first) target
     return out
 
 
