@@ -109,6 +109,7 @@ def run_demo(
     metrics: dict[str, Any] = {}
     world_points: dict[str, list[np.ndarray]] = {m: [] for m in tof_mount}
     range_err: list[np.ndarray] = []
+    still_err: list[np.ndarray] = []  # frames while the robot is still: the chip's noise alone
     frames: dict[str, int] = dict.fromkeys(tof_mount, 0)
     imu_samples: dict[str, int] = dict.fromkeys(imu_mount, 0)
     boot_ns = -int(6.0 * _NS)  # start the hardware before t = 0 so the rings stream when recording starts
@@ -176,6 +177,8 @@ def run_demo(
                     d = reading.distance_mm / 1000.0
                     ok = reading.valid() & np.isfinite(truth)
                     range_err.append(d[ok] - truth[ok])
+                    if ts < SWAY_START:
+                        still_err.append(d[ok] - truth[ok])
                     pts = zone_points(np.where(reading.valid(), d, np.nan), reading.zones_per_side)
                     pts = pts[np.isfinite(pts[:, 0])]
                     T = pose(name, ts)
@@ -212,6 +215,9 @@ def run_demo(
         imu_rate_hz_min=round(min(imu_samples.values()) / duration, 2),
         range_error_mean_mm=round(float(np.mean(err)) * 1000, 3) if err.size else float("nan"),
         range_error_rms_mm=round(float(np.sqrt(np.mean(err**2))) * 1000, 3) if err.size else float("nan"),
+        range_error_rms_still_mm=round(float(np.sqrt(np.mean(np.concatenate(still_err) ** 2))) * 1000, 3)
+        if still_err
+        else float("nan"),
         valid_zones=int(err.size),
         gyro_bias_error_max_rad_s=round(max(gyro_bias_err), 5) if gyro_bias_err else float("nan"),
         bag=str(bag_path),
