@@ -202,8 +202,10 @@ def faults(buffers: UldBuffers) -> None:
     rings = TofRingSet(hw.bus, q, buffers, clock=hw.bus.clock, sleep=hw.bus.sleep)
     rings.run_until(12 * _NS)
     imu = rings.by_name["ring_0_imu"].driver
-    print(f"  IMU read every 2 s (FIFO holds 1.4 s at 120 Hz): overruns {imu.overruns} counted and recovered, "
-          f"timestamp gaps {imu.gaps}, samples {imu.samples_read} in 12 s, streaming {rings.by_name['ring_0_imu'].state}")
+    print(
+        f"  IMU read every 2 s (FIFO holds 1.4 s at 120 Hz): overruns {imu.overruns} counted and recovered, "
+        f"timestamp gaps {imu.gaps}, samples {imu.samples_read} in 12 s, streaming {rings.by_name['ring_0_imu'].state}"
+    )
 
 
 def main() -> None:
