@@ -10,7 +10,7 @@ import pytest
 
 from shape_sensing.drivers.errors import DriverConfigError
 from shape_sensing.drivers.i2c_topology import TopologyError
-from shape_sensing.drivers.tof_ring import SCHEMA, TofRingSet, layout_from_params, split_by_bus
+from shape_sensing.drivers.tof_ring import SCHEMA, TofRingSet, layout_from_params, split_by_bus, tof_mount
 from shape_sensing.drivers.vl53l5cx import UldBuffers, frame_size
 from shape_sensing.messages.factory import default_factory
 from shape_sensing.messages.tof import tof_frame_msg, tof_points_msg, zone_angles, zone_points
@@ -48,6 +48,24 @@ def test_seed_layout_three_rings_offset_sixty_degrees():
         np.testing.assert_allclose(m.T_ring_sensor[:3, 3], 0.038 * z)
     assert sorted(split_by_bus(p)) == [1, 3, 4]
     assert split_by_bus(p)[3]["tof_names"] == ["ring_1_tof_0", "ring_1_tof_1", "ring_1_tof_2"]
+
+
+def test_explicit_mountings_override_the_radial_layout():
+    p = SCHEMA.validate({})
+    mounts = []
+    for ang in p["tof_angles"]:  # the radial layout written out as x y z roll pitch yaw
+        T = tof_mount(ang, p["ring_radius"])
+        from scipy.spatial.transform import Rotation
+
+        mounts += [*T[:3, 3], *Rotation.from_matrix(T[:3, :3]).as_euler("xyz", degrees=True)]
+    lay = layout_from_params({**p, "tof_mountings": mounts, "imu_mountings": [0, 0, 0.01, 0, 0, 90] * 3})
+    ref = layout_from_params(p)
+    for a, b in zip(lay.tofs, ref.tofs, strict=True):
+        np.testing.assert_allclose(a.T_ring_sensor, b.T_ring_sensor, atol=1e-12)
+    np.testing.assert_allclose(lay.imus[0].T_ring_sensor[:3, 0], [0, 1, 0], atol=1e-12)
+    assert split_by_bus({**p, "tof_mountings": mounts})[3]["tof_mountings"] == mounts[18:36]
+    with pytest.raises(DriverConfigError, match="tof_mountings has 5 values, expected 6 per sensor"):
+        layout_from_params({**p, "tof_mountings": [0.0] * 5})
 
 
 def test_bad_layouts_name_the_parameter():

@@ -131,6 +131,13 @@ SCHEMA = Schema(
         Param("tof_addresses", "int[]", _SEED["tof_addresses"], "VL53L5CX addresses (41 = 0x29)", min=0x08, max=0x77),
         Param("tof_muxes", "str[]", _SEED["tof_muxes"], "mux each VL53L5CX hangs off ('' = host bus)"),
         Param("tof_channels", "int[]", _SEED["tof_channels"], "channel of that mux (-1 on the host)", min=-1, max=7),
+        Param(
+            "tof_mountings",
+            "float[]",
+            [],
+            "optional T_ring_sensor per VL53L5CX: x y z (m) roll pitch yaw (deg, fixed axes x-y-z) of its optical "
+            "frame, 6 values each; empty: radial at tof_angles and ring_radius",
+        ),
         Param("imu_names", "str[]", _SEED["imu_names"], "ISM330BX names"),
         Param("imu_rings", "str[]", _SEED["imu_rings"], "ring of each ISM330BX"),
         Param(
@@ -143,6 +150,12 @@ SCHEMA = Schema(
         ),
         Param("imu_muxes", "str[]", _SEED["imu_muxes"], "mux each ISM330BX hangs off"),
         Param("imu_channels", "int[]", _SEED["imu_channels"], "channel of that mux", min=-1, max=7),
+        Param(
+            "imu_mountings",
+            "float[]",
+            [],
+            "optional T_ring_sensor per ISM330BX: x y z (m) roll pitch yaw (deg), 6 values each; empty: the ring frame",
+        ),
         Param("resolution", int, 8, "zones per side", choices=(4, 8)),
         Param("ranging_frequency", int, 15, "ranging frequency (8x8: 1-15, 4x4: 1-60)", min=1, max=60, unit="Hz"),
         Param("integration_time", int, 20, "integration time", min=2, max=1000, unit="ms"),
@@ -225,7 +238,10 @@ def split_by_bus(p: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
         for prefix, n in (("tof_", len(p["tof_names"])), ("imu_", len(p["imu_names"]))):
             keep = [i for i in range(n) if bus_of.get(p[f"{prefix}rings"][i], -1) == bus]
             for k in [k for k in p if k.startswith(prefix) and isinstance(p[k], list)]:
-                q[k] = [p[k][i] for i in keep]
+                if k.endswith("_mountings"):
+                    q[k] = [v for i in keep for v in p[k][6 * i : 6 * i + 6]] if p[k] else []
+                else:
+                    q[k] = [p[k][i] for i in keep]
         used = set(q["tof_muxes"]) | set(q["imu_muxes"])
         changed = True
         while changed:  # parents of used muxes
@@ -239,6 +255,24 @@ def split_by_bus(p: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
             q[k] = [p[k][i] for i in keep_m]
         q["bus"] = bus
         out[bus] = q
+    return out
+
+
+def _mountings(p: Mapping[str, Any], key: str, n: int) -> list[FloatArray] | None:
+    values = list(p.get(key, []) or [])
+    if not values:
+        return None
+    if len(values) != 6 * n:
+        raise DriverConfigError(f"{key} has {len(values)} values, expected 6 per sensor ({6 * n}) or none")
+    from scipy.spatial.transform import Rotation
+
+    out = []
+    for k in range(n):
+        x, y, z, r, pt, yw = (float(v) for v in values[6 * k : 6 * k + 6])
+        T = np.eye(4)
+        T[:3, :3] = Rotation.from_euler("xyz", [r, pt, yw], degrees=True).as_matrix()
+        T[:3, 3] = [x, y, z]
+        out.append(T)
     return out
 
 
@@ -262,18 +296,21 @@ def layout_from_params(p: Mapping[str, Any]) -> RingLayout:
     ]
     specs: list[SensorSpec] = []
     tofs, imus = [], []
-    for n, ring, ang, addr, mux, ch in zip(*(p[k] for k in tof_keys), strict=True):
+    tof_T = _mountings(p, "tof_mountings", len(p["tof_names"]))
+    imu_T = _mountings(p, "imu_mountings", len(p["imu_names"]))
+    for i, (n, ring, ang, addr, mux, ch) in enumerate(zip(*(p[k] for k in tof_keys), strict=True)):
         if ring not in rings:
             raise DriverConfigError(f"tof_rings: sensor {n!r} names ring {ring!r}; known rings: {list(rings)}")
         spec = SensorSpec(str(n), f"{prefix}{n}", int(addr), str(mux), int(ch))
         specs.append(spec)
-        tofs.append(SensorMount(str(n), str(ring), "tof", tof_mount(float(ang), float(p["ring_radius"])), spec))
-    for n, ring, addr, mux, ch in zip(*(p[k] for k in imu_keys), strict=True):
+        T = tof_T[i] if tof_T is not None else tof_mount(float(ang), float(p["ring_radius"]))
+        tofs.append(SensorMount(str(n), str(ring), "tof", T, spec))
+    for i, (n, ring, addr, mux, ch) in enumerate(zip(*(p[k] for k in imu_keys), strict=True)):
         if ring not in rings:
             raise DriverConfigError(f"imu_rings: sensor {n!r} names ring {ring!r}; known rings: {list(rings)}")
         spec = SensorSpec(str(n), f"{prefix}{n}", int(addr), str(mux), int(ch))
         specs.append(spec)
-        imus.append(SensorMount(str(n), str(ring), "imu", np.eye(4), spec))
+        imus.append(SensorMount(str(n), str(ring), "imu", imu_T[i] if imu_T is not None else np.eye(4), spec))
     topo = Topology(muxes, specs, sensor_addresses=None, sensor_kind="ring sensor")
     return RingLayout(rings, tofs, imus, topo)
 
