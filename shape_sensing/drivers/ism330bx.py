@@ -55,7 +55,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -373,14 +373,21 @@ class Ism330bx:
         if got != ISM330BX_ID:
             raise DriverError(f"ISM330BX at {self.address:#04x}: WHO_AM_I {got:#04x}, expected {ISM330BX_ID:#04x}")
 
-    def reset(self, timeout: float = 0.05) -> None:
-        """Software reset (``CTRL3.SW_RESET``), waiting until the bit clears."""
+    def reset_steps(self, timeout: float = 0.05) -> Generator[float, None, None]:
+        """Software reset (``CTRL3.SW_RESET``) as steps: write it, then yield until the bit clears."""
         self.write(Reg.CTRL3, CTRL3_SW_RESET | CTRL3_IF_INC)
         deadline = self.clock() + int(timeout * 1e9)
-        while self.bus.read_byte_data(self.address, Reg.CTRL3) & CTRL3_SW_RESET:
+        while True:
+            yield 0.0001
+            if not self.bus.read_byte_data(self.address, Reg.CTRL3) & CTRL3_SW_RESET:
+                return
             if self.clock() > deadline:
                 raise DriverError(f"ISM330BX at {self.address:#04x}: software reset did not complete in {timeout} s")
-            self.sleep(0.0001)
+
+    def reset(self, timeout: float = 0.05) -> None:
+        """Software reset, waiting (with ``sleep``) until the bit clears."""
+        for wait in self.reset_steps(timeout):
+            self.sleep(wait)
 
     def configure(self) -> None:
         """BDU and auto-increment, full scales, timestamp, FIFO batching in continuous mode, then the ODRs."""

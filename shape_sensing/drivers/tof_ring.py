@@ -500,9 +500,7 @@ class TofRingSet:
 
     def _imu_bringup(self, drv: Ism330bx) -> Generator[float, None, None]:
         drv.check_identity()
-        drv.write(0x12, 0x05)  # CTRL3: SW_RESET | IF_INC
-        yield 0.001
-        drv.reset(timeout=0.05)
+        yield from drv.reset_steps(timeout=0.05)
         drv.configure()
         drv.reset_bias()
         yield 0.0
