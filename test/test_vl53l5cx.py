@@ -197,3 +197,23 @@ def test_parse_frame_of_hand_packed_blocks():
     r = parse_frame(swap_words(bytes(host)), z)
     np.testing.assert_allclose(r.distance_mm, dist / 4.0)
     assert r.silicon_temp_degc == -5.0 and list(r.target_status) == [5] * z
+
+
+def test_random_frames_never_raise_anything_but_a_frame_error():
+    """Bytes off a noisy bus (ids matching, so the block walk runs): a reading or Vl53l5cxError, nothing else."""
+    rng = np.random.default_rng(11)
+    outcomes = {"ok": 0, "error": 0}
+    for _ in range(300):
+        host = bytearray(rng.integers(0, 256, 972, dtype=np.uint8).tobytes())
+        if rng.random() < 0.5:  # a block skipping to 8 bytes before the end, where a distance block starts
+            host[16:20] = struct.pack("<I", (0x0000 << 16) | ((972 - 8 - 20) << 4) | 0)
+            host[972 - 8 : 972 - 4] = struct.pack("<I", (0xD33C << 16) | (64 << 4) | 2)
+        host[-4:-2] = host[8:10]
+        try:
+            r = parse_frame(swap_words(bytes(host)), 64)
+            assert r.distance_mm.shape == (64,) and np.all(r.distance_mm >= 0)
+            outcomes["ok"] += 1
+        except Vl53l5cxError as exc:
+            assert "malformed frame" in str(exc)
+            outcomes["error"] += 1
+    assert outcomes["ok"] > 0 and outcomes["error"] > 0

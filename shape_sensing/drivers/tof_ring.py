@@ -437,6 +437,9 @@ class TofRingSet:
             except (Vl53l5cxError, DriverError) as exc:
                 d.boot_failures += 1 if d.state == "boot" else 0
                 self._fail(d, now, f"{exc}")
+            except (ValueError, IndexError) as exc:  # bytes no decoder expected: counted, the sensor retried
+                d.bad_frames += 1
+                self._fail(d, now, f"undecodable data: {exc}")
         out.bus_ns = self.clock() - t0
         return out
 

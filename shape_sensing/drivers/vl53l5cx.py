@@ -275,28 +275,9 @@ class TofReading:
         return (self.nb_target_detected > 0) & np.isin(self.target_status, (5, 9))
 
 
-def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
-    """Parse a results buffer read from page 2 address 0 (device byte order), as ``vl53l5cx_get_ranging_data``.
-
-    Units as the ULD converts them, but kept fractional (the ULD truncates to integers): distance raw/4 mm
-    (negative clamped to 0), sigma raw/128 mm, signal and ambient raw/2048 kcps/SPAD; zones without a target
-    get status 255.
-
-    Raises:
-        Vl53l5cxError: the header and footer frame ids differ (a torn or corrupted frame).
-    """
-    stream = raw[0]
-    buf = swap_words(raw)
+def _parse_blocks(buf: bytes, z: int, out: TofReading) -> bool:
+    """Walk the block headers from byte 16, filling ``out``; returns whether the targets block was present."""
     n = len(buf)
-    header_id = (buf[8] << 8) | buf[9]
-    footer_id = (buf[n - 4] << 8) | buf[n - 3]
-    if header_id != footer_id:
-        raise Vl53l5cxError(f"corrupted frame: header id {header_id:#06x} != footer id {footer_id:#06x}")
-    z = resolution
-    out = TofReading(
-        stamp_ns, z, stream, 0.0, np.zeros(z), np.zeros(z), np.full(z, 255, np.uint8), np.zeros(z, np.uint8),
-        np.zeros(z), np.zeros(z), len(raw),
-    )  # fmt: skip
     i = 16
     have_targets = False
     while i < n:
@@ -320,6 +301,35 @@ def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
         elif idx == 0xD47C:
             out.target_status = np.frombuffer(buf, "u1", z, p).copy()
         i = p + msize
+    return have_targets
+
+
+def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
+    """Parse a results buffer read from page 2 address 0 (device byte order), as ``vl53l5cx_get_ranging_data``.
+
+    Units as the ULD converts them, but kept fractional (the ULD truncates to integers): distance raw/4 mm
+    (negative clamped to 0), sigma raw/128 mm, signal and ambient raw/2048 kcps/SPAD; zones without a target
+    get status 255.
+
+    Raises:
+        Vl53l5cxError: the header and footer frame ids differ (a torn or corrupted frame).
+    """
+    stream = raw[0]
+    buf = swap_words(raw)
+    n = len(buf)
+    header_id = (buf[8] << 8) | buf[9]
+    footer_id = (buf[n - 4] << 8) | buf[n - 3]
+    if header_id != footer_id:
+        raise Vl53l5cxError(f"corrupted frame: header id {header_id:#06x} != footer id {footer_id:#06x}")
+    z = resolution
+    out = TofReading(
+        stamp_ns, z, stream, 0.0, np.zeros(z), np.zeros(z), np.full(z, 255, np.uint8), np.zeros(z, np.uint8),
+        np.zeros(z), np.zeros(z), len(raw),
+    )  # fmt: skip
+    try:
+        have_targets = _parse_blocks(buf, z, out)
+    except (ValueError, struct.error) as exc:  # a block header pointing past the buffer: a malformed frame
+        raise Vl53l5cxError(f"malformed frame ({exc})") from exc
     if have_targets:
         out.target_status[out.nb_target_detected == 0] = 255  # as the ULD: no target detected -> status 255
     else:
