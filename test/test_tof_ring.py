@@ -76,6 +76,8 @@ def test_bad_layouts_name_the_parameter():
         layout_from_params({**p, "tof_angles": [0.0]})
     with pytest.raises(TopologyError, match="have the same path"):  # two VL53L5CX at 0x29 on one channel
         layout_from_params({**p, "tof_channels": [0, 0, 2, 0, 1, 2, 0, 1, 2]})
+    with pytest.raises(DriverConfigError, match="mux 'mux_0' carries sensors of rings on adapters 1 and 3"):
+        split_by_bus({**p, "imu_muxes": ["mux_0", "mux_0", "mux_2"]})
     with pytest.raises(DriverConfigError, match="ring_buses has 2 entries"):
         split_by_bus({**p, "ring_buses": [1, 2]})
 

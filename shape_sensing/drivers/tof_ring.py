@@ -229,6 +229,15 @@ def split_by_bus(p: Mapping[str, Any]) -> dict[int, dict[str, Any]]:
             f"ring_buses has {len(p['ring_buses'])} entries, expected one per ring ({len(p['ring_names'])})"
         )
     bus_of = dict(zip(p["ring_names"], (int(b) for b in p["ring_buses"]), strict=True))
+    mux_bus: dict[str, int] = {}
+    for prefix in ("tof_", "imu_"):
+        for name, ring, mux in zip(p[f"{prefix}names"], p[f"{prefix}rings"], p[f"{prefix}muxes"], strict=False):
+            bus = bus_of.get(ring)
+            if mux and bus is not None and mux_bus.setdefault(mux, bus) != bus:
+                raise DriverConfigError(
+                    f"mux {mux!r} carries sensors of rings on adapters {mux_bus[mux]} and {bus} (sensor {name!r}); "
+                    "a TCA9548A sits on one bus: fix ring_buses or the sensors' muxes"
+                )
     out: dict[int, dict[str, Any]] = {}
     for bus in sorted(set(bus_of.values())):
         q = dict(p)
