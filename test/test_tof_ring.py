@@ -13,7 +13,7 @@ from shape_sensing.drivers.i2c_topology import TopologyError
 from shape_sensing.drivers.tof_ring import SCHEMA, TofRingSet, layout_from_params, split_by_bus, tof_mount
 from shape_sensing.drivers.vl53l5cx import UldBuffers, frame_size
 from shape_sensing.messages.factory import default_factory
-from shape_sensing.messages.tof import tof_frame_msg, tof_points_msg, zone_angles, zone_points
+from shape_sensing.messages.tof import fov_markers, tof_frame_msg, tof_points_msg, zone_angles, zone_points
 from shape_sensing.sim.i2c_dev import RealSMBus
 from shape_sensing.sim.tof_rings import BoxScene, build_ring_hardware
 
@@ -190,6 +190,16 @@ def test_frame_and_points_messages_against_a_flat_wall(buffers):
     assert back.zones_per_side == 8 and back.stream_count == 9 and back.target_status[3] == 2
     np.testing.assert_allclose(back.distance, 1.0)
     np.testing.assert_allclose(zone_points(back.distance, 8)[:, 2], 1.0)
+    raw = f.typestore.serialize_cdr(pc, "sensor_msgs/msg/PointCloud2")
+    back_pc = f.typestore.deserialize_cdr(raw, "sensor_msgs/msg/PointCloud2")
+    assert [fl.name for fl in back_pc.fields] == ["x", "y", "z", "sigma", "status"]
+    np.testing.assert_array_equal(np.frombuffer(bytes(back_pc.data), "<f4").reshape(-1, 5), pts)
+    markers = fov_markers(["a", "b"], factory=f)
+    raw = f.typestore.serialize_cdr(markers, "visualization_msgs/msg/MarkerArray")
+    back_m = f.typestore.deserialize_cdr(raw, "visualization_msgs/msg/MarkerArray")
+    assert [m.header.frame_id for m in back_m.markers] == ["a", "b"] and len(back_m.markers[0].points) == 16
+    corner = max(back_m.markers[0].points, key=lambda q: q.x + q.y)  # the pyramid's corner at tan(22.5 deg) * 0.3
+    assert (corner.x, corner.y, corner.z) == pytest.approx((0.3 * math.tan(math.radians(22.5)),) * 2 + (0.3,))
 
 
 def test_demo_bag_opens_with_the_mcap_reader(tmp_path):
