@@ -513,8 +513,7 @@ class TofRingSet:
     def _imu_bringup(self, drv: Ism330bx) -> Generator[float, None, None]:
         drv.check_identity()
         yield from drv.reset_steps(timeout=0.05)
-        drv.configure()
-        drv.reset_bias()
+        drv.configure()  # a gyro bias estimated before a re-init is kept: it belongs to the chip, not the session
         yield 0.0
 
     def _step(self, d: _Dev, now: int, out: PollResult) -> None:
