@@ -257,7 +257,7 @@ def _picture(path: Path, scene: BoxScene, points: dict[str, list[np.ndarray]], a
         ax.set_aspect("equal")
         ax.set_xlim(-0.6, 1.1)
         ax.set_ylim(-0.8, 0.8)
-    axes[0].legend(fontsize=6, loc="lower right", markerscale=3)
+    axes[0].legend(fontsize=6, loc="lower right")
     fig.suptitle("VL53L5CX zones (valid, status 5/9) of 3 sensor rings over the scene (grey)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
