@@ -16,6 +16,7 @@ NODES = {
     "bno055_chain": "bno055_chain",
     "continuum_estimator": "continuum_estimator",
     "growth_planner": "growth_planner",
+    "tof_ring": "tof_ring",
 }
 
 setup(

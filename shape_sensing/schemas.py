@@ -21,6 +21,7 @@ NODE_SCHEMAS: dict[str, str] = {
     "bno055_chain": "shape_sensing.drivers.bno055_chain:SCHEMA",
     "continuum_estimator": "shape_sensing.estimators.continuum.online:SCHEMA",
     "growth_planner": "shape_sensing.planning.growth_planner:SCHEMA",
+    "tof_ring": "shape_sensing.drivers.tof_ring:SCHEMA",
 }
 
 
