@@ -15,4 +15,8 @@ DEMOS: dict[str, tuple[str, str]] = {
         "hyper-redundant robot of 2-DoF modules with WT901 sensors, rigid-module shape estimate",
     ),
     "growing": ("shape_sensing.demos.growing", "tip-growing robot planned with 3D Dubins paths, open and closed loop"),
+    "vine-collision": (
+        "shape_sensing.demos.vine_collision",
+        "vine robot localised from collisions (base station, contact cap, force sensor, pivot Kalman filter)",
+    ),
 }

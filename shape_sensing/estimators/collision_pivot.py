@@ -381,6 +381,7 @@ class CollisionPivotEstimator:
         self._last_stamp: int | None = None
         self._was_contact = False
         self._was_episode = False
+        self._episode_l_prev = 0.0  # the pivot fixed before the current collision
         self._mean = 0.0  # constant-pivot filter (pivot_events)
         self._var = 0.0
         self._accepted = 0
@@ -390,6 +391,7 @@ class CollisionPivotEstimator:
     def _start_episode(self, s: CollisionSample) -> None:
         """A new collision: the pivot may have moved (the paper filters each collision's series separately)."""
         l_prev = self.recon.l_prev
+        self._episode_l_prev = l_prev
         self.kf.reset(l_prev)
         self._mean = l_prev
         self._var = max(s.total_length - l_prev, 0.05) ** 2
@@ -455,7 +457,7 @@ class CollisionPivotEstimator:
             u = cfg.kf_unit
             k = self.kf
             l_pivot, rate, cov = k.x0 * u, k.x1 * u, (k.p00 * u * u, k.p01 * u * u, k.p01 * u * u, k.p11 * u * u)
-        l_pivot_c = min(max(l_pivot, self.recon.l_prev if self.pivot_events else 0.0), s.total_length)
+        l_pivot_c = min(max(l_pivot, self._episode_l_prev if self.pivot_events else 0.0), s.total_length)
         tip, fixed = self.recon.step(s.total_length, s.total_length - l_pivot_c, heading, contact, s.live_contact)
         events: list[PivotEvent] = []
         if fixed:
@@ -550,7 +552,7 @@ SCHEMA = Schema(
         Param("base_frame", str, "vine_base", "frame of the path, pivots and tip"),
         Param("tip_frame", str, "vine_tip", "child frame of the tip transform"),
         Param("frame_prefix", str, "", "prefix of the published frame ids"),
-        Param("path_rate", float, 10.0, "rate of nav_msgs/Path and markers (the full path grows)", min=0.1,
+        Param("path_rate", float, 5.0, "rate of nav_msgs/Path and markers (the full path grows)", min=0.1,
               unit="Hz"),
         Param("output_prefix", str, "collision", "topic prefix of the outputs (e.g. 'collision' -> collision/tip)"),
     ),
