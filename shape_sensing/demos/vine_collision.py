@@ -12,7 +12,6 @@ Both filters run on the same data: the improved one (``collision/...``) and the 
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,8 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.demos.common import Progress, prepare_out_dir, print_metrics
-from shape_sensing.drivers.base_station import BaseStationDriver, ParserStats
-from shape_sensing.drivers.contact_cap import CapHeading, ContactCap
-from shape_sensing.drivers.netft import NetFtReceiver, RdtRecord, encode_record
+from shape_sensing.drivers.base_station import ParserStats
+from shape_sensing.drivers.contact_cap import ContactCap
 from shape_sensing.estimators.collision_pivot import (
     IMPROVEMENTS,
     CollisionPivotConfig,
@@ -30,9 +28,7 @@ from shape_sensing.estimators.collision_pivot import (
     CollisionSample,
 )
 from shape_sensing.io.bag import BagWriter
-from shape_sensing.messages import collision as cmsgs
-from shape_sensing.messages import common as msgs
-from shape_sensing.messages.growth import pose_stamped_msg
+from shape_sensing.messages.factory import default_factory
 from shape_sensing.pipelines.common import resolve_topic
 from shape_sensing.pipelines.vine_collision import (
     DEFAULT_NAMESPACE,
@@ -40,13 +36,13 @@ from shape_sensing.pipelines.vine_collision import (
     CollisionErrors,
     CollisionMessages,
     CollisionTracker,
+    feed,
+    input_topics,
     params_beside,
     write_params,
 )
-from shape_sensing.pipelines.vine_imu import length_message
-from shape_sensing.sim.base_station_emulator import BaseStationEmulator, LineFaults
-from shape_sensing.sim.bno055_sim import SimBNO055
-from shape_sensing.sim.i2c_bus import SimI2CBus
+from shape_sensing.pipelines.vine_collision_rig import SimulatedRig
+from shape_sensing.sim.base_station_emulator import LineFaults
 from shape_sensing.sim.vine_collision import (
     COURSES,
     PAPER_OBSTACLE_ANGLES,
@@ -58,7 +54,6 @@ from shape_sensing.sim.vine_collision import (
     single_course,
     three_course,
 )
-from shape_sensing.types import ImuSample, TransformStamped
 
 __all__ = ["PAPER", "add_arguments", "run", "run_demo", "score_core", "sweep"]
 
@@ -92,10 +87,6 @@ def _params(faults: SensorFaults) -> dict[str, Any]:
         "force_noise": faults.force_noise,
         "pressure_noise": faults.pressure_noise,
     }
-
-
-def _yaw_quat(h: float) -> np.ndarray:
-    return np.array([0.0, 0.0, math.sin(h / 2), math.cos(h / 2)])
 
 
 def score_core(course: Course, faults: SensorFaults, seed: int, filters: dict[str, CollisionPivotConfig],
@@ -155,83 +146,43 @@ def run_demo(
     p = tracker.params
     ns = DEFAULT_NAMESPACE
     main = p["output_prefix"]
-    # the hardware, through the drivers
-    emulator = BaseStationEmulator(faults=LineFaults(garbage=0.02, corrupt=0.005), seed=seed + 1)
-    driver = BaseStationDriver(port=None)  # type: ignore[arg-type]  # fed bytes directly, no port
-    cap = ContactCap(sim.n_switches, sim.sensing_arc, 0.15)
-    bus = SimI2CBus(seed=seed + 2)
-    chip = SimBNO055(0x28, "cap")
-    bus.host.attach(chip)
-    heading_reader = CapHeading(bus, 0x28, sleep=bus.sleep)
-    netft = NetFtReceiver(sock=None, address=("127.0.0.1", 0))  # type: ignore[arg-type]  # fed packets directly
+    rig = SimulatedRig(sim, p, default_factory(distro), line_faults=LineFaults(garbage=0.02, corrupt=0.005), seed=seed)
+    kinds = input_topics(p, ns)
     errors = {k: CollisionErrors() for k in tracker.estimators}
     truth_tips: list[np.ndarray] = []
-    truth_pivots: list[np.ndarray] = []
     last_body = np.zeros((1, 2))
     bag_path = out / "vine-collision.mcap"
     write_params(params_beside(bag_path), tracker.params)  # what replay needs to reproduce the estimates
     prog = Progress("vine-collision demo", sim.n_steps, enabled=progress)
     wall0 = time.perf_counter()
-    ft_seq = 0
     with BagWriter(bag_path, distro=distro, overwrite=True) as writer:
         f = writer.factory
-        frame = p["frame_prefix"] + p["base_frame"]
         builders = {
             main: CollisionMessages(tracker, main, f, p["tip_frame"]),
             PAPER_PREFIX: CollisionMessages(tracker, PAPER_PREFIX, f, p["tip_frame"] + "_paper"),
         }
-        T_world = np.eye(4)
-        static = TransformStamped(START_NS, "world", frame, T_world)
-        writer.write("/tf_static", msgs.tf_message([static], f), START_NS, qos="static")
-        writer.write(resolve_topic("truth/obstacles", ns), cmsgs.obstacle_markers(START_NS, frame, crs.obstacles, f),
-                     START_NS)  # fmt: skip
-
-        def w(topic: str, msg: Any, log_ns: int, qos: str = "sensor") -> None:
-            writer.write(resolve_topic(topic, ns), msg, log_ns, qos=qos)
-
+        for raw in rig.static_messages(START_NS):
+            writer.write(resolve_topic(raw.topic, ns), raw.msg, raw.log_ns, qos=raw.qos)
         s: SimSample
         for k, s in enumerate(sim.run()):
             stamp = START_NS + round(s.t * 1e9)
-            # cap BNO055 (heading with drift) and the force sensor, read just before the base frame
-            chip.set_motion(_yaw_quat(s.heading_measured))
-            q, gyro, heading = heading_reader.read()
-            imu = ImuSample(stamp - 400_000, p["frame_prefix"] + "vine_cap", q, gyro)
-            w(p["imu_topic"], msgs.imu_to_msg(imu, f), stamp - 400_000)
-            tracker.push_heading(stamp - 400_000, heading)
-            ft_seq += 1
-            counts = (0, 0, round(s.force_measured * netft.counts_per_force), 0, 0, 0)
-            for reading in netft.handle(encode_record(RdtRecord(ft_seq, ft_seq, 0, counts)), stamp - 300_000):
-                w(p["wrench_topic"], cmsgs.wrench_stamped_msg(stamp - 300_000, "force_sensor", reading.force,
-                                                              reading.torque, f), stamp - 300_000)  # fmt: skip
-                tracker.push_force(stamp - 300_000, float(reading.force[2]))
-            # the base station's frame over the (faulty) serial line
-            line = emulator.step(s.t, s.length, s.pressure_measured, sim.pressure, True, s.cap_mask)
-            for r in driver.feed(line, stamp):
-                w("base/state", cmsgs.base_station_state_msg(r, driver.parser.stats, frame, f), stamp - 200_000)
-                w(p["pressure_topic"], cmsgs.fluid_pressure_msg(stamp, frame, r.pressure, 0.0, f), stamp - 100_000)
-                tracker.push_pressure(stamp, r.pressure)
-                cr = cap.update(stamp, r.cap_switches)
-                w(p["cap_topic"], cmsgs.contact_cap_state_msg(cr, sim.n_switches, "vine_cap", f), stamp - 50_000)
-                tracker.push_cap(stamp, cr.in_contact, cr.in_contact and not cr.held, cr.contact_angle)
-                w(p["length_topic"], length_message(stamp, frame, r.length, sim.speed, f), stamp)
-                outs = tracker.push_length(stamp, r.length)
-                for prefix, o in outs.items():
-                    for topic, m in builders[prefix].build(o):
-                        w(topic, m, stamp + 1, qos="default")
+            for raw in rig.step(s, stamp):
+                topic = resolve_topic(raw.topic, ns)
+                writer.write(topic, raw.msg, raw.log_ns, qos=raw.qos)
+                if topic not in kinds:
+                    continue
+                # the estimator reads exactly what was written, as replay and the node do
+                for prefix, o in feed(tracker, kinds[topic], raw.msg).items():
+                    for t, m in builders[prefix].build(o):
+                        writer.write(resolve_topic(t, ns), m, o.stamp_ns + 1, qos="default")
                     errors[prefix].add(o, s.tip, s.length, s.pivot_length, s.in_contact)
-            # ground truth
-            T = cmsgs.planar_pose(s.tip[0], s.tip[1], s.heading)
-            w("truth/tip", pose_stamped_msg(stamp, frame, T, f), stamp + 2, qos="default")
-            w("truth/pivot", cmsgs.pivot_estimate_msg(_truth_output(s, stamp), frame, f), stamp + 2, qos="default")
-            if k % max(1, round(rate / 2)) == 0:
-                body = np.column_stack([s.body, np.zeros(len(s.body))])
-                w("truth/path", msgs.path_msg(stamp, frame, body, f), stamp + 2, qos="default")
             truth_tips.append(s.tip)
             last_body = s.body
             prog.update(k + 1)
-        truth_pivots = [v for v in last_body[:-1]]
+    truth_pivots = last_body[:-1]
     runtime = time.perf_counter() - wall0
-    stats: ParserStats = driver.parser.stats
+    stats: ParserStats = rig.driver.parser.stats
+    emulator = rig.emulator
     metrics: dict[str, Any] = {
         "course": crs.name,
         "course_description": crs.description,
@@ -263,17 +214,6 @@ def run_demo(
         _plot(png, crs, np.asarray(truth_tips), np.asarray(truth_pivots), errors, est_pivots, main, metrics)
         metrics["picture"] = str(png)
     return metrics
-
-
-def _truth_output(s: SimSample, stamp: int) -> Any:
-    from shape_sensing.estimators.collision_pivot import PivotOutput
-
-    return PivotOutput(
-        stamp_ns=stamp, tip=(float(s.tip[0]), float(s.tip[1])), heading=s.heading, total_length=s.length,
-        free_length_measured=s.length - s.pivot_length, pivot_length=s.pivot_length, pivot_length_rate=0.0,
-        covariance=(0.0, 0.0, 0.0, 0.0), pivot=(float(s.pivot[0]), float(s.pivot[1])), pivot_index=len(s.body) - 2,
-        in_contact=s.in_contact, held=False, buckling_condition_met=s.buckling_met, measurement_used=False,
-    )  # fmt: skip
 
 
 def ablation(samples: list[CollisionSample], sim: VineCollisionSim, params: dict[str, Any]) -> list[dict[str, Any]]:

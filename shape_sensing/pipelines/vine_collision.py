@@ -72,6 +72,8 @@ __all__ = [
     "CollisionMessages",
     "CollisionTracker",
     "add_replay_arguments",
+    "feed",
+    "input_topics",
     "matches",
     "params_beside",
     "replay",
@@ -216,6 +218,44 @@ class CollisionTracker:
         return out
 
 
+INPUT_KINDS = ("length", "pressure", "cap", "imu", "wrench")
+
+
+def feed(tracker: CollisionTracker, kind: str, msg: Any) -> dict[str, PivotOutput]:
+    """One received input message of ``kind`` (see :data:`INPUT_KINDS`) into the tracker.
+
+    The one reader of the input messages, shared by the node, the demo and replay. Returns the
+    estimator steps it caused (only length messages step).
+
+    Raises:
+        MessageError, AttributeError, TypeError, ValueError: a malformed message (callers count it).
+    """
+    stamp = msgs.stamp_from_msg(msg)
+    if kind == "length":
+        pos = list(msg.position)
+        if not pos:
+            tracker.bad_samples += 1
+            return {}
+        return tracker.push_length(stamp, float(pos[0]))
+    if kind == "pressure":
+        tracker.push_pressure(stamp, float(msg.fluid_pressure))
+    elif kind == "cap":
+        tracker.push_cap(stamp, *cmsgs.cap_state_from_msg(msg))
+    elif kind == "imu":
+        q = msg.orientation
+        tracker.push_heading(stamp, heading_from_quaternion((q.x, q.y, q.z, q.w)))
+    elif kind == "wrench":
+        tracker.push_force(stamp, cmsgs.wrench_from_msg(msg, tracker.params["force_axis"]))
+    else:
+        raise ValueError(f"input kind {kind!r}: expected one of {list(INPUT_KINDS)}")
+    return {}
+
+
+def input_topics(params: dict[str, Any], namespace: str) -> dict[str, str]:
+    """Resolved input topic -> kind."""
+    return {resolve_topic(params[f"{k}_topic"], namespace): k for k in INPUT_KINDS}
+
+
 class CollisionMessages:
     """The messages of one estimator's steps (topics under ``output_prefix``); publisher-agnostic.
 
@@ -338,7 +378,7 @@ def replay(
         main: CollisionMessages(tracker, main, writer.factory, p["tip_frame"]),
         PAPER_PREFIX: CollisionMessages(tracker, PAPER_PREFIX, writer.factory, p["tip_frame"] + "_paper"),
     }
-    topic = {k: resolve_topic(p[f"{k}_topic"], namespace) for k in ("length", "pressure", "cap", "imu", "wrench")}
+    kinds = input_topics(p, namespace)
     passthrough = {resolve_topic(t, namespace) for t in (*INPUT_TOPICS, *TRUTH_TOPICS)} | {"/tf_static"}
     truth: dict[int, tuple[Any, float, float, bool]] = {}
     errors = {k: CollisionErrors() for k in writers}
@@ -349,25 +389,12 @@ def replay(
         if bm.topic in passthrough:
             writer.copy(bm, qos="static" if bm.topic == "/tf_static" else "default")
         try:
-            m: Any = bm.msg if bm.topic in topic.values() or bm.topic == truth_pivot_topic else None
-            stamp = msgs.stamp_from_msg(m) if m is not None else 0
-            if bm.topic == topic["length"]:
-                pos = list(m.position)
-                if not pos:
-                    tracker.bad_samples += 1
-                    continue
-                new = tracker.push_length(stamp, float(pos[0]))
-            elif bm.topic == topic["pressure"]:
-                tracker.push_pressure(stamp, float(m.fluid_pressure))
-            elif bm.topic == topic["cap"]:
-                tracker.push_cap(stamp, *cmsgs.cap_state_from_msg(m))
-            elif bm.topic == topic["imu"]:
-                q = m.orientation
-                tracker.push_heading(stamp, heading_from_quaternion((q.x, q.y, q.z, q.w)))
-            elif bm.topic == topic["wrench"]:
-                tracker.push_force(stamp, cmsgs.wrench_from_msg(m, p["force_axis"]))
+            if bm.topic in kinds:
+                new = feed(tracker, kinds[bm.topic], bm.msg)
             elif bm.topic == truth_pivot_topic:
+                m = bm.msg
                 tp = m.tip.position
+                stamp = msgs.stamp_from_msg(m)
                 truth[stamp] = ((tp.x, tp.y), float(m.total_length), float(m.pivot_length), bool(m.in_contact))
         except (BagError, MessageError, AttributeError, TypeError, ValueError):
             tracker.bad_samples += 1
