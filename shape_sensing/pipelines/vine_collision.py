@@ -65,6 +65,7 @@ from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, TransformStam
 __all__ = [
     "DEFAULT_NAMESPACE",
     "IMU_TOPIC_RE",
+    "INPUT_KINDS",
     "INPUT_TOPICS",
     "NAME",
     "PAPER_PREFIX",
@@ -218,7 +219,14 @@ class CollisionTracker:
         return out
 
 
-INPUT_KINDS = ("length", "pressure", "cap", "imu", "wrench")
+# the estimator's inputs: kind -> message type (topics from the ``<kind>_topic`` parameters)
+INPUT_KINDS: dict[str, str] = {
+    "length": "sensor_msgs/msg/JointState",
+    "pressure": "sensor_msgs/msg/FluidPressure",
+    "cap": "shape_sensing/msg/ContactCapState",
+    "imu": "sensor_msgs/msg/Imu",
+    "wrench": "geometry_msgs/msg/WrenchStamped",
+}
 
 
 def feed(tracker: CollisionTracker, kind: str, msg: Any) -> dict[str, PivotOutput]:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from shape_sensing.config import Param, Schema
 from shape_sensing.drivers.contact_cap import switch_angles
 from shape_sensing.estimators.collision_pivot import buckling_max_contact_angle
 
@@ -39,6 +40,7 @@ __all__ = [
     "COURSES",
     "PAPER_OBSTACLE_ANGLES",
     "PAPER_PIVOT_DISTANCES",
+    "SCHEMA",
     "Course",
     "SensorFaults",
     "SimSample",
@@ -381,3 +383,31 @@ class VineCollisionSim:
             return None
         _s, hit, w, remaining, n = best
         return hit, w, remaining, n
+
+
+def _schema() -> Schema:
+    return Schema(
+        node="vine_collision_simulator",
+        description="Simulated vine robot among obstacles (seed 004) publishing its base station, cap and force "
+        "topics through the real drivers, with ground truth.",
+        params=(
+            Param("course", str, "three", "obstacle course: 'single' (the paper's sweep setup) or 'three'",
+                  choices=COURSES),
+            Param("obstacle_angle", float, 150.0, "single course: obstacle angle", min=90.5, max=179.5, unit="deg"),
+            Param("pivot_distance", float, 0.55, "single course: pivot post to the obstacle face", min=0.05,
+                  max=3.0, unit="m"),
+            Param("rate", float, 50.0, "base station frame rate", min=1.0, max=1000.0, unit="Hz"),
+            Param("speed", float, 0.03, "growth speed", min=1e-4, max=1.0, unit="m/s"),
+            Param("pressure", float, 10_000.0, "regulator setpoint", min=100.0, max=1e6, unit="Pa"),
+            Param("hold_time", float, 0.15, "the cap's hold of a lost contact", min=0.0, unit="s"),
+            Param("line_garbage", float, 0.02, "probability of garbage bytes before a serial frame", min=0.0,
+                  max=1.0),
+            Param("line_corrupt", float, 0.005, "probability of a corrupted serial frame", min=0.0, max=1.0),
+            Param("seed", int, 0, "random seed of the sensor faults"),
+            Param("loop", bool, True, "start the course again when it ends"),
+            Param("frame_prefix", str, "", "prefix of the published frame ids"),
+        ),
+    )  # fmt: skip
+
+
+SCHEMA = _schema()
