@@ -315,7 +315,8 @@ class PivotOutput:
 # The improvements over the paper's filter, each switchable for the ablation:
 # model_pressure_drop: tip pressure = sensed (1 - pressure_drop_per_metre L_total);
 # dropouts_missing: a lost contact (no switch, or force below force_min) is a missing measurement, Algorithm 1
-#     uses the held contact flag and fixes a pivot where contact was last live;
+#     uses the held contact flag (bridging losses over less than contact_gap of growth) and fixes a pivot where
+#     contact was last live;
 # pivot_events: each collision restarts a constant-pivot filter from the last fixed pivot (a discrete event),
 #     weighting samples by their propagated sensor noise, gating outliers and samples violating Eq. 1.
 IMPROVEMENTS = ("model_pressure_drop", "dropouts_missing", "pivot_events")
@@ -346,6 +347,7 @@ class CollisionPivotConfig:
     contact_angle_noise: float = 0.05
     pivot_process_noise: float = 1e-4
     gate_sigma: float = 4.0
+    contact_gap: float = 0.02
     improvements: tuple[str, ...] | None = None
 
     @classmethod
@@ -382,6 +384,7 @@ class CollisionPivotEstimator:
         self._was_contact = False
         self._was_episode = False
         self._episode_l_prev = 0.0  # the pivot fixed before the current collision
+        self._last_live_total = -math.inf
         self._mean = 0.0  # constant-pivot filter (pivot_events)
         self._var = 0.0
         self._accepted = 0
@@ -407,15 +410,22 @@ class CollisionPivotEstimator:
         dt = 0.0 if self._last_stamp is None else (s.stamp_ns - self._last_stamp) * 1e-9
         self._last_stamp = s.stamp_ns
         heading = s.heading - cfg.heading_drift_per_metre * s.total_length
-        held = s.in_contact and not s.live_contact
-        if s.in_contact and not self._was_episode:
+        # the collision ("episode"): the cap's held flag; the improved filter also bridges a loss of contact
+        # longer than the hold while the robot grew less than contact_gap (the same obstacle, touched again)
+        episode = s.in_contact
+        if self.dropouts_missing:
+            if s.live_contact:
+                self._last_live_total = s.total_length
+            episode = episode or (self._was_episode and s.total_length - self._last_live_total <= cfg.contact_gap)
+        held = episode and not s.live_contact
+        if episode and not self._was_episode:
             self._start_episode(s)
-        self._was_episode = s.in_contact
-        if s.in_contact:
+        self._was_episode = episode
+        if episode:
             c["contact_samples"] += 1
             c["held_samples"] += held
         # Algorithm 1's isContact: the paper's is "a switch is pressed" (it holds only the contact angle)
-        contact = s.in_contact if self.dropouts_missing else s.live_contact
+        contact = episode if self.dropouts_missing else s.live_contact
         force = s.normal_force if math.isfinite(s.normal_force) else (math.nan if self.dropouts_missing else 0.0)
         pressure = s.pressure
         if self.model_pressure_drop and math.isfinite(pressure):
@@ -541,6 +551,8 @@ SCHEMA = Schema(
         Param("contact_angle_noise", float, 0.05, "improved: contact angle noise (1 sigma)", min=0.0, unit="rad"),
         Param("pivot_process_noise", float, 1e-4, "improved: pivot random walk", min=0.0, unit="m/sqrt(s)"),
         Param("gate_sigma", float, 4.0, "improved: innovations beyond this many sigma are rejected", min=1.0),
+        Param("contact_gap", float, 0.02, "improved: a contact lost for less growth than this is the same collision",
+              min=0.0, unit="m"),
         Param("length_topic", str, "base/length", "sensor_msgs/JointState, position[0] = grown length (ticks)"),
         Param("pressure_topic", str, "base/pressure", "sensor_msgs/FluidPressure, internal pressure"),
         Param("cap_topic", str, "cap/state", "shape_sensing/ContactCapState"),
