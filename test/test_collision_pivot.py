@@ -32,6 +32,7 @@ from shape_sensing.estimators.collision_pivot import (
 from shape_sensing.pipelines.vine_collision import CollisionTracker
 from shape_sensing.sim.bno055_sim import SimBNO055
 from shape_sensing.sim.i2c_bus import SimI2CBus
+from shape_sensing.sim.tca9548a_sim import SimTCA9548A
 from shape_sensing.sim.vine_collision import SensorFaults, VineCollisionSim, single_course, three_course
 
 # -- contact cap ------------------------------------------------------------------
@@ -64,15 +65,18 @@ def test_the_hold_bridges_a_brief_loss_only() -> None:
 
 def test_heading_is_the_yaw_of_the_bno055_read_through_the_driver() -> None:
     bus = SimI2CBus()
+    mux = SimTCA9548A(0x71, "cap mux")
+    bus.host.attach(mux)
     chip = SimBNO055(0x28, "cap")
-    bus.host.attach(chip)
-    reader = CapHeading(bus, 0x28, sleep=bus.sleep)
+    mux.channels[5].attach(chip)
+    reader = CapHeading(bus, 0x28, sleep=bus.sleep, mux_address=0x71, mux_channel=5)
     for yaw in (-2.5, -0.3, 0.0, 0.7, 3.0):
         q = Rotation.from_euler("ZYX", [yaw, 0.05, -0.02]).as_quat()
         chip.set_motion(q)
         _, _, heading = reader.read()
         assert heading == pytest.approx(Rotation.from_quat(q).as_euler("ZYX")[0], abs=3e-4)
         assert heading_from_quaternion(q) == pytest.approx(yaw, abs=1e-9)
+        bus.write_byte(0x71, 0x00)  # someone closed the mux: the next read selects it again
 
 
 # -- model equations ----------------------------------------------------------------

@@ -23,6 +23,7 @@ import numpy as np
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.drivers.bno055 import BNO055, Mode, plan_reads
+from shape_sensing.drivers.tca9548a import TCA9548A, TCA9548A_ADDRESSES
 
 __all__ = [
     "SCHEMA",
@@ -114,19 +115,35 @@ class CapHeading:
     """The cap's BNO055 read through the project's driver: orientation -> tip heading (yaw).
 
     Args:
-        bus: an ``smbus2.SMBus``-like bus (with the mux channel already selected if one is used).
+        bus: an ``smbus2.SMBus``-like bus.
         address: 0x28 or 0x29.
         sleep: injected sleep (simulations need not wait).
+        configure: check the chip id and start NDOF fusion.
+        mux_address, mux_channel: the TCA9548A in front of the BNO055, if any (selected before each read).
     """
 
     def __init__(
-        self, bus: Any, address: int = 0x28, *, sleep: Callable[[float], None] | None = None, configure: bool = True
+        self,
+        bus: Any,
+        address: int = 0x28,
+        *,
+        sleep: Callable[[float], None] | None = None,
+        configure: bool = True,
+        mux_address: int | None = None,
+        mux_channel: int = 0,
     ) -> None:
         self.chip = BNO055(bus, address, **({"sleep": sleep} if sleep is not None else {}))
         self.plan = plan_reads(["orientation", "angular_velocity", "calibration"])
+        self.mux = TCA9548A(bus, mux_address) if mux_address else None
+        self.mux_channel = mux_channel
+        self._select()
         if configure:
             self.chip.check_chip_id()
             self.chip.configure(Mode.NDOF)
+
+    def _select(self) -> None:
+        if self.mux is not None:  # another master may have switched the mux: select before every read
+            self.mux.select(self.mux_channel)
 
     def read(self) -> tuple[np.ndarray, np.ndarray, float]:
         """``(quaternion [x, y, z, w], angular velocity rad/s, heading rad)``.
@@ -134,6 +151,7 @@ class CapHeading:
         Raises:
             OSError: the bus failed; ProtocolError: a short read.
         """
+        self._select()
         d = self.chip.read(self.plan)
         assert d.orientation is not None and d.angular_velocity is not None
         q = d.orientation
@@ -154,8 +172,8 @@ SCHEMA = Schema(
         Param("hold_time", float, 0.15, "a lost contact is held this long (0: no hold)", min=0.0, unit="s"),
         Param("i2c_bus", int, 1, "I2C bus number of the BNO055 (/dev/i2c-N); -1: no BNO055", min=-1),
         Param("bno055_address", int, 0x28, "BNO055 address", choices=(0x28, 0x29)),
-        Param("mux_address", int, 0, "TCA9548A address if the BNO055 sits behind one (0: no mux)", min=0,
-              max=0x77),
+        Param("mux_address", int, 0, "TCA9548A address if the BNO055 sits behind one (0: no mux)",
+              choices=(0, *TCA9548A_ADDRESSES)),
         Param("mux_channel", int, 0, "TCA9548A channel of the BNO055", min=0, max=7),
         Param("imu_rate", float, 50.0, "BNO055 read rate", min=1.0, max=100.0, unit="Hz"),
         Param("stale_timeout", float, 0.5, "no switch state for this long is reported stale", min=0.0, unit="s"),

@@ -55,8 +55,8 @@ class ContactCapNode:
                 import smbus2
 
                 self.bus = smbus2.SMBus(p["i2c_bus"])
-                self._select_mux()
-                self.heading = CapHeading(self.bus, p["bno055_address"])
+                self.heading = CapHeading(self.bus, p["bno055_address"], mux_address=p["mux_address"] or None,
+                                          mux_channel=p["mux_channel"])  # fmt: skip
             except (OSError, DriverError) as exc:
                 where = f"node {node.get_name()}: BNO055 on bus {p['i2c_bus']}"
                 raise ConfigError(f"{where} did not answer: {exc}") from exc
@@ -64,11 +64,6 @@ class ContactCapNode:
         self.diag_timer = node.create_timer(1.0, self._on_diagnostics)
         node.get_logger().info(f"contact cap: {p['n_switches']} switches, hold {p['hold_time']} s, "
                                + ("BNO055 heading" if self.heading else "no BNO055"))  # fmt: skip
-
-    def _select_mux(self) -> None:
-        p = self.params
-        if p["mux_address"]:
-            self.bus.write_byte(p["mux_address"], 1 << p["mux_channel"])
 
     def _on_state(self, msg: Any) -> None:
         stamp = msgs.stamp_from_msg(msg)
@@ -80,7 +75,6 @@ class ContactCapNode:
         assert self.heading is not None
         stamp = int(self.node.get_clock().now().nanoseconds)
         try:
-            self._select_mux()
             q, gyro, _ = self.heading.read()
         except (OSError, DriverError, ValueError) as exc:
             self.i2c_errors += 1
