@@ -56,7 +56,7 @@ def test_netft_node_streams_from_the_loopback_emulator(monkeypatch: pytest.Monke
     from shape_sensing.nodes.netft import NetFtNode
 
     with NetFtEmulator() as emu:
-        node = FakeNode("netft", {"address": "127.0.0.1", "port": emu.address[1]})
+        node = FakeNode("netft", {"address": "127.0.0.1", "port": emu.address[1], "bind_address": "127.0.0.1"})
         app = NetFtNode(node)
         deadline = time.monotonic() + 3.0
         while not emu.streaming and time.monotonic() < deadline:

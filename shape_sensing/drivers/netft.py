@@ -235,18 +235,18 @@ class NetFtReceiver:
         return DiagnosticStatus(name="netft", level=level, message=msg, values=st.as_dict())
 
 
-def open_socket(local_port: int = 0, *, timeout: float | None = 0.0) -> socket.socket:
-    """A UDP socket for the receiver (non-blocking by default).
+def open_socket(local_port: int = 0, *, bind_address: str = "", timeout: float | None = 0.0) -> socket.socket:
+    """A UDP socket for the receiver (non-blocking by default), bound to ``bind_address`` ('' = any interface).
 
     Raises:
         BusError: the socket cannot be bound.
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
-        sock.bind(("", local_port))
+        sock.bind((bind_address, local_port))
     except OSError as exc:
         sock.close()
-        raise BusError(f"cannot bind a UDP socket on port {local_port}: {exc}") from exc
+        raise BusError(f"cannot bind a UDP socket on {bind_address or '*'}:{local_port}: {exc}") from exc
     sock.settimeout(timeout)
     return sock
 
@@ -257,6 +257,7 @@ SCHEMA = Schema(
     params=(
         Param("address", str, "192.168.1.1", "the sensor's IP address"),
         Param("port", int, RDT_PORT, "the sensor's RDT port", min=1, max=65535),
+        Param("bind_address", str, "", "local address the receiving socket binds ('' = any interface)"),
         Param("counts_per_force", float, 1_000_000.0, "the unit's cfgcpf (counts per N)", min=1e-9),
         Param("counts_per_torque", float, 1_000_000.0, "the unit's cfgcpt (counts per N m)", min=1e-9),
         Param("buffered", bool, False, "high-speed buffered streaming (several records per packet)"),

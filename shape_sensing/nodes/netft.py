@@ -38,7 +38,7 @@ class NetFtNode:
         self.node = node
         p = self.params = declare_schema(node, SCHEMA)
         try:
-            self.sock = open_socket(0)
+            self.sock = open_socket(0, bind_address=p["bind_address"])
             self.rx = NetFtReceiver(self.sock, (p["address"], p["port"]), p["counts_per_force"],
                                     p["counts_per_torque"], clock=self._now_ns)  # fmt: skip
             self.rx.start(buffered=p["buffered"])
