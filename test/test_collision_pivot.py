@@ -275,3 +275,18 @@ def test_estimator_outputs_events_for_contact_and_pivots() -> None:
         kinds += [e.kind for e in est.update(s).events]
     assert kinds == [0, 1, 2]  # contact start, contact end, pivot fixed
     assert est.pivot_index == 1
+
+
+def test_paper_filter_underestimates_farther_pivots_more_as_the_paper_found() -> None:
+    # Sec. IV-B: a systematic underestimation of the pivot, larger for pivots placed farther away
+    faults = SensorFaults()
+    filters = _filters(faults)
+    near, far = [], []
+    for k, angle in enumerate((130.0, 150.0, 170.0)):
+        near.append(score_core(single_course(angle, 0.35), faults, k, filters))
+        far.append(score_core(single_course(angle, 0.75), faults, 10 + k, filters))
+    paper_near = np.mean([m["paper"]["pivot_error_mean_cm"] for m in near])
+    paper_far = np.mean([m["paper"]["pivot_error_mean_cm"] for m in far])
+    assert paper_near < -2.0 and paper_far < paper_near - 3.0
+    improved = [abs(m["improved"]["pivot_error_mean_cm"]) for m in near + far]
+    assert max(improved) < 5.0 and np.mean(improved) < 0.3 * abs(paper_far)
