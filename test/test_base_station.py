@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import binascii
+import json
 import struct
 import time
 
@@ -136,3 +137,16 @@ def test_bad_config_names_the_parameter() -> None:
         SCHEMA.validate({"metres_per_count": -0.001})
     with pytest.raises(ConfigError, match=r"parameter 'n_cap_switches' = 40"):
         SCHEMA.validate({"n_cap_switches": 40})
+
+
+def test_calibration_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from shape_sensing.cli import main
+
+    argv = ["calibrate-base-station", "--trial", "0", "4000", "1.0", "--trial", "100", "2100", "0.5", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["metres_per_count"] == pytest.approx(2.5e-4) and out["trials"] == 2
+    assert main(["calibrate-base-station", "--trial", "0", "0", "1.0"]) == 2
+    assert "did not move" in capsys.readouterr().err
+    assert main(["calibrate-base-station", "--trial", "a", "1", "1.0"]) == 2
+    assert "integer counts" in capsys.readouterr().err
