@@ -30,9 +30,9 @@ Two filters share this module and the same inputs:
   grown length); contact dropouts (no switch pressed, force below ``force_min``), stale force and
   samples violating Eq. 1 are missing measurements, not zeros; each new contact is a discrete pivot
   event that restarts a constant-pivot filter from the last fixed pivot, weighting each sample by
-  its propagated sensor noise and gating outliers; Algorithm 1 uses the held contact flag, so a
-  brief loss of contact fixes no pivot, and a pivot is fixed where contact was last live, not
-  where the hold ran out.
+  its propagated sensor noise and gating outliers; Algorithm 1 uses the held contact flag (and
+  bridges a loss of contact over less than ``contact_gap`` of growth), so a brief loss of contact
+  fixes no pivot, and a pivot is fixed where contact was last live, not where the hold ran out.
 
 Both correct the heading for a calibrated drift per metre grown (the paper subtracted the drift
 measured in separate calibration runs). Axes: the robot's base frame has x along the initial
