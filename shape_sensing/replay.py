@@ -112,8 +112,8 @@ def replay_bag(
             with Progress("replay", total or 0, enabled=not getattr(args, "json", False), unit="msg") as bar:
                 messages = _counted(read_bag(input_path), bar)
                 metrics: dict[str, Any] | None = mod.replay(messages, writer, config, args)
-        if metrics is not None:
-            metrics["parameters"] = source or "defaults (none recorded in the bag)"
+        # Where the parameters came from, for the command's output (the pipeline's metrics stay its own).
+        args.parameters_source = source or "defaults (none recorded in the bag)"
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         (tmp / out.name).replace(out)
@@ -137,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
         args.input, args.out, args, config=args.config, pipeline=args.pipeline, overwrite=args.overwrite,
         distro=args.distro,
     )  # fmt: skip
-    result = {"output": str(args.out), **(metrics or {})}
+    result = {"output": str(args.out), **(metrics or {}), "parameters": args.parameters_source}
     if metrics is None:
         result["ground_truth"] = "absent"
     print_metrics(result, args.json, title="replay")
