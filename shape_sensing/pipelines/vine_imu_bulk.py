@@ -148,6 +148,7 @@ def _imu_fixed_layout(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     status[absent] = _BAD
     status[undecodable] = _UNDECODABLE
     qn[status != _OK] = 0.0
+    stamp[undecodable] = 0  # no stamp is read from an undecodable message
     return stamp, qn, status
 
 
