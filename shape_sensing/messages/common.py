@@ -19,7 +19,7 @@ from shape_sensing.geometry import FloatArray, make_transform, matrix_to_quat, q
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory, default_factory, published_type
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate, TransformStamped
-from shape_sensing.viz import covariance_ellipsoid, tube_mesh
+from shape_sensing.viz import covariance_ellipsoid, tube_mesh_indexed
 
 __all__ = [
     "diagnostic_array",
@@ -429,13 +429,14 @@ def _marker(
     mtype: int,
     *,
     points: FloatArray | None = None,
+    point_msgs: list[Any] | None = None,
     pose: FloatArray | None = None,
     scale: Sequence[float] | FloatArray = (1.0, 1.0, 1.0),
     rgba: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
     text: str = "",
 ) -> Any:
     f = _f(factory)
-    pts = [] if points is None else _points(points, factory)
+    pts = point_msgs if point_msgs is not None else [] if points is None else _points(points, factory)
     return f.make(
         "visualization_msgs/msg/Marker",
         header=hdr,
@@ -481,9 +482,11 @@ def shape_markers(
 ) -> Any:
     """MarkerArray of a shape: body tube, backbone line, frame spheres, tip covariance ellipsoid."""
     hdr = header(shape.stamp_ns, frame_prefix + shape.parent_frame, factory)
-    body = tube_mesh(_decimate(shape.backbone, 48), shape.radius, 8)
+    vertices, corners = tube_mesh_indexed(_decimate(shape.backbone, 48), shape.radius, 8)
+    vertex_msgs = _points(vertices, factory)
+    body = [vertex_msgs[i] for i in corners.tolist()]  # six corners share each vertex: one message per vertex
     markers = [
-        _marker(factory, hdr, f"{ns}/body", 0, MARKER_TRIANGLE_LIST, points=body, rgba=rgba),
+        _marker(factory, hdr, f"{ns}/body", 0, MARKER_TRIANGLE_LIST, point_msgs=body, rgba=rgba),
         _marker(
             factory, hdr, f"{ns}/backbone", 0, MARKER_LINE_STRIP, points=shape.backbone,
             scale=(0.005, 0.0, 0.0), rgba=(1.0, 1.0, 1.0, 1.0),
