@@ -27,6 +27,7 @@ sensor subsets over one decoded recording.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -312,8 +313,15 @@ def replay_bulk(
     namespace: str,
     *,
     progress: Callable[[str, float], None] | None = None,
+    timings: dict[str, float] | None = None,
 ) -> dict[str, Any] | None:
-    """The streaming replay's output and metrics, computed in bulk (see the module docstring)."""
+    """The streaming replay's output and metrics, computed in bulk (see the module docstring).
+
+    ``timings``, when given, receives the CPU seconds of each stage (read, decode and ticks, estimate,
+    build and write the estimates' messages, copy the inputs).
+    """
+    clock = time.process_time
+    t0 = clock()
     imu_topics = [resolve_topic(t, namespace) for t in tracker.params["imu_topics"]]
     length_topic = tracker.params["length_topic"]
     length_name = resolve_topic(length_topic, namespace) if length_topic else None
@@ -326,8 +334,10 @@ def replay_bulk(
         return None if progress is None else (lambda frac: progress(label, frac))
 
     arrays = read_topics(bag, wanted, step("read"))
+    t1 = clock()
     inputs = decode_inputs(arrays, imu_topics, length_name, truth_tip)
     states = tick_states(inputs, tracker.ticker.period_ns)
+    t2 = clock()
     shape_writer = ShapeWriter(writer, namespace, tracker.params["marker_rate"])
     # Copies in read order, each tick's estimate after the message it fires on (as the streaming replay writes).
     qos = {t: "sensor" for t in imu_topics}
@@ -342,13 +352,21 @@ def replay_bulk(
     topic_of = [t for _, t in copies]
     arrays_of = [arrays[t] for t in topic_of]
     est_list = list(estimates(tracker, states, step("estimate")))
+    t3 = clock()
+    spent = {"write_estimates": 0.0}
+
+    def write_estimate(est: ShapeEstimate) -> None:
+        c = clock()
+        shape_writer.write(est)
+        spent["write_estimates"] += clock() - c
+
     est_at = np.array([states.fire_rank[t] for t, _ in est_list], dtype=np.int64)
     k_est = 0
     write_raw = writer.write_raw
     for pos in order:
         r = all_rank[pos]
         while k_est < len(est_list) and est_at[k_est] < r:
-            shape_writer.write(est_list[k_est][1])
+            write_estimate(est_list[k_est][1])
             k_est += 1
         k = which[pos]
         ta = arrays_of[k]
@@ -357,10 +375,19 @@ def replay_bulk(
         write_raw(topic, ta.msgtype, ta.raw(i), int(ta.log_time[i]), qos=qos.get(topic, "default"))
         if k_est < len(est_list) and est_at[k_est] == r:
             while k_est < len(est_list) and est_at[k_est] == r:
-                shape_writer.write(est_list[k_est][1])
+                write_estimate(est_list[k_est][1])
                 k_est += 1
     for _, est in est_list[k_est:]:
-        shape_writer.write(est)
+        write_estimate(est)
+    t4 = clock()
+    if timings is not None:
+        timings |= {
+            "read": t1 - t0,
+            "decode_and_ticks": t2 - t1,
+            "estimate": t3 - t2,
+            "build_and_write_estimates": spent["write_estimates"],
+            "copy_inputs": t4 - t3 - spent["write_estimates"],
+        }
     tracker.stats.bad_samples = int(states.bad[-1]) if len(states.bad) else 0
     tracker.stats.out_of_order = int(states.out_of_order[-1]) if len(states.out_of_order) else 0
     return tip_metrics([e for _, e in est_list], inputs, length_name is not None)
