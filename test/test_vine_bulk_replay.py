@@ -13,6 +13,7 @@ from shape_sensing.demos.vine_imu import run_demo
 from shape_sensing.io.bag import BagWriter, read_bag
 from shape_sensing.io.bag_bulk import _read_streaming, read_topics
 from shape_sensing.messages import common as msgs
+from shape_sensing.messages.errors import MessageError
 from shape_sensing.pipelines.vine_imu_bulk import _imu_stream
 from shape_sensing.replay import replay_bag
 from shape_sensing.types import ImuSample
@@ -137,3 +138,60 @@ def test_vectorised_imu_decode_equals_the_per_message_reader(demo: Path) -> None
     assert np.array_equal(bulk.stamp, one.stamp) and np.array_equal(bulk.status, one.status)
     assert np.array_equal(bulk.values, one.values)  # bit for bit
     assert set(np.unique(bulk.status)) == {0, 1, 2}
+
+
+def test_tick_states_equal_the_streaming_trackers_state_at_every_tick(demo: Path, tmp_path: Path) -> None:
+    """What the tracker holds when each tick fires, recorded from the streaming path, against tick_states."""
+    from shape_sensing.io.bag_bulk import read_topics
+    from shape_sensing.pipelines.vine_imu import VineImuTracker
+    from shape_sensing.pipelines.vine_imu_bulk import decode_inputs, tick_states
+
+    bag = _troubled(demo, tmp_path / "t.mcap")
+    params = {"imu_topics": [t[len("/vine/") :] for t in IMU]}
+    seen: list[tuple] = []
+    first: list[int] = []
+
+    class Recording(VineImuTracker):
+        def _estimate(self, tick: int):  # type: ignore[no-untyped-def]
+            seen.append((tick, self.quats.copy(), self.last_ns.copy(), self.latest_ns, self.length,
+                         self.stats.bad_samples, self.stats.out_of_order, first[0] if first else -1))  # fmt: skip
+            return super()._estimate(tick)
+
+        def push_orientation(self, index, stamp_ns, q):  # type: ignore[no-untyped-def]
+            before = self.last_ns[index]
+            out = super().push_orientation(index, stamp_ns, q)
+            if not first and self.last_ns[index] != before:
+                first.append(stamp_ns)
+            return out
+
+        def push_length(self, stamp_ns, length):  # type: ignore[no-untyped-def]
+            out = super().push_length(stamp_ns, length)
+            if not first and self.length is not None:
+                first.append(stamp_ns)
+            return out
+
+    tracker = Recording(params)
+    for m in read_bag(bag):
+        if m.topic in IMU:
+            try:
+                stamp, q = msgs.imu_orientation_from_cdr(m.raw)
+            except MessageError:
+                tracker.stats.bad_samples += 1
+                continue
+            tracker.push_orientation(IMU.index(m.topic), stamp, q)
+        elif m.topic == "/vine/base/length":
+            pos = list(m.msg.position)
+            if pos:
+                tracker.push_length(msgs.stamp_from_msg(m.msg), float(pos[0]))
+            else:
+                tracker.stats.bad_samples += 1
+    tracker.flush()
+    arrays = read_topics(bag, [*IMU, "/vine/base/length"])
+    states = tick_states(decode_inputs(arrays, IMU, "/vine/base/length", None), tracker.ticker.period_ns)
+    assert len(seen) == len(states.ticks) > 50
+    for t, (tick, quats, last_ns, latest, length, bad, ooo, first_ns) in enumerate(seen):
+        assert tick == states.ticks[t]
+        assert np.array_equal(quats, states.quats[t]) and np.array_equal(last_ns, states.last_ns[t])
+        assert latest == states.latest_ns[t] and bad == states.bad[t] and ooo == states.out_of_order[t]
+        assert (length is None and np.isnan(states.length[t])) or length == states.length[t]
+        assert first_ns == states.first_ns[t]

@@ -82,6 +82,7 @@ class TickStates:
     length: np.ndarray  # (T,) float, NaN when no length was received
     bad: np.ndarray  # (T,) int64 bad samples so far
     out_of_order: np.ndarray  # (T,) int64
+    first_ns: np.ndarray  # (T,) int64 stamp of the first accepted reading (IMU or length), -1 before it
 
 
 def _imu_stream(ta: TopicArrays) -> _Stream:
@@ -259,6 +260,7 @@ def tick_states(inputs: BulkInputs, period_ns: int, stale_ns: int = 0) -> TickSt
     all_rank, run_stamp = all_rank[o], np.maximum.accumulate(all_stamp[o]) if len(o) else all_stamp
     k = np.searchsorted(all_rank, fire_rank, side="left") - 1
     latest = np.where(k >= 0, run_stamp[np.maximum(k, 0)] if len(run_stamp) else -1, -1).astype(np.int64)
+    first = np.where(k >= 0, all_stamp[o][0] if len(o) else -1, -1).astype(np.int64)
     bad_rank = np.sort(rank[status != _OK])
     ooo = np.sort(np.concatenate(ooo_ranks)) if ooo_ranks else np.zeros(0, dtype=np.int64)
     return TickStates(
@@ -270,12 +272,13 @@ def tick_states(inputs: BulkInputs, period_ns: int, stale_ns: int = 0) -> TickSt
         length=length,
         bad=np.searchsorted(bad_rank, fire_rank, side="left").astype(np.int64),
         out_of_order=np.searchsorted(ooo, fire_rank, side="left").astype(np.int64),
+        first_ns=first,
     )
 
 
 def _no_ticks(n: int) -> TickStates:
     e = np.zeros(0, dtype=np.int64)
-    return TickStates(e, e, np.zeros((0, n, 4)), np.zeros((0, n), dtype=np.int64), e, np.zeros(0), e, e)
+    return TickStates(e, e, np.zeros((0, n, 4)), np.zeros((0, n), dtype=np.int64), e, np.zeros(0), e, e, e)
 
 
 def estimates(
@@ -299,6 +302,8 @@ def estimates(
         tracker.length = None if math.isnan(length) else length
         tracker.stats.bad_samples = int(states.bad[t])
         tracker.stats.out_of_order = int(states.out_of_order[t])
+        if hasattr(tracker, "first_ns"):  # trackers that time a capture from the first reading
+            tracker.first_ns = int(states.first_ns[t])
         est = tracker._estimate(int(states.ticks[t]))
         if est is not None:
             yield t, est
