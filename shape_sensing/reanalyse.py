@@ -118,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=None,
         metavar="T0:T1",
-        help="a time window (s from the recording's start) in which the robot was straight: drift from it",
+        help="a time window (s from the first stamped input) in which the robot was straight: drift from it",
     )
     parser.add_argument("--config", type=Path, default=None, help="estimator parameter file (ROS 2 YAML layout)")
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="robot namespace (default /vine)")
@@ -232,8 +232,10 @@ def reanalyse(
                 rot[idx] = est.poses[:-1, :3, :3]
                 sensor_rot.append(rot)
         st = np.array(stamps, dtype=np.int64)
-        if t_start is None:
-            t_start = int(states.ticks[0]) if len(states.ticks) else 0
+        if t_start is None:  # time 0: the first stamped input
+            streams = [*inputs.imus, inputs.length]
+            firsts = [int(x.stamp[x.status == 0].min()) for x in streams if (x.status == 0).any()]
+            t_start = min(firsts) if firsts else 0
         tip = np.array(tips).reshape(-1, 3)
         ln = np.array(lengths)
         used = np.flatnonzero(tracker.config.used)
