@@ -84,7 +84,10 @@ def replay_bag(
     try:
         with BagWriter(tmp / out.name, distro=distro) as writer:
             metrics: dict[str, Any] | None
-            if mod.NAME == "vine-imu" and not getattr(args, "streaming", False):
+            # The bulk path sets the tracker up from --config and --namespace only; any other tracker option
+            # (e.g. a saved straight reference) runs the streaming path, which applies it.
+            tracker_options = [k for k in ("reference", "reference_at") if getattr(args, k, None) is not None]
+            if mod.NAME == "vine-imu" and not getattr(args, "streaming", False) and not tracker_options:
                 from shape_sensing.pipelines import vine_imu_bulk
 
                 metrics = vine_imu_bulk.replay(input_path, writer, config, args, progress=_progress(args))
