@@ -24,9 +24,12 @@ DEFAULT_BASE = "95f8953"
 
 def extract(rev: str, into: Path) -> Path:
     """``shape_sensing`` of git revision ``rev`` under ``into``; returns the directory to put on ``PYTHONPATH``."""
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "shape_sensing", "msg"], check=True, capture_output=True
-    ).stdout
+    try:
+        archive = subprocess.run(
+            ["git", "-C", str(ROOT), "archive", rev, "shape_sensing", "msg"], check=True, capture_output=True
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise SystemExit(f"comparing with revision {rev} needs a git checkout that has it (--base REV): {exc}") from exc
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into
 
