@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "vine robot: capture the hinge-arc straight reference from a recording of the robot everted and straight",
     ),
     "figure4": ("shape_sensing.figure4", "growth planner: the seed paper's Figure 4 (robot A), open and closed loop"),
+    "reanalyse": ("shape_sensing.reanalyse", "vine-IMU recording: tip error per sensor subset, drift, error vs length"),
     "calibrate-base-station": (
         "shape_sensing.calibrate_base_station",
         "vine robot base station: metres per encoder count from tape-measured growth trials",

@@ -13,7 +13,7 @@ import argparse
 import importlib
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -52,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output bag")
     parser.add_argument("--distro", default="jazzy", help="ROS 2 distro of the output definitions (default jazzy)")
+    parser.add_argument(
+        "--streaming",
+        action="store_true",
+        help="feed the messages one by one through the node's path (default for vine-imu bags: decode and "
+        "estimate whole topics at once, same output)",
+    )
     for module in PIPELINES.values():
         mod = importlib.import_module(module)
         mod.add_replay_arguments(parser)
@@ -108,10 +114,18 @@ def replay_bag(
         with BagWriter(tmp / out.name, distro=distro) as writer:
             if config is not None:
                 writer.set_metadata(PARAMETERS_KEY.format(node=node), Path(config).read_text())
-            total = bag_message_count(input_path)
-            with Progress("replay", total or 0, enabled=not getattr(args, "json", False), unit="msg") as bar:
-                messages = _counted(read_bag(input_path), bar)
-                metrics: dict[str, Any] | None = mod.replay(messages, writer, config, args)
+            metrics: dict[str, Any] | None
+            # The bulk path sets the tracker up from --config and --namespace only; any other tracker option
+            # (e.g. a saved straight reference) runs the streaming path, which applies it.
+            tracker_options = [k for k in ("reference", "reference_at") if getattr(args, k, None) is not None]
+            if mod.NAME == "vine-imu" and not getattr(args, "streaming", False) and not tracker_options:
+                from shape_sensing.pipelines import vine_imu_bulk
+
+                metrics = vine_imu_bulk.replay(input_path, writer, config, args, progress=_progress(args))
+            else:
+                total = bag_message_count(input_path)
+                with Progress("replay", total or 0, enabled=not getattr(args, "json", False), unit="msg") as bar:
+                    metrics = mod.replay(_counted(read_bag(input_path), bar), writer, config, args)
         # Where the parameters came from, for the command's output (the pipeline's metrics stay its own).
         args.parameters_source = source or "defaults (none recorded in the bag)"
         if out.exists():
@@ -129,6 +143,25 @@ def _counted(messages: Iterator[BagMessage], bar: Progress) -> Iterator[BagMessa
             bar.update(i)
         yield message
     bar.update(i)
+
+
+def _progress(args: argparse.Namespace) -> Callable[[str, float], None] | None:
+    """Progress bars on stderr for long replays, one per stage (none under --json)."""
+    if getattr(args, "json", False):
+        return None
+    bars: dict[str, Progress] = {}
+
+    def show(stage: str, frac: float) -> None:
+        bar = bars.get(stage)
+        if bar is None:
+            for other in bars.values():  # a new stage: the earlier ones are done
+                other.close()
+            bar = bars[stage] = Progress(f"replay: {stage}", 1.0)
+        bar.update(frac)
+        if frac >= 1.0:
+            bar.close()
+
+    return show
 
 
 def run(args: argparse.Namespace) -> int:

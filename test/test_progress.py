@@ -26,7 +26,7 @@ def test_replay_shows_progress_and_is_quiet_under_json(
     demo_bag: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     err = _run(["replay", str(demo_bag), "--out", str(tmp_path / "a.mcap")], capsys)
-    assert "replay:" in err and "msg" in err and "100%" in err
+    assert "replay" in err and "100%" in err
     assert _run(["replay", str(demo_bag), "--out", str(tmp_path / "b.mcap"), "--json"], capsys) == ""
 
 

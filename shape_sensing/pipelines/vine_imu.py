@@ -229,8 +229,17 @@ class VineImuTracker:
 
     def push_imu(self, index: int, sample: ImuSample) -> list[ShapeEstimate]:
         """Add a reading of IMU ``index``; returns the estimates that became due."""
-        out = self._advance(sample.stamp_ns)
-        q = sample.orientation
+        return self.push_orientation(index, sample.stamp_ns, sample.orientation)
+
+    def push_orientation(self, index: int, stamp_ns: int, q: FloatArray | None) -> list[ShapeEstimate]:
+        """Add the orientation ``[x, y, z, w]`` (or ``None``: absent) read by IMU ``index`` at ``stamp_ns``.
+
+        What :meth:`push_imu` does with an :class:`ImuSample`, for callers that read only the orientation
+        (:func:`~shape_sensing.messages.common.imu_orientation_from_msg`); returns the estimates that became due.
+        """
+        ticker = self.ticker
+        # No tick due (the common case): skip building an empty list of estimates.
+        out = self._advance(stamp_ns) if ticker.next_tick is None or ticker.next_tick < stamp_ns else []
         if q is None:
             self.stats.bad_samples += 1
             return out
@@ -238,14 +247,15 @@ class VineImuTracker:
         if not 0.5 < norm < 1.5:  # also false for NaN
             self.stats.bad_samples += 1
             return out
-        if sample.stamp_ns < self.last_ns[index]:
+        if stamp_ns < self.last_ns[index]:
             self.stats.out_of_order += 1
             return out
         self.quats[index] = q
-        self.last_ns[index] = sample.stamp_ns
+        self.last_ns[index] = stamp_ns
         if self.first_ns < 0:
-            self.first_ns = sample.stamp_ns
-        self.latest_ns = max(self.latest_ns, sample.stamp_ns)
+            self.first_ns = stamp_ns
+        if stamp_ns > self.latest_ns:
+            self.latest_ns = stamp_ns
         return out
 
     def push_length(self, stamp_ns: int, length: float) -> list[ShapeEstimate]:
@@ -432,6 +442,35 @@ def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> 
     return {"imu_topics": rel}
 
 
+def check_inputs(tracker: VineImuTracker, topics: dict[str, str] | None, namespace: str) -> None:
+    """Refuse a replay whose configured IMU topics cannot give an estimate from this bag (names them)."""
+    imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
+    missing = [t for t in imu_index if topics is not None and t not in topics]
+    if topics is not None and len(missing) == len(imu_index):
+        raise ValueError(f"none of the configured IMU topics {sorted(imu_index)} is in the bag")
+    used_missing = [t for t in missing if tracker.config.used[imu_index[t]]]
+    if used_missing and tracker.params["auto_offset"]:
+        # The straight reference waits for every used IMU: with one never heard, no estimate would come out.
+        raise ValueError(
+            f"used IMU topic(s) {used_missing} are not in the bag (namespace {namespace!r}); "
+            "fix imu_topics/use_sensors/every_k in the config or --namespace"
+        )
+
+
+def check_made_estimates(tracker: VineImuTracker) -> None:
+    """After a replay: no estimate at all is an error saying why, not an empty bag and exit 0."""
+    if tracker.stats.estimates:
+        return
+    heard = int((tracker.last_ns >= 0).sum())
+    reason = (
+        "no configured IMU topic had a usable message"
+        if heard == 0
+        else f"the straight reference was never captured ({heard}/{tracker.n} IMUs heard; every used IMU "
+        "must be fresh at one tick, or auto_offset is false)"
+    )
+    raise ValueError(f"replay made no estimate: {reason}")
+
+
 def replay(
     messages: Iterator[BagMessage],
     writer: BagWriter,
@@ -456,16 +495,7 @@ def replay(
             raise ValueError(f"--reference-at {reference_at}: expected a time >= 0 (s)")
         tracker.capture_at(reference_at)
     imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
-    missing = [t for t in imu_index if topics is not None and t not in topics]
-    if topics is not None and len(missing) == len(imu_index):
-        raise ValueError(f"none of the configured IMU topics {sorted(imu_index)} is in the bag")
-    used_missing = [t for t in missing if tracker.config.used[imu_index[t]]]
-    if used_missing and tracker.params["auto_offset"]:
-        # The straight reference waits for every used IMU: with one never heard, no estimate would come out.
-        raise ValueError(
-            f"used IMU topic(s) {used_missing} are not in the bag (namespace {namespace!r}); "
-            "fix imu_topics/use_sensors/every_k in the config or --namespace"
-        )
+    check_inputs(tracker, topics, namespace)
     length_topic = tracker.params["length_topic"]
     length_name = resolve_topic(length_topic, namespace) if length_topic else None
     truth_tip_name = resolve_topic("truth/tip", namespace)
@@ -485,17 +515,17 @@ def replay(
         if bm.topic in imu_index:
             writer.copy(bm, qos="sensor")
             try:
-                sample = msgs.imu_from_cdr(bm.raw)
+                stamp, q = msgs.imu_orientation_from_cdr(bm.raw)
             except MessageError:
                 try:  # not plain little-endian CDR: let the full decoder judge it
-                    sample = msgs.imu_from_msg(bm.msg)
+                    stamp, q = msgs.imu_orientation_from_msg(bm.msg)
                 except (MessageError, BagError):
                     tracker.stats.bad_samples += 1
                     continue
             except BagError:
                 tracker.stats.bad_samples += 1
                 continue
-            new = tracker.push_imu(imu_index[bm.topic], sample)
+            new = tracker.push_orientation(imu_index[bm.topic], stamp, q)
         elif length_name is not None and bm.topic == length_name:
             pos = list(bm.msg.position)
             if pos:
@@ -515,15 +545,7 @@ def replay(
     for est in tracker.flush():
         shape_writer.write(est)
         estimates.append(est)
-    if not estimates:
-        heard = int((tracker.last_ns >= 0).sum())
-        reason = (
-            "no configured IMU topic had a usable message"
-            if heard == 0
-            else f"the straight reference was never captured ({heard}/{tracker.n} IMUs heard; every used IMU "
-            "must be fresh at one tick, or auto_offset is false)"
-        )
-        raise ValueError(f"replay made no estimate: {reason}")
+    check_made_estimates(tracker)
     if not truth:
         return None
     truth_stamps = np.array(sorted(truth))
