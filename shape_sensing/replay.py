@@ -24,6 +24,7 @@ from shape_sensing.io.bag import (
     BagMessage,
     BagWriter,
     bag_message_count,
+    bag_metadata,
     bag_parameters,
     bag_topics,
     read_bag,
@@ -92,6 +93,7 @@ def replay_bag(
     if Path(out).resolve() == Path(input_path).resolve():
         raise ValueError(f"--out {out} is the input bag; choose another output")
     args.bag_topics = topics
+    args.bag_metadata = bag_metadata(input_path)  # recorded parameters, straight reference
     out = Path(out)
     if out.exists() and not overwrite:
         raise ValueError(f"{out} already exists; choose another output or allow overwriting (--overwrite)")

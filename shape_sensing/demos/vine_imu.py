@@ -28,6 +28,8 @@ from shape_sensing.io.bag import BagWriter
 from shape_sensing.messages import common as msgs
 from shape_sensing.pipelines.vine_imu import (
     DEFAULT_NAMESPACE,
+    REFERENCE_HOW_KEY,
+    REFERENCE_KEY,
     ShapeWriter,
     TipErrors,
     VineImuTracker,
@@ -110,6 +112,7 @@ def run_demo(
             ),
             "captured before the run, robot fully everted and straight",
         )
+    recorded_reference = tracker.estimator.reference
     ns = DEFAULT_NAMESPACE
     imu_topics = [resolve_topic(t, ns) for t in params["imu_topics"]]
     length_topic = resolve_topic(params["length_topic"], ns)
@@ -127,6 +130,10 @@ def run_demo(
     # outputs as they were and what was recorded as a readable vine-imu.partial.mcap.
     with DemoOutputs(out, "vine-imu", (".mcap", ".png", ".params.yaml")) as outputs:
         with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
+            if scenario == "growth" and recorded_reference is not None:
+                # The reference taken before the run, in the bag too: replay reproduces the run with it.
+                writer.set_metadata(REFERENCE_KEY, recorded_reference.to_yaml_text())
+                writer.set_metadata(REFERENCE_HOW_KEY, tracker.reference_status.split(":", 1)[0])
             # The estimator's parameters, in the bag and beside it: replay and the node reproduce this run.
             outputs.path(".params.yaml").write_text(
                 writer.record_parameters(

@@ -93,32 +93,36 @@ class StraightReference:
     length: float | None = None
 
     def to_yaml(self, path: str | os.PathLike[str]) -> Path:
-        """Write the reference (quaternions ``[x, y, z, w]``), atomically."""
+        """Write the reference (rotation matrices, so that it reads back bit for bit), atomically."""
         p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f".{p.name}.tmp")
+        tmp.write_text(self.to_yaml_text())
+        os.replace(tmp, p)
+        return p
+
+    def to_yaml_text(self) -> str:
+        """The YAML text :meth:`to_yaml` writes (also recorded in bags)."""
         data: dict[str, Any] = {
             "format": FORMAT,
             "stamp_ns": int(self.stamp_ns),
             "length_m": None if self.length is None else float(self.length),
             "base_from_placement": bool(self.base_from_placement),
-            "world_base_xyzw": [float(v) for v in Rotation.from_matrix(self.world_base).as_quat()],
+            "world_base": [[float(v) for v in row] for row in self.world_base],
             "sensors": {
                 fid: (
-                    [float(v) for v in Rotation.from_matrix(self.mountings[i]).as_quat()]
+                    [[float(v) for v in row] for row in self.mountings[i]]
                     if self.captured[i]
                     else None
                 )
                 for i, fid in enumerate(self.frame_ids)
             },
         }
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.name}.tmp")
-        tmp.write_text(
+        return (
             "# Straight reference of the hinge-arc estimator: base frame in the IMU world and each sensor's\n"
-            "# mounting (quaternions x, y, z, w), captured with the robot fully everted and straight.\n"
+            "# mounting (rotation matrices, rows; exact, so replays reproduce), captured fully everted and straight.\n"
             + yaml.safe_dump(data, sort_keys=False)
         )
-        os.replace(tmp, p)
-        return p
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> StraightReference:
@@ -129,22 +133,30 @@ class StraightReference:
         """
         p = Path(path)
         try:
-            data = yaml.safe_load(p.read_text())
+            text = p.read_text()
         except FileNotFoundError:
             raise StraightReferenceError(f"straight reference file {p} does not exist") from None
+        return cls.from_yaml_text(text, str(p))
+
+    @classmethod
+    def from_yaml_text(cls, text: str, where: str = "straight reference") -> StraightReference:
+        """Parse the text :meth:`to_yaml_text` gives; ``where`` names it in errors."""
+        p = where
+        try:
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise StraightReferenceError(f"straight reference file {p} is not valid YAML: {exc}") from exc
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             raise StraightReferenceError(f"{p}: not a straight reference (expected 'format: {FORMAT}')")
         sensors = data.get("sensors")
         if not isinstance(sensors, dict) or not sensors:
-            raise StraightReferenceError(f"{p}: 'sensors' must map frame ids to quaternions (or null)")
+            raise StraightReferenceError(f"{p}: 'sensors' must map frame ids to rotation matrices (or null)")
 
-        def quat(value: Any, what: str) -> FloatArray:
-            q = np.asarray(value, dtype=float) if isinstance(value, list) else np.zeros(0)
-            if q.shape != (4,) or not np.all(np.isfinite(q)) or not 0.5 < float(np.linalg.norm(q)) < 1.5:
-                raise StraightReferenceError(f"{p}: {what} = {value!r}: expected a unit quaternion [x, y, z, w]")
-            return Rotation.from_quat(q).as_matrix()
+        def mat(value: Any, what: str) -> FloatArray:
+            M = np.asarray(value, dtype=float) if isinstance(value, list) else np.zeros(0)
+            if M.shape != (3, 3) or not np.all(np.isfinite(M)) or not np.allclose(M @ M.T, np.eye(3), atol=1e-6):
+                raise StraightReferenceError(f"{p}: {what} = {value!r}: expected a 3x3 rotation matrix (rows)")
+            return M
 
         ids = tuple(str(k) for k in sensors)
         n = len(ids)
@@ -152,11 +164,11 @@ class StraightReference:
         captured = np.zeros(n, dtype=bool)
         for i, fid in enumerate(ids):
             if sensors[fid] is not None:
-                M[i] = quat(sensors[fid], f"sensors.{fid}")
+                M[i] = mat(sensors[fid], f"sensors.{fid}")
                 captured[i] = True
         length = data.get("length_m")
         return cls(
-            world_base=quat(data.get("world_base_xyzw"), "world_base_xyzw"),
+            world_base=mat(data.get("world_base"), "world_base"),
             mountings=M,
             captured=captured,
             frame_ids=ids,

@@ -69,6 +69,9 @@ __all__ = [
 ]
 
 NAME = "vine-imu"
+#: custom_data keys of a bag's straight reference (YAML of StraightReference) and how it was taken.
+REFERENCE_KEY = "shape_sensing.straight_reference.hinge_arc_estimator"
+REFERENCE_HOW_KEY = REFERENCE_KEY + ".how"
 DEFAULT_NAMESPACE = "/vine"
 IMU_TOPIC_RE = re.compile(r"imu_\d+/data$")
 
@@ -442,6 +445,17 @@ def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> 
     return {"imu_topics": rel}
 
 
+def apply_recorded_reference(tracker: VineImuTracker, args: argparse.Namespace) -> None:
+    """Use the straight reference recorded in the bag (``args.bag_metadata``) unless the user gave one."""
+    if getattr(args, "reference", None) is not None or getattr(args, "reference_at", None) is not None:
+        return
+    meta: dict[str, str] = getattr(args, "bag_metadata", None) or {}
+    text = meta.get(REFERENCE_KEY)
+    if text is not None:
+        ref = StraightReference.from_yaml_text(text, "the bag's recorded straight reference")
+        tracker.set_reference(ref, meta.get(REFERENCE_HOW_KEY, "recorded in the bag"))
+
+
 def check_inputs(tracker: VineImuTracker, topics: dict[str, str] | None, namespace: str) -> None:
     """Refuse a replay whose configured IMU topics cannot give an estimate from this bag (names them)."""
     imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
@@ -494,6 +508,7 @@ def replay(
         if not (math.isfinite(reference_at) and reference_at >= 0):
             raise ValueError(f"--reference-at {reference_at}: expected a time >= 0 (s)")
         tracker.capture_at(reference_at)
+    apply_recorded_reference(tracker, args)
     imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
     check_inputs(tracker, topics, namespace)
     length_topic = tracker.params["length_topic"]
