@@ -36,12 +36,12 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.io.bag import BagWriter
-from shape_sensing.io.bag_bulk import TopicArrays, read_topics
+from shape_sensing.io.bag_bulk import RecordBatch, TopicArrays, read_topics, write_records
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import default_factory
-from shape_sensing.pipelines.vine_imu import ShapeWriter, TipErrors, VineImuTracker, resolve_topic
+from shape_sensing.pipelines.vine_imu import ShapeMessages, TipErrors, VineImuTracker, resolve_topic
 from shape_sensing.types import ShapeEstimate
 
 __all__ = ["BulkInputs", "TickStates", "decode_inputs", "estimates", "replay_bulk", "tick_states"]
@@ -343,55 +343,48 @@ def replay_bulk(
     inputs = decode_inputs(arrays, imu_topics, length_name, truth_tip)
     states = tick_states(inputs, tracker.ticker.period_ns)
     t2 = clock()
-    shape_writer = ShapeWriter(writer, namespace, tracker.params["marker_rate"])
     # Copies in read order, each tick's estimate after the message it fires on (as the streaming replay writes).
     qos = {t: "sensor" for t in imu_topics}
     if length_name:
         qos[length_name] = "sensor"
     qos["/tf_static"] = "static"
-    copies = [(ta.rank, t) for t, ta in arrays.items()]
-    all_rank = np.concatenate([r for r, _ in copies]) if copies else np.zeros(0, dtype=np.int64)
-    which = np.concatenate([np.full(len(r), k) for k, (r, _) in enumerate(copies)]) if copies else all_rank
-    where = np.concatenate([np.arange(len(r)) for r, _ in copies]) if copies else all_rank
-    order = np.argsort(all_rank, kind="stable")
-    topic_of = [t for _, t in copies]
-    arrays_of = [arrays[t] for t in topic_of]
     est_list = list(estimates(tracker, states, step("estimate")))
     t3 = clock()
-    spent = {"write_estimates": 0.0}
-
-    def write_estimate(est: ShapeEstimate) -> None:
-        c = clock()
-        shape_writer.write(est)
-        spent["write_estimates"] += clock() - c
-
-    est_at = np.array([states.fire_rank[t] for t, _ in est_list], dtype=np.int64)
-    k_est = 0
-    write_raw = writer.write_raw
-    for pos in order:
-        r = all_rank[pos]
-        while k_est < len(est_list) and est_at[k_est] < r:
-            write_estimate(est_list[k_est][1])
-            k_est += 1
-        k = which[pos]
-        ta = arrays_of[k]
-        topic = topic_of[k]
-        i = where[pos]
-        write_raw(topic, ta.msgtype, ta.raw(i), int(ta.log_time[i]), qos=qos.get(topic, "default"))
-        if k_est < len(est_list) and est_at[k_est] == r:
-            while k_est < len(est_list) and est_at[k_est] == r:
-                write_estimate(est_list[k_est][1])
-                k_est += 1
-    for _, est in est_list[k_est:]:
-        write_estimate(est)
+    batch = RecordBatch()
+    for topic, ta in arrays.items():
+        cid = writer.connection_id(topic, ta.msgtype, qos=qos.get(topic, "default"))
+        key = np.zeros((len(ta), 3), dtype=np.int64)
+        key[:, 0] = ta.rank
+        if ta.source is not None and ta.record_at is not None:
+            batch.copy(ta.source, ta.record_at, cid, ta.log_time, key)
+        else:
+            for i in range(len(ta)):
+                batch.add(cid, int(ta.log_time[i]), ta.raw(i), (int(ta.rank[i]), 0, 0))
     t4 = clock()
+    shape_messages = ShapeMessages(writer.factory, tracker.params["marker_rate"])
+    serialize = writer.factory.typestore.serialize_cdr
+    conns: dict[str, int] = {}
+    seq = 0
+    for t, est in est_list:
+        fire = int(states.fire_rank[t])
+        for topic, msg in shape_messages.build(est):
+            name = resolve_topic(topic, namespace)
+            cid = conns.get(name)
+            if cid is None:
+                cid = conns[name] = writer.connection_id(name, msg.__msgtype__)
+            batch.add(cid, est.stamp_ns, serialize(msg, msg.__msgtype__), (fire, 1, seq))
+            seq += 1
+    t5 = clock()
+    write_records(writer, batch)
+    t6 = clock()
     if timings is not None:
         timings |= {
             "read": t1 - t0,
             "decode_and_ticks": t2 - t1,
             "estimate": t3 - t2,
-            "build_and_write_estimates": spent["write_estimates"],
-            "copy_inputs": t4 - t3 - spent["write_estimates"],
+            "build_and_serialise_estimates": t5 - t4,
+            "gather_inputs": t4 - t3,
+            "write_records": t6 - t5,
         }
     tracker.stats.bad_samples = int(states.bad[-1]) if len(states.bad) else 0
     tracker.stats.out_of_order = int(states.out_of_order[-1]) if len(states.out_of_order) else 0
