@@ -38,6 +38,7 @@ import numpy as np
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.io.bag_bulk import RecordBatch, TopicArrays, read_topics, write_records
 from shape_sensing.io.errors import BagError
+from shape_sensing.messages import cdr
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import default_factory
@@ -361,18 +362,26 @@ def replay_bulk(
             for i in range(len(ta)):
                 batch.add(cid, int(ta.log_time[i]), ta.raw(i), (int(ta.rank[i]), 0, 0))
     t4 = clock()
-    shape_messages = ShapeMessages(writer.factory, tracker.params["marker_rate"])
-    serialize = writer.factory.typestore.serialize_cdr
+    marker_rate = tracker.params["marker_rate"]
+    if cdr.supported(writer.factory.typestore):  # the bytes straight from the estimates' arrays
+        built: Callable[[ShapeEstimate], list[tuple[str, str, bytes]]] = cdr.ShapeCdr(marker_rate).build
+    else:  # other definitions: build the messages and serialise them
+        shape_messages = ShapeMessages(writer.factory, marker_rate)
+        serialize = writer.factory.typestore.serialize_cdr
+
+        def built(est: ShapeEstimate) -> list[tuple[str, str, bytes]]:
+            return [(t, m.__msgtype__, serialize(m, m.__msgtype__)) for t, m in shape_messages.build(est)]
+
     conns: dict[str, int] = {}
     seq = 0
     for t, est in est_list:
         fire = int(states.fire_rank[t])
-        for topic, msg in shape_messages.build(est):
+        for topic, msgtype, raw in built(est):
             name = resolve_topic(topic, namespace)
             cid = conns.get(name)
             if cid is None:
-                cid = conns[name] = writer.connection_id(name, msg.__msgtype__)
-            batch.add(cid, est.stamp_ns, serialize(msg, msg.__msgtype__), (fire, 1, seq))
+                cid = conns[name] = writer.connection_id(name, msgtype)
+            batch.add(cid, est.stamp_ns, raw, (fire, 1, seq))
             seq += 1
     t5 = clock()
     write_records(writer, batch)
