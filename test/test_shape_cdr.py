@@ -60,11 +60,24 @@ def test_every_estimate_of_a_demo_bag_serialises_to_the_same_bytes(tmp_path: Pat
     states = tick_states(decode_inputs(arrays, imu, "/vine/base/length", None), tracker.ticker.period_ns)
     shapes = [est for _, est in estimates(tracker, states)]
     assert len(shapes) > 30
-    built, direct = ShapeMessages(default_factory(), 5.0), cdr.ShapeCdr(5.0)
-    for shape in shapes:
-        a, b = built.build(shape), direct.build(shape)
+    built = ShapeMessages(default_factory(), 5.0)
+    sizes = {(len(s.poses), len(s.backbone)) for s in shapes}
+    assert len(sizes) > 1  # growing: blocks of several sizes
+    for shape, b in zip(shapes, cdr.ShapeCdr(5.0).build_many(shapes), strict=True):
+        a = built.build(shape)
         assert [(t, m.__msgtype__) for t, m in a] == [(t, ty) for t, ty, _ in b]
         assert [_cdr(m) for _, m in a] == [raw for _, _, raw in b]
+
+
+def test_block_numbers_equal_one_estimate_at_a_time() -> None:
+    """Random shapes of one size, and bends at the edges (straight, fully reversed tangents)."""
+    shapes = [_estimate(18, seed=k) for k in range(40)] + [_estimate(5, seed=k) for k in range(3)] + [_estimate(4)]
+    shapes[3].backbone = np.array(
+        [[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.5]] + [[0, 0, 0.5]] * (len(shapes[3].backbone) - 3)
+    )
+    single = cdr.ShapeCdr(1000.0)
+    many = list(cdr.ShapeCdr(1000.0).build_many(shapes))
+    assert [single.build(s) for s in shapes] == many
 
 
 @pytest.mark.parametrize("n", [2, 3, 7, 18])

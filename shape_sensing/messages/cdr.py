@@ -22,8 +22,8 @@ bytes with ``serialize_cdr`` of the built messages.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -177,35 +177,109 @@ class ShapeCdr:
 
         self.markers = RateThrottle(marker_rate)
 
-    def build(self, shape: ShapeEstimate) -> list[tuple[str, str, bytes]]:
+    def build(self, shape: ShapeEstimate, _numbers: _Numbers | None = None) -> list[tuple[str, str, bytes]]:
         """``(topic, type, CDR bytes)`` of one estimate, the topics and order of ``ShapeMessages.build``."""
         stamp = shape.stamp_ns
         cov6 = np.zeros((6, 6))
         if shape.position_covariance is not None:
             cov6[:3, :3] = shape.position_covariance[-1]
         frame = shape.parent_frame
+        nb = _numbers or _Numbers(None, None, None)
         out = [
-            ("/tf", "tf2_msgs/msg/TFMessage", tf_cdr(shape)),
-            ("shape/path", "nav_msgs/msg/Path", path_cdr(stamp, frame, shape.backbone)),
-            ("shape/tip", "geometry_msgs/msg/PoseWithCovarianceStamped", tip_cdr(stamp, frame, shape.tip_pose, cov6)),
+            ("/tf", "tf2_msgs/msg/TFMessage", tf_cdr(shape, values=nb.tf)),
+            ("shape/path", "nav_msgs/msg/Path", path_cdr(stamp, frame, shape.backbone, values=nb.path)),
+            ("shape/tip", "geometry_msgs/msg/PoseWithCovarianceStamped",
+             tip_cdr(stamp, frame, shape.tip_pose, cov6, values=nb.tip)),
             ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", diagnostics_cdr(stamp, shape.diagnostics)),
-        ]
+        ]  # fmt: skip
         if self.markers.ready(stamp):
             out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", markers_cdr(shape)))
         return out
 
+    def build_many(self, shapes: list[ShapeEstimate]) -> Iterator[list[tuple[str, str, bytes]]]:
+        """:meth:`build` of every estimate, in order, with the numbers of estimates of one size made at once.
 
-def tf_cdr(shape: ShapeEstimate, frame_prefix: str = "") -> bytes:
+        Quaternions and path frames are computed for a block of estimates with the same number of frames and
+        backbone points by the same elementwise operations as for one (each row's numbers do not depend on the
+        others), so the bytes are those of :meth:`build`.
+        """
+        for start in range(0, len(shapes), _BLOCK):
+            block = shapes[start : start + _BLOCK]
+            numbers = _block_numbers(block)
+            for shape, nb in zip(block, numbers, strict=True):
+                yield self.build(shape, nb)
+
+
+class _Numbers(NamedTuple):
+    """Precomputed float64 rows of one estimate's messages (``None``: compute them)."""
+
+    tf: np.ndarray | None
+    path: np.ndarray | None
+    tip: np.ndarray | None
+
+
+_BLOCK = 512  # estimates whose numbers are made at once
+
+
+def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
+    out: list[_Numbers] = [_Numbers(None, None, None)] * len(shapes)
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for k, s in enumerate(shapes):
+        bb = np.asarray(s.backbone)
+        if len(s.frame_ids) == len(s.poses) and bb.ndim == 2 and bb.shape[1] == 3 and len(bb) >= 2:
+            groups.setdefault((len(s.poses), len(bb), 0), []).append(k)
+    for (n, p, _), members in groups.items():
+        if len(members) < 2:
+            continue
+        poses = np.stack([np.asarray(shapes[k].poses, dtype=float) for k in members])  # (G, n, 4, 4)
+        tf = np.empty((len(members), n, 7))
+        tf[:, :, :3] = poses[:, :, :3, 3]
+        tf[:, :, 3:] = matrix_to_quat(poses.reshape(-1, 4, 4)[:, :3, :3]).reshape(len(members), n, 4)
+        frames = _poses_along_many(np.stack([np.asarray(shapes[k].backbone, dtype=float) for k in members]))
+        path = np.empty((len(members), p, 7))
+        path[:, :, :3] = frames[:, :, :3, 3]
+        path[:, :, 3:] = matrix_to_quat(frames.reshape(-1, 4, 4)[:, :3, :3]).reshape(len(members), p, 4)
+        tip_T = poses[:, -1]
+        tip_q = matrix_to_quat(tip_T[:, :3, :3])
+        tip = np.concatenate([tip_T[:, :3, 3], tip_q], axis=1)
+        for j, k in enumerate(members):
+            out[k] = _Numbers(tf[j], path[j], tip[j])
+    return out
+
+
+def _poses_along_many(points: np.ndarray) -> np.ndarray:
+    """:func:`~shape_sensing.messages.common._poses_along` of ``(G, P, 3)`` polylines (P >= 2), same operations."""
+    g, n = points.shape[:2]
+    out = np.tile(np.eye(4), (g, n, 1, 1))
+    out[:, :, :3, 3] = points
+    t = np.gradient(points, axis=1)
+    norm = np.linalg.norm(t, axis=2)
+    t = np.where(norm[:, :, None] > 1e-12, t / np.maximum(norm, 1e-12)[:, :, None], [0.0, 0.0, 1.0])
+    c = t[:, :, 2]
+    axis = np.stack([-t[:, :, 1], t[:, :, 0], np.zeros((g, n))], axis=2)
+    K = np.zeros((g, n, 3, 3))
+    K[:, :, 0, 2], K[:, :, 1, 2] = axis[:, :, 1], -axis[:, :, 0]
+    K[:, :, 2, 0], K[:, :, 2, 1] = -axis[:, :, 1], axis[:, :, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(1.0 + c > 1e-9, 1.0 / (1.0 + c), 0.0)
+    R = np.eye(3) + K + f[:, :, None, None] * (K @ K)
+    R[1.0 + c <= 1e-9] = np.diag([1.0, -1.0, -1.0])
+    out[:, :, :3, :3] = R
+    return out
+
+
+def tf_cdr(shape: ShapeEstimate, frame_prefix: str = "", values: np.ndarray | None = None) -> bytes:
     """tf2_msgs/TFMessage of :func:`~shape_sensing.messages.common.shape_transforms` (as ``tf_message``)."""
     c = _Cdr()
     n = len(shape.frame_ids)
     c.u32(n)
     if not n:
         return c.bytes()
-    mats = np.stack(list(shape.poses[:n])).astype(float, copy=False)
-    values = np.empty((n, 7))
-    values[:, :3] = mats[:, :3, 3]
-    values[:, 3:] = matrix_to_quat(mats[:, :3, :3])
+    if values is None:
+        mats = np.stack(list(shape.poses[:n])).astype(float, copy=False)
+        values = np.empty((n, 7))
+        values[:, :3] = mats[:, :3, 3]
+        values[:, 3:] = matrix_to_quat(mats[:, :3, :3])
     head = _header_bytes(shape.stamp_ns, frame_prefix + shape.parent_frame)
     for child, row in zip(shape.frame_ids, values, strict=True):
         c.align(4)
@@ -215,32 +289,35 @@ def tf_cdr(shape: ShapeEstimate, frame_prefix: str = "") -> bytes:
     return c.bytes()
 
 
-def path_cdr(stamp_ns: int, frame_id: str, poses: np.ndarray) -> bytes:
+def path_cdr(stamp_ns: int, frame_id: str, poses: np.ndarray, values: np.ndarray | None = None) -> bytes:
     """nav_msgs/Path of :func:`~shape_sensing.messages.common.path_msg` (same arguments)."""
     from shape_sensing.messages.common import _poses_along
 
-    poses = np.asarray(poses, dtype=float)
-    if poses.ndim == 2 and poses.shape[1] == 3:
-        poses = _poses_along(poses)
-    quats = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
-    values = np.empty((len(poses), 7))
-    values[:, :3] = poses[:, :3, 3]
-    values[:, 3:] = quats
+    if values is None:
+        poses = np.asarray(poses, dtype=float)
+        if poses.ndim == 2 and poses.shape[1] == 3:
+            poses = _poses_along(poses)
+        quats = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
+        values = np.empty((len(poses), 7))
+        values[:, :3] = poses[:, :3, 3]
+        values[:, 3:] = quats
     c = _Cdr()
     c.header(stamp_ns, frame_id)
-    c.u32(len(poses))
+    c.u32(len(values))
     c.rows(_header_bytes(stamp_ns, frame_id), values)
     return c.bytes()
 
 
-def tip_cdr(stamp_ns: int, frame_id: str, T: np.ndarray, covariance: np.ndarray) -> bytes:
+def tip_cdr(
+    stamp_ns: int, frame_id: str, T: np.ndarray, covariance: np.ndarray, values: np.ndarray | None = None
+) -> bytes:
     """geometry_msgs/PoseWithCovarianceStamped of ``pose_with_covariance_stamped`` (6x6 covariance)."""
     cov = np.asarray(covariance, dtype=float)
     if cov.shape != (6, 6):
         raise MessageError(f"pose covariance must be 6x6, got shape {cov.shape}")
     c = _Cdr()
     c.header(stamp_ns, frame_id)
-    c.f64(_pose_values(np.asarray(T, dtype=float)))
+    c.f64(_pose_values(np.asarray(T, dtype=float)) if values is None else np.ascontiguousarray(values))
     c.f64(np.ascontiguousarray(cov.reshape(36), dtype=np.float64))
     return c.bytes()
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -363,20 +363,21 @@ def replay_bulk(
                 batch.add(cid, int(ta.log_time[i]), ta.raw(i), (int(ta.rank[i]), 0, 0))
     t4 = clock()
     marker_rate = tracker.params["marker_rate"]
+    shapes = [est for _, est in est_list]
+    messages: Iterable[list[tuple[str, str, bytes]]]
     if cdr.supported(writer.factory.typestore):  # the bytes straight from the estimates' arrays
-        built: Callable[[ShapeEstimate], list[tuple[str, str, bytes]]] = cdr.ShapeCdr(marker_rate).build
+        messages = cdr.ShapeCdr(marker_rate).build_many(shapes)
     else:  # other definitions: build the messages and serialise them
         shape_messages = ShapeMessages(writer.factory, marker_rate)
         serialize = writer.factory.typestore.serialize_cdr
-
-        def built(est: ShapeEstimate) -> list[tuple[str, str, bytes]]:
-            return [(t, m.__msgtype__, serialize(m, m.__msgtype__)) for t, m in shape_messages.build(est)]
-
+        messages = (
+            [(t, m.__msgtype__, serialize(m, m.__msgtype__)) for t, m in shape_messages.build(est)] for est in shapes
+        )
     conns: dict[str, int] = {}
     seq = 0
-    for t, est in est_list:
+    for (t, est), built in zip(est_list, messages, strict=True):
         fire = int(states.fire_rank[t])
-        for topic, msgtype, raw in built(est):
+        for topic, msgtype, raw in built:
             name = resolve_topic(topic, namespace)
             cid = conns.get(name)
             if cid is None:
