@@ -197,3 +197,16 @@ def test_tick_states_equal_the_streaming_trackers_state_at_every_tick(demo: Path
         assert latest == states.latest_ns[t] and bad == states.bad[t] and ooo == states.out_of_order[t]
         assert (length is None and np.isnan(states.length[t])) or length == states.length[t]
         assert first_ns == states.first_ns[t]
+
+
+def test_bulk_replay_builds_and_serialises_for_other_definitions(
+    demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With definitions the direct CDR writer does not know, the messages are built and serialised: same output."""
+    from shape_sensing.messages import cdr
+
+    fast, _ = _replay(demo, tmp_path / "fast.mcap", streaming=False)
+    monkeypatch.setattr(cdr, "supported", lambda typestore: False)
+    monkeypatch.setattr(cdr.ShapeCdr, "build", lambda *a, **k: pytest.fail("direct CDR used"))
+    built, _ = _replay(demo, tmp_path / "built.mcap", streaming=False)
+    assert built == fast and len(built) > 1000

@@ -371,7 +371,8 @@ def replay_bulk(
         shape_messages = ShapeMessages(writer.factory, marker_rate)
         serialize = writer.factory.typestore.serialize_cdr
         messages = (
-            [(t, m.__msgtype__, serialize(m, m.__msgtype__)) for t, m in shape_messages.build(est)] for est in shapes
+            [(t, m.__msgtype__, bytes(serialize(m, m.__msgtype__))) for t, m in shape_messages.build(est)]
+            for est in shapes
         )
     conns: dict[str, int] = {}
     seq = 0
@@ -379,10 +380,9 @@ def replay_bulk(
         fire = int(states.fire_rank[t])
         for topic, msgtype, raw in built:
             name = resolve_topic(topic, namespace)
-            cid = conns.get(name)
-            if cid is None:
-                cid = conns[name] = writer.connection_id(name, msgtype)
-            batch.add(cid, est.stamp_ns, raw, (fire, 1, seq))
+            if name not in conns:
+                conns[name] = writer.connection_id(name, msgtype)
+            batch.add(conns[name], est.stamp_ns, raw, (fire, 1, seq))
             seq += 1
     t5 = clock()
     write_records(writer, batch)
