@@ -75,6 +75,14 @@ def test_block_numbers_equal_one_estimate_at_a_time() -> None:
     shapes[3].backbone = np.array(
         [[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.5]] + [[0, 0, 0.5]] * (len(shapes[3].backbone) - 3)
     )
+    frames = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff", "ggggggg", "ünï"]
+    for parent in ("", "x", "xyz", "vine_base"):  # blocks of frame ids and parents of every length mod 8
+        odd = [_estimate(8, frames, seed=k) for k in range(3)]
+        for k, shape in enumerate(odd):
+            shape.parent_frame = parent
+            shape.stamp_ns = [0, 2**31 * 10**9 - 1, 999_999_999][k]
+        odd[1].position_covariance = None
+        shapes += odd
     single = cdr.ShapeCdr(1000.0)
     many = list(cdr.ShapeCdr(1000.0).build_many(shapes))
     assert [single.build(s) for s in shapes] == many

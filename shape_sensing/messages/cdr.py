@@ -186,10 +186,11 @@ class ShapeCdr:
         frame = shape.parent_frame
         nb = _numbers or _Numbers(None, None, None)
         out = [
-            ("/tf", "tf2_msgs/msg/TFMessage", tf_cdr(shape, values=nb.tf)),
-            ("shape/path", "nav_msgs/msg/Path", path_cdr(stamp, frame, shape.backbone, values=nb.path)),
+            ("/tf", "tf2_msgs/msg/TFMessage", nb.tf if nb.tf is not None else tf_cdr(shape)),
+            ("shape/path", "nav_msgs/msg/Path",
+             nb.path if nb.path is not None else path_cdr(stamp, frame, shape.backbone)),
             ("shape/tip", "geometry_msgs/msg/PoseWithCovarianceStamped",
-             tip_cdr(stamp, frame, shape.tip_pose, cov6, values=nb.tip)),
+             nb.tip if nb.tip is not None else tip_cdr(stamp, frame, shape.tip_pose, cov6)),
             ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", diagnostics_cdr(stamp, shape.diagnostics)),
         ]  # fmt: skip
         if self.markers.ready(stamp):
@@ -211,40 +212,123 @@ class ShapeCdr:
 
 
 class _Numbers(NamedTuple):
-    """Precomputed float64 rows of one estimate's messages (``None``: compute them)."""
+    """Bytes of one estimate's TF, path and tip messages made for a block (``None``: make them one by one)."""
 
-    tf: np.ndarray | None
-    path: np.ndarray | None
-    tip: np.ndarray | None
+    tf: bytes | None
+    path: bytes | None
+    tip: bytes | None
 
 
-_BLOCK = 512  # estimates whose numbers are made at once
+_BLOCK = 512  # estimates whose messages are made at once
 
 
 def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
+    """TF, path and tip bytes of the estimates of a block that share one layout (sizes and frame ids).
+
+    For each layout the message is written once with zero numbers (:func:`_layouts`), recording where each
+    stamp and each float64 row goes; every estimate's copy then gets its stamps and rows with numpy.
+    """
     out: list[_Numbers] = [_Numbers(None, None, None)] * len(shapes)
-    groups: dict[tuple[int, int, int], list[int]] = {}
+    groups: dict[tuple[Any, ...], list[int]] = {}
     for k, s in enumerate(shapes):
         bb = np.asarray(s.backbone)
-        if len(s.frame_ids) == len(s.poses) and bb.ndim == 2 and bb.shape[1] == 3 and len(bb) >= 2:
-            groups.setdefault((len(s.poses), len(bb), 0), []).append(k)
-    for (n, p, _), members in groups.items():
+        stamp = int(s.stamp_ns)
+        if (
+            len(s.frame_ids) == len(s.poses)
+            and bb.ndim == 2
+            and bb.shape[1] == 3
+            and len(bb) >= 2
+            and stamp >= 0
+            and stamp // NS_PER_S <= 2**31 - 1
+        ):
+            groups.setdefault((s.parent_frame, tuple(s.frame_ids), len(bb)), []).append(k)
+    for (parent, children, p), members in groups.items():
         if len(members) < 2:
             continue
+        g, n = len(members), len(children)
+        layouts = _layouts(parent, children, p)
         poses = np.stack([np.asarray(shapes[k].poses, dtype=float) for k in members])  # (G, n, 4, 4)
-        tf = np.empty((len(members), n, 7))
+        tf = np.empty((g, n, 7))
         tf[:, :, :3] = poses[:, :, :3, 3]
-        tf[:, :, 3:] = matrix_to_quat(poses.reshape(-1, 4, 4)[:, :3, :3]).reshape(len(members), n, 4)
+        tf[:, :, 3:] = matrix_to_quat(poses.reshape(-1, 4, 4)[:, :3, :3]).reshape(g, n, 4)
         frames = _poses_along_many(np.stack([np.asarray(shapes[k].backbone, dtype=float) for k in members]))
-        path = np.empty((len(members), p, 7))
+        path = np.empty((g, p, 7))
         path[:, :, :3] = frames[:, :, :3, 3]
-        path[:, :, 3:] = matrix_to_quat(frames.reshape(-1, 4, 4)[:, :3, :3]).reshape(len(members), p, 4)
+        path[:, :, 3:] = matrix_to_quat(frames.reshape(-1, 4, 4)[:, :3, :3]).reshape(g, p, 4)
         tip_T = poses[:, -1]
-        tip_q = matrix_to_quat(tip_T[:, :3, :3])
-        tip = np.concatenate([tip_T[:, :3, 3], tip_q], axis=1)
+        tip = np.zeros((g, 7 + 36))
+        tip[:, :3] = tip_T[:, :3, 3]
+        tip[:, 3:7] = matrix_to_quat(tip_T[:, :3, :3])
+        cov6 = np.zeros((g, 6, 6))
         for j, k in enumerate(members):
-            out[k] = _Numbers(tf[j], path[j], tip[j])
+            pc = shapes[k].position_covariance
+            if pc is not None:
+                cov6[j, :3, :3] = pc[-1]
+        tip[:, 7:] = cov6.reshape(g, 36)
+        stamps = np.array([int(shapes[k].stamp_ns) for k in members], dtype=np.int64)
+        time = np.empty((g, 2), dtype="<u4")
+        time[:, 0] = (stamps // NS_PER_S).astype(np.uint32)  # int32 seconds >= 0: same bytes as uint32
+        time[:, 1] = (stamps % NS_PER_S).astype(np.uint32)
+        time_bytes = time.view(np.uint8)  # (G, 8)
+        made = []
+        for (template, stamp_at, value_at), values in zip(layouts, (tf, path, tip[:, None, :]), strict=True):
+            block = np.tile(np.frombuffer(template, np.uint8), (g, 1))
+            cols = (stamp_at[:, None] + np.arange(8)).reshape(-1)
+            block[:, cols] = np.tile(time_bytes, (1, len(stamp_at)))
+            width = 8 * values.shape[2]
+            vcols = (value_at[:, None] + np.arange(width)).reshape(-1)
+            block[:, vcols] = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).reshape(g, -1)
+            made.append(block)
+        for j, k in enumerate(members):
+            out[k] = _Numbers(made[0][j].tobytes(), made[1][j].tobytes(), made[2][j].tobytes())
     return out
+
+
+_LAYOUTS: dict[tuple[str, tuple[str, ...], int], list[tuple[bytes, np.ndarray, np.ndarray]]] = {}
+
+
+def _layouts(parent: str, children: tuple[str, ...], p: int) -> list[tuple[bytes, np.ndarray, np.ndarray]]:
+    """``(template, stamp offsets, float64-row offsets)`` of the TF, path (``p`` poses) and tip messages."""
+    key = (parent, children, p)
+    found = _LAYOUTS.get(key)
+    if found is not None:
+        return found
+    head = _header_bytes(0, parent)
+    tf, tf_stamps, tf_rows = _Cdr(), [], []
+    tf.u32(len(children))
+    for child in children:  # as tf_cdr
+        tf.align(4)
+        tf_stamps.append(len(tf.buf))
+        tf.buf += head
+        tf.string(child)
+        tf.align(8)
+        tf_rows.append(len(tf.buf))
+        tf.buf += bytes(56)
+    path = _Cdr()
+    path_stamps, path_rows = [len(path.buf)], []
+    path.header(0, parent)
+    path.u32(p)
+    for _ in range(p):  # as rows()
+        path.align(4)
+        path_stamps.append(len(path.buf))
+        path.buf += head
+        path.align(8)
+        path_rows.append(len(path.buf))
+        path.buf += bytes(56)
+    tip = _Cdr()
+    tip.header(0, parent)
+    tip.align(8)
+    tip_row = len(tip.buf)
+    tip.buf += bytes(8 * 43)
+    found = [
+        (tf.bytes(), np.array(tf_stamps), np.array(tf_rows)),
+        (path.bytes(), np.array(path_stamps), np.array(path_rows)),
+        (tip.bytes(), np.array([4]), np.array([tip_row])),
+    ]
+    if len(_LAYOUTS) > 256:
+        _LAYOUTS.clear()
+    _LAYOUTS[key] = found
+    return found
 
 
 def _poses_along_many(points: np.ndarray) -> np.ndarray:
