@@ -27,6 +27,7 @@ sensor subsets over one decoded recording.
 from __future__ import annotations
 
 import math
+import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -162,10 +163,60 @@ def _decode(raw: bytes, msgtype: str) -> Any:
         raise BagError(f"a {msgtype} message does not decode: {type(exc).__name__}: {exc}") from exc
 
 
+def _header_layout(data: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Stamps and the offset after the header of same-size CDR messages that start with one std_msgs/Header.
+
+    ``None`` unless every row is little-endian CDR with the same frame id length.
+    """
+    if data.shape[1] < 16 or not (np.all(data[:, 0] == 0) and np.all(data[:, 1] == 1)):
+        return None
+    head = np.ascontiguousarray(data[:, 4:16]).view("<u4")
+    if not np.all(head[:, 2] == head[0, 2]) or head[0, 2] == 0:
+        return None
+    end = 16 + int(head[0, 2])
+    if end > data.shape[1]:
+        return None
+    stamp = head[:, 0].view("<i4").astype(np.int64) * 1_000_000_000 + head[:, 1].astype(np.int64)
+    return stamp, end
+
+
+def _length_fixed_layout(data: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Stamps and position[0] of same-size sensor_msgs/JointState messages with the same names, or ``None``."""
+    found = _header_layout(data)
+    if found is None:
+        return None
+    stamp, at = found
+    row = data[0].tobytes()
+    try:
+        at += -(at - 4) % 4
+        (count,) = struct.unpack_from("<I", row, at)
+        at += 4
+        for _ in range(count):  # the names
+            at += -(at - 4) % 4
+            (size,) = struct.unpack_from("<I", row, at)
+            at += 4 + size
+        at += -(at - 4) % 4
+        (n_pos,) = struct.unpack_from("<I", row, at)
+    except struct.error:
+        return None
+    pos_at = at + 4 + (-(at + 4 - 4) % 8)
+    if n_pos == 0 or pos_at + 8 > data.shape[1]:
+        return None
+    if not np.all(data[:, 16 : at + 4] == data[0, 16 : at + 4]):  # frame id, names and position count alike
+        return None
+    return stamp, np.ascontiguousarray(data[:, pos_at : pos_at + 8]).view("<f8")[:, 0].copy()
+
+
 def _length_stream(ta: TopicArrays | None) -> _Stream:
     if ta is None:
         e = np.zeros(0, dtype=np.int64)
         return _Stream(e, e, np.zeros(0, dtype=np.int8), np.zeros(0))
+    if isinstance(ta.data, np.ndarray) and len(ta) and ta.msgtype == "sensor_msgs/msg/JointState":
+        fast = _length_fixed_layout(ta.data)
+        if fast is not None:
+            stamp, value = fast
+            status = np.where(np.isfinite(value) & (value >= 0), _OK, _BAD).astype(np.int8)
+            return _Stream(ta.rank, stamp, status, value)
     n = len(ta)
     stamp = np.zeros(n, dtype=np.int64)
     value = np.zeros(n)
@@ -186,6 +237,16 @@ def _length_stream(ta: TopicArrays | None) -> _Stream:
 def _truth(ta: TopicArrays | None) -> tuple[np.ndarray, np.ndarray]:
     if ta is None:
         return np.zeros(0, dtype=np.int64), np.zeros((0, 3))
+    if isinstance(ta.data, np.ndarray) and len(ta) and ta.msgtype == "geometry_msgs/msg/PoseStamped":
+        found_layout = _header_layout(ta.data)
+        if found_layout is not None:
+            stamp, at = found_layout
+            at += -(at - 4) % 8
+            if at + 56 == ta.data.shape[1]:
+                xyz = np.ascontiguousarray(ta.data[:, at : at + 24]).view("<f8")
+                # as the per-message path: sorted stamps, the last message of a repeated stamp
+                u, first_rev = np.unique(stamp[::-1], return_index=True)
+                return u.astype(np.int64), xyz[len(stamp) - 1 - first_rev].reshape(-1, 3)
     found: dict[int, np.ndarray] = {}
     for i in range(len(ta)):
         msg = _decode(ta.raw(i), ta.msgtype)
