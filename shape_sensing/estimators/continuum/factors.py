@@ -90,6 +90,9 @@ class FactorBatch:
         second: optional ``(M, 18 S, 18 S)`` second-order part of the Hessian, ``sum_k r_k d^2 r_k``
             over the slots' stacked coordinates (the terms Gauss-Newton's ``J^T J`` leaves out), where a
             factor knows them; see :func:`space_prior`.
+        cost: the batch's cost when ``r`` does not carry it: a factor that stands for many scalar robust
+            terms, folded into an equivalent ``(J, r)`` with the same ``J^T J`` and ``J^T r`` (see
+            :func:`~shape_sensing.estimators.continuum.tof.tof_factor`); ``None``: from ``r``.
     """
 
     name: str
@@ -98,6 +101,7 @@ class FactorBatch:
     r: FloatArray
     cauchy: float | None = None
     second: FloatArray | None = None
+    cost: float | None = None
 
     @property
     def size(self) -> int:

@@ -37,6 +37,7 @@ from shape_sensing.estimators.continuum import factors as fac
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.model import DOF, GridState, Measurements, Weights
+from shape_sensing.estimators.continuum.tof import strain_factor, tof_factor
 from shape_sensing.geometry import FloatArray
 
 __all__ = [
@@ -121,6 +122,19 @@ class AssignedMeasurements:
         | None
     ) = None
     gyro_st: tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray] | None = None
+    #: ToF frames' cells ``(nodes, ut, dt, us, h)`` (one per distinct time and ring), and per point its
+    #: frame, ring-frame coordinates and sigma
+    tof_cells: (
+        tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray, FloatArray] | None
+    ) = None
+    tof_frame: IntArray | None = None
+    tof_q: FloatArray | None = None
+    tof_sigma: FloatArray | None = None
+    tof_map: Any = None
+    #: strain readings ``(nodes, ut, us, k, W)``
+    strain: (
+        tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray, FloatArray] | None
+    ) = None
 
 
 def _node_of(s_nodes: FloatArray, s: FloatArray, what: str) -> tuple[IntArray, FloatArray, NDArray[np.bool_]]:
@@ -178,6 +192,26 @@ def assign_measurements(state: GridState, meas: Measurements, first_interval: in
     if np.any(~ong):
         o = ~ong
         gyro_st = (quad(kg[o], ng[o]), ug[o], usg[o], gyro_w[o])
+    tof_cells = tof_frame = tof_q = tof_sigma = None
+    okq, kq, uq, _ = cells(meas.tof_t)
+    if meas.tof_map is not None and okq.any():
+        sq = meas.tof_s[okq]
+        key = np.column_stack([kq, uq, sq])
+        uniq, tof_frame = np.unique(key, axis=0, return_inverse=True)
+        tof_frame = np.asarray(tof_frame, dtype=np.int64).reshape(-1)
+        kf = uniq[:, 0].astype(np.int64)
+        nf, usf = _between_nodes(state.s, uniq[:, 2], "ToF point")
+        hf = state.s[nf + 1] - state.s[nf]
+        tof_cells = (quad(kf, nf), uniq[:, 1], t[kf + 1] - t[kf], usf, hf)
+        tof_q = meas.tof_q[okq]
+        tof_sigma = meas.tof_sigma[okq]
+    skipped += int((~okq).sum()) if meas.tof_map is not None else 0
+    strain = None
+    oks, ks, us_t, _ = cells(meas.strain_t)
+    if oks.any():
+        ns, uss = _between_nodes(state.s, meas.strain_s[oks], "strain reading")
+        strain = (quad(ks, ns), us_t, uss, meas.strain_k[oks], meas.strain_w[oks])
+    skipped += int((~oks).sum())
     return AssignedMeasurements(
         kp[onp] * N + np_[onp],
         (kp[onp] + 1) * N + np_[onp],
@@ -191,7 +225,21 @@ def assign_measurements(state: GridState, meas: Measurements, first_interval: in
         skipped,
         pose_st,
         gyro_st,
+        tof_cells,
+        tof_frame,
+        tof_q,
+        tof_sigma,
+        meas.tof_map,
+        strain,
     )
+
+
+def _between_nodes(s_nodes: FloatArray, s: FloatArray, what: str) -> tuple[IntArray, FloatArray]:
+    """Node ``n`` (at most ``N - 2``) and fraction towards ``n + 1`` of each arc length (1 at the last node)."""
+    _node_of(s_nodes, s, what)  # range check
+    n = np.clip(np.searchsorted(s_nodes, s, side="right") - 1, 0, s_nodes.size - 2).astype(np.int64)
+    u = np.clip((s - s_nodes[n]) / (s_nodes[n + 1] - s_nodes[n]), 0.0, 1.0)
+    return n, u
 
 
 def _grid_pairs(K: int, N: int, slices: range) -> tuple[IntArray, IntArray, IntArray, IntArray]:
@@ -270,6 +318,25 @@ def build_factors(
             kq = q[0] // N
             dtq = state.t[kq + 1] - state.t[kq]
             out.append(fac.gyro_factor_st(T, varpi, q, ut, dtq, us, gw, mf * w.R_gyro, w.cauchy_gyro))
+        if meas.tof_cells is not None and meas.tof_map is not None:
+            out.append(
+                tof_factor(
+                    T,
+                    eps,
+                    varpi,
+                    meas.tof_cells,
+                    meas.tof_frame,  # type: ignore[arg-type]
+                    meas.tof_q,  # type: ignore[arg-type]
+                    meas.tof_sigma,  # type: ignore[arg-type]
+                    meas.tof_map,
+                    sigma_extra=w.tof_sigma_extra,
+                    cauchy=w.cauchy_tof,
+                    gate=w.tof_gate,
+                )
+            )
+        if meas.strain is not None:
+            q, ut, us, km, Wm = meas.strain
+            out.append(strain_factor(eps, q, ut, us, km, Wm / np.sqrt(mf)))
         if meas.gyro_ia.size:
             kg = meas.gyro_ia // N
             out.append(
@@ -317,6 +384,8 @@ def _weights(b: fac.FactorBatch) -> FloatArray:
 
 
 def _cost(b: fac.FactorBatch) -> float:
+    if b.cost is not None:
+        return b.cost
     sq = np.einsum("md,md->m", b.r, b.r)
     if b.cauchy is None:
         return float(0.5 * sq.sum())
