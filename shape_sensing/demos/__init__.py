@@ -15,4 +15,8 @@ DEMOS: dict[str, tuple[str, str]] = {
         "hyper-redundant robot of 2-DoF modules with WT901 sensors, rigid-module shape estimate",
     ),
     "growing": ("shape_sensing.demos.growing", "tip-growing robot planned with 3D Dubins paths, open and closed loop"),
+    "tof-continuum": (
+        "shape_sensing.demos.tof_continuum",
+        "continuum robot with ToF rings, gyros and strain localised against a prior map in a compressor duct",
+    ),
 }
