@@ -88,13 +88,14 @@ def test_tof_factor_jacobian_by_finite_differences() -> None:
             e2[i] += d[6:12]
             v2[i] += d[12:]
             Jfd[:, i * DOF + k] = (residuals(T2, e2, v2) - r0) / h
-    J = np.zeros((b.size, 6, n * DOF))
-    for slot, Js in zip(b.nodes, b.jac, strict=True):
-        for f in range(b.size):
-            J[f, :, slot[f] * DOF : (slot[f] + 1) * DOF] += Js[f]
-    # the folded factor has the per-point factors' J^T J and J^T r
-    H = np.einsum("fai,faj->ij", J, J)
-    g = np.einsum("fai,fa->i", J, b.r)
+    # the summed (information-form) factor holds the per-point factors' J^T J and J^T r
+    assert b.info is not None
+    H = np.zeros((n * DOF, n * DOF))
+    g = np.zeros(n * DOF)
+    for f in range(b.size):
+        var = np.concatenate([np.arange(DOF) + slot[f] * DOF for slot in b.nodes])
+        H[np.ix_(var, var)] += b.info[0][f]
+        g[var] += b.info[1][f]
     np.testing.assert_allclose(H, Jfd.T @ Jfd, atol=1e-6 * np.abs(H).max())
     np.testing.assert_allclose(g, Jfd.T @ r0, atol=1e-5 * np.abs(g).max())
     # Cauchy IRLS weights of Eq. 3: 1 / (1 + r^2)
@@ -178,7 +179,7 @@ def test_strain_measurement_convention_and_factor() -> None:
     eps = np.zeros((4, 6))
     eps[:, 3:5] = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0], [7.0, 8.0]])
     nodes = tuple(np.array([i]) for i in range(4))
-    b = strain_factor(eps, nodes, np.array([0.25]), np.array([0.5]), np.zeros((1, 2)), np.eye(2)[None])  # type: ignore[arg-type]
+    b = strain_factor(eps, nodes, np.array([0.25]), np.array([0.5]), np.zeros((1, 2)), np.eye(2)[None], folded=False)  # type: ignore[arg-type]
     want = 0.75 * 0.5 * eps[0, 3:5] + 0.25 * 0.5 * eps[1, 3:5] + 0.75 * 0.5 * eps[2, 3:5] + 0.25 * 0.5 * eps[3, 3:5]
     np.testing.assert_allclose(b.r[0], want)
     np.testing.assert_allclose(sum(J[0, :, 6:12] @ eps[i] for i, J in enumerate(b.jac)), want)

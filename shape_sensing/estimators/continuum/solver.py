@@ -461,10 +461,14 @@ def assemble(
     # Factors on the same node arrays (the time prior and the strain walk) are stacked into one block row each,
     # robust weights folded in as sqrt(w): fewer, larger products and fewer entries to scatter.
     groups: dict[tuple[int, ...], tuple[list[IntArray], list[FloatArray], list[FloatArray], list[FloatArray]]] = {}
+    infos: list[tuple[list[IntArray], FloatArray, FloatArray]] = []
     for b in batches:
         if b.size == 0:
             continue
         cost += _cost(b)
+        if b.info is not None:
+            infos.append((list(b.nodes) if order is None else [order[n] for n in b.nodes], *b.info))
+            continue
         J = np.concatenate(b.jac, axis=2)  # (M, d, 18 S)
         r = b.r
         S2 = b.second if second_order else None
@@ -492,7 +496,7 @@ def assemble(
         r = rs[0] if len(rs) == 1 else np.concatenate(rs, axis=1)
         stacked.append((nodes, J, r, sum(Ss[1:], Ss[0]) if Ss else None))
     off = 0 if order is not None else (N if extra is None else max(N, extra[1].size // DOF - 1))
-    for nodes, _, _, _ in stacked:
+    for nodes, _, _, _ in [*stacked, *((n, None, None, None) for n, _, _ in infos)]:
         if len(nodes) > 1:
             st = np.stack(nodes)
             off = max(off, int((st.max(axis=0) - st.min(axis=0)).max()))
@@ -513,6 +517,13 @@ def assemble(
         fl, keep = _lower_pattern(var, nvar)
         flat.append(fl)
         vals.append(blk[keep])
+    for nodes, A, bv in infos:
+        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in nodes], axis=1)
+        gidx.append(var.reshape(-1))
+        gval.append(bv.reshape(-1))
+        fl, keep = _lower_pattern(var, nvar)
+        flat.append(fl)
+        vals.append(A[keep])
     if extra is not None:
         He, ge = extra
         m = ge.size
@@ -542,13 +553,17 @@ def assemble_dense(
     for b in batches:
         if b.size == 0:
             continue
+        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in b.nodes], axis=1)
+        flat.append((var[:, :, None] * nvar + var[:, None, :]).reshape(-1))
+        gidx.append(var.reshape(-1))
+        if b.info is not None:
+            vals.append(b.info[0].reshape(-1))
+            gval.append(b.info[1].reshape(-1))
+            continue
         wgt = _weights(b)
         J = np.concatenate(b.jac, axis=2)
-        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in b.nodes], axis=1)
         Jt = np.swapaxes(J, 1, 2) * wgt[:, None, None]
-        flat.append((var[:, :, None] * nvar + var[:, None, :]).reshape(-1))
         vals.append((Jt @ J).reshape(-1))
-        gidx.append(var.reshape(-1))
         gval.append((Jt @ b.r[:, :, None]).reshape(-1))
     H: FloatArray = np.bincount(np.concatenate(flat), np.concatenate(vals), minlength=nvar * nvar).astype(np.float64)
     H = H.reshape(nvar, nvar)

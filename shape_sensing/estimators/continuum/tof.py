@@ -11,9 +11,10 @@
   noise, with the Cauchy loss of Eq. 3 by iteratively reweighted least squares. The pose ``T`` at the
   point's time and arc length is the estimator's Gaussian-process interpolation (cubic Hermite in time at
   the two surrounding arc-length nodes, then along s), so the factor touches four nodes. A frame's many
-  scalar terms share one interpolated pose: they are folded into one 6-row factor per frame with the same
-  ``J^T W J`` and ``J^T W r`` (the robust cost carried beside it), which keeps the normal equations' size
-  independent of the number of zones.
+  scalar terms share one interpolated pose, and the frames of one time interval and ring share their four
+  nodes: their ``J^T W J`` and ``J^T W r`` are summed into one information-form factor per such group (the
+  robust cost carried beside it), which keeps the normal equations' size independent of the number of
+  zones and frames.
 * :func:`strain_factor`: measured curvatures against the strain's angular x, y entries (Eq. 9), linear
   between the four surrounding nodes.
 * :func:`stationary_bias`: constant gyroscope bias of each sensor from an initial still period.
@@ -38,6 +39,8 @@ __all__ = [
     "VALID_STATUS",
     "TofMount",
     "frame_points",
+    "group_sum",
+    "info_batch",
     "pose_st",
     "project_points",
     "ring_mounts",
@@ -232,7 +235,7 @@ def tof_factor(
     gate: float = 0.5,
     details: list[TofEvaluation] | None = None,
 ) -> FactorBatch:
-    """Point-to-plane factors of ToF points, one folded 6-row factor per frame.
+    """Point-to-plane factors of ToF points, folded into one factor per group of frames on the same four nodes.
 
     Args:
         T, eps, varpi: flat state.
@@ -271,19 +274,40 @@ def tof_factor(
         costs = 0.5 * cauchy**2 * np.log1p(r**2 / cauchy**2)
     if details is not None:
         details.append(TofEvaluation(world, matched, r, wgt))
-    A = np.zeros((F, 6, 6))
-    b = np.zeros((F, 6))
-    np.add.at(A, fm, wgt[:, None, None] * g[:, :, None] * g[:, None, :])
-    np.add.at(b, fm, (wgt * r)[:, None] * g)
-    # fold: L^T L = A, L^T rf = b (b lies in A's range)
-    lam, V = np.linalg.eigh(A)
-    keep = lam > 1e-12 * np.maximum(lam.max(axis=1, keepdims=True), 1e-300)
-    sl = np.where(keep, np.sqrt(np.where(keep, lam, 0.0)), 0.0)
-    L = sl[:, :, None] * np.swapaxes(V, 1, 2)
-    proj = np.einsum("fji,fj->fi", V, b)  # V^T b
-    rf = np.where(keep, proj / np.where(keep, sl, 1.0), 0.0)
-    out_j = [L @ J for J in jacs]
-    return FactorBatch("tof", list(nodes), out_j, rf, None, cost=float(costs.sum()))
+    gw = np.sqrt(wgt)[:, None] * g
+    A = np.stack(
+        [np.bincount(fm, gw[:, i] * gw[:, j], minlength=F) for i in range(6) for j in range(6)], axis=1
+    ).reshape(F, 6, 6)
+    b = np.stack([np.bincount(fm, wgt * r * g[:, i], minlength=F) for i in range(6)], axis=1)
+    # frames sharing their four nodes (one time interval, one ring) are summed together
+    G = np.concatenate(jacs, axis=2)  # (F, 6, 72)
+    groups, Ag, bg = group_sum(list(nodes), np.swapaxes(G, 1, 2) @ A @ G, np.einsum("fai,fa->fi", G, b))
+    return info_batch("tof", groups, Ag, bg, float(costs.sum()))
+
+
+def group_sum(nodes: list[IntArray], A: FloatArray, b: FloatArray) -> tuple[list[IntArray], FloatArray, FloatArray]:
+    """Sum per-item ``A`` ``(M, ...)`` and ``b`` over items on the same node tuple: the distinct tuples and sums."""
+    key = np.stack(nodes, axis=1)
+    top = int(key.max()) + 1 if key.size else 1
+    flat = np.zeros(key.shape[0], dtype=np.int64)
+    for i in range(key.shape[1]):  # one integer per tuple (nodes < 2^15 for 4-tuples)
+        flat = flat * top + key[:, i]
+    _, first, gi = np.unique(flat, return_index=True, return_inverse=True)
+    groups = key[first]
+    gi = np.asarray(gi).reshape(-1)
+    order = np.argsort(gi, kind="stable")
+    starts = np.searchsorted(gi[order], np.arange(groups.shape[0]))
+    Ag = np.add.reduceat(A[order], starts, axis=0)
+    bg = np.add.reduceat(b[order], starts, axis=0)
+    return [np.ascontiguousarray(groups[:, i]).astype(np.int64) for i in range(len(nodes))], Ag, bg
+
+
+def info_batch(name: str, nodes: list[IntArray], A: FloatArray, b: FloatArray, cost: float) -> FactorBatch:
+    """A factor batch given by its summed ``J^T W J`` and ``J^T W r`` (see :class:`~.factors.FactorBatch`)."""
+    M = A.shape[0]
+    A = 0.5 * (A + np.swapaxes(A, 1, 2))
+    jac = [np.zeros((M, 0, DOF)) for _ in nodes]
+    return FactorBatch(name, nodes, jac, np.zeros((M, 0)), None, cost=cost, info=(A, b))
 
 
 def strain_measurement(
@@ -312,8 +336,11 @@ def strain_factor(
     k_meas: FloatArray,
     W: FloatArray,
     cauchy: float | None = None,
+    *,
+    folded: bool = True,
 ) -> FactorBatch:
-    """Measured curvatures against the strain's angular x, y entries interpolated linearly in time and s (Eq. 9)."""
+    """Measured curvatures against the strain's angular x, y entries interpolated linearly in time and s (Eq. 9);
+    ``folded``: one summed (information-form) factor per group of readings on the same four nodes."""
     n00, n01, n10, n11 = nodes
     M = n00.size
     c = [(1 - ut) * (1 - us), ut * (1 - us), (1 - ut) * us, ut * us]
@@ -324,7 +351,18 @@ def strain_factor(
         J = np.zeros((M, 2, DOF))
         J[:, :, 9:11] = ci[:, None, None] * W
         jacs.append(J)
-    return FactorBatch("strain", [n00, n01, n10, n11], jacs, r, cauchy)
+    if not folded or cauchy is not None:
+        return FactorBatch("strain", [n00, n01, n10, n11], jacs, r, cauchy)
+    # many readings share their four nodes (a time interval and a node span): sum them, as the ToF points,
+    # in the 8 coordinates they touch (angular x, y strain of each node)
+    G8 = np.concatenate([ci[:, None, None] * W for ci in c], axis=2)  # (M, 2, 8)
+    groups, A8, b8 = group_sum(list(nodes), np.swapaxes(G8, 1, 2) @ G8, np.einsum("mai,ma->mi", G8, r))
+    cols = np.concatenate([i * DOF + np.array([9, 10]) for i in range(4)])
+    A = np.zeros((A8.shape[0], 4 * DOF, 4 * DOF))
+    A[:, cols[:, None], cols[None, :]] = A8
+    b = np.zeros((A8.shape[0], 4 * DOF))
+    b[:, cols] = b8
+    return info_batch("strain", groups, A, b, float(0.5 * np.sum(r * r)))
 
 
 def stationary_bias(t: FloatArray, s: FloatArray, w: FloatArray, t_still: float) -> dict[float, FloatArray]:

@@ -255,7 +255,9 @@ def reconstruct(
         z = np.zeros((0, 3))
         return Reconstruction(z, np.zeros((0, 3, 3)), np.zeros(0), np.zeros(0, bool), tau)
     t = np.clip(meas.tof_t, state.t[0], state.t[-1])
-    T = query_poses(state, t, meas.tof_s)
+    # a frame's points share one pose: interpolate once per distinct (time, arc length)
+    ts_pairs, inv_ts = np.unique(np.column_stack([t, meas.tof_s]), axis=0, return_inverse=True)
+    T = query_poses(state, ts_pairs[:, 0], ts_pairs[:, 1])[np.asarray(inv_ts).reshape(-1)]
     cov6 = None
     if ab is not None:
         k = np.clip(np.searchsorted(state.t, t, side="right") - 1, 0, state.K - 1)
