@@ -194,7 +194,7 @@ def run_demo(
         from shape_sensing.estimators.continuum.tof_localise import build_measurements
 
         rec_meas, _ = build_measurements(sensor_data(sim), tof_map, LocaliseConfig())
-    rec = reconstruct(res.state, rec_meas, tof_map, ab=res.ab, sigma_extra=cfg.tof_sigma_extra)
+    rec = reconstruct(res.state, rec_meas, tof_map, ab=res.ab, sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate)
     # which reconstructed points hit an added object: the same zones, in the same order as build_measurements
     labels = _point_labels(sim)
     added = np.array([p.added for p in sim.scene.parts] + [False])[labels]
@@ -220,8 +220,10 @@ def run_demo(
         "ring_rot_mae_deg": [round(float(v), 3) for v in np.rad2deg(ang.mean(axis=0))],
         "iterations": res.iterations,
         "converged": bool(res.converged),
+        "stop": res.stop,
         "tof_points": res.stats.tof_points,
         "tof_zones_invalid": res.stats.tof_invalid,
+        "tof_matched_fraction": round(rec.matched_fraction, 4),
         "anomalies": int(rec.anomaly.sum()),
         "points_on_added_objects": int(added.sum()),
         "anomaly_precision": None if prec is None else round(prec, 4),

@@ -23,6 +23,7 @@ points to fit a neighbourhood.
 
 from __future__ import annotations
 
+import logging
 import os
 import struct
 from dataclasses import dataclass
@@ -317,7 +318,14 @@ def sample_mesh(mesh: Any, spacing: float, seed: int = 0) -> FloatArray:
         raise MapError("mesh has no surface area to sample")
     # a maximal Poisson-disk set of radius r covers about 0.7 / r^2 points per unit area; draw twice that
     count = int(min(2_000_000, max(100, 1.6 * area / spacing**2)))
-    pts, _ = trimesh.sample.sample_surface_even(mesh, count, radius=spacing, seed=seed)
+    # trimesh warns whenever thinning leaves fewer points than drawn, which is the point of drawing more
+    tlog = logging.getLogger("trimesh")
+    level = tlog.level
+    tlog.setLevel(logging.ERROR)
+    try:
+        pts, _ = trimesh.sample.sample_surface_even(mesh, count, radius=spacing, seed=seed)
+    finally:
+        tlog.setLevel(level)
     return np.asarray(pts, dtype=np.float64)
 
 

@@ -11,6 +11,7 @@ squared Mahalanobis distance to the nearest prior-map point (Eq. 12).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,6 +46,8 @@ __all__ = [
     "ring_errors",
     "summarise_errors",
 ]
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -175,6 +178,9 @@ class LocaliseResult:
     iterations: int
     converged: bool
     ab: FloatArray | None = None
+    #: why the batch stopped: "converged", "no descent" (no step along the last direction lowered the re-matched
+    #: cost: the point matches, not the estimate, still change) or "iteration cap"; "window" for the window
+    stop: str = "converged"
 
 
 def localise(
@@ -189,10 +195,13 @@ def localise(
     if cfg.window:
         win = SlidingWindow(w, nodes, cfg.rate, 0.0, size=cfg.window, iterations=cfg.window_iterations)
         st = win.run(meas, t1 + 1.0 / cfg.rate)
-        return LocaliseResult(st, w, meas, stats, win.total_iterations, win.converged_steps == win.steps)
+        return LocaliseResult(
+            st, w, meas, stats, win.total_iterations, win.converged_steps == win.steps, None, "window"
+        )
     est = BatchEstimator(w, nodes, cfg.rate, max_iterations=cfg.iterations, decrement_tol=cfg.decrement_tol)
     res = est.solve(meas, 0.0, t1)
-    return LocaliseResult(res.state, w, meas, stats, res.iterations, res.converged, res.ab)
+    stop = "converged" if res.converged else "no descent" if res.iterations < cfg.iterations else "iteration cap"
+    return LocaliseResult(res.state, w, meas, stats, res.iterations, res.converged, res.ab, stop)
 
 
 def ring_errors(
@@ -238,6 +247,8 @@ class Reconstruction:
     mahalanobis2: FloatArray  # (P,)
     anomaly: NDArray[np.bool_]
     tau: float
+    #: share of the points within ``gate`` of a map point (a map in another frame, or the wrong map, shows as ~0)
+    matched_fraction: float = float("nan")
 
 
 def reconstruct(
@@ -248,6 +259,7 @@ def reconstruct(
     ab: FloatArray | None = None,
     tau: float | None = None,
     sigma_extra: float = 0.0,
+    gate: float = 0.3,
 ) -> Reconstruction:
     """Project every ToF point with its covariance (Eq. 10-11) and flag anomalies (Eq. 12).
 
@@ -272,8 +284,16 @@ def reconstruct(
         cov6 = node_covariances(ab, uniq, slice(0, 6))[np.asarray(inv).reshape(-1)]
     sig = np.sqrt(meas.tof_sigma**2 + sigma_extra**2)
     p, cov = project_points(T, meas.tof_q, sig, cov6)
-    _, idx = tof_map.nearest(p)
+    dist, idx = tof_map.nearest(p)
     d = p - tof_map.points[idx]
     S = cov + (tof_map.point_sigma**2) * np.eye(3)[None]
     m2 = np.einsum("pi,pi->p", d, np.linalg.solve(S, d[:, :, None])[:, :, 0])
-    return Reconstruction(p, cov, m2, m2 > tau, tau)
+    matched = float(np.mean(dist <= gate))
+    if matched < 0.2:
+        _log.warning(
+            "only %.0f %% of %d ToF points lie within %.2f m of the prior map: is the map in the robot's base frame?",
+            100 * matched,
+            dist.size,
+            gate,
+        )
+    return Reconstruction(p, cov, m2, m2 > tau, tau, matched)
