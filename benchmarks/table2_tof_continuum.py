@@ -32,7 +32,11 @@ def main() -> int:
     ap.add_argument("--ablation-scenes", default="S0")
     ap.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "table2_tof")
     ap.add_argument("--jsonl", type=Path, default=None, help="append each run's metrics here")
+    ap.add_argument("--tables-from", type=Path, default=None, help="only print the tables of a --jsonl file")
     a = ap.parse_args()
+    if a.tables_from is not None:
+        print_tables([json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()])
+        return 0
     rows: list[dict] = []
     variants = a.variants.split(",")
     for variant in variants:
@@ -50,6 +54,7 @@ def main() -> int:
                     picture=False,
                 )
                 m["variant"] = variant
+                m.pop("ring_s", None)
                 rows.append(m)
                 print(
                     f"{variant:9s} {scene} traj {traj}: {m['trans_mae_cm']:.3f} cm {m['rot_mae_deg']:.3f} deg "
@@ -72,18 +77,12 @@ def print_tables(rows: list[dict]) -> None:
         for scene in sorted({r["scene"] for r in rows if r["variant"] == variant}):
             sel = [r for r in rows if r["variant"] == variant and r["scene"] == scene]
             cells = []
-            for key, ring_key in (
-                ("trans_mae_cm", "ring_trans_mae_cm"),
-                ("trans_rmse_cm", None),
-                ("rot_mae_deg", "ring_rot_mae_deg"),
-                ("rot_rmse_deg", None),
-            ):
+            for key in ("trans_mae_cm", "trans_rmse_cm", "rot_mae_deg", "rot_rmse_deg"):
                 # pooled over trials and rings: the per-trial ring spread and the trial means
                 means = np.array([r[key] for r in sel])
                 stds = np.array([r[key + "_std"] for r in sel])
                 pooled_std = float(np.sqrt(np.mean(stds**2 + (means - means.mean()) ** 2)))
                 cells.append(f"{means.mean():.2f} +- {pooled_std:.2f}")
-                del ring_key
             print(f"  {scene}   " + "   ".join(cells) + f"   {len(sel)}")
     full = [r for r in rows if r["variant"] == "full"]
     if full:
