@@ -20,7 +20,7 @@ from shape_sensing.estimators.continuum.tof_localise import (
     ring_errors,
     summarise_errors,
 )
-from shape_sensing.eval_tof import evaluate
+from shape_sensing.eval_tof import evaluate, reestimate
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.io.errors import BagError
 from shape_sensing.io.maps import PriorMap, write_ply
@@ -70,6 +70,11 @@ def test_bag_opens_with_an_independent_reader_and_scores_the_same(demo_out: tupl
     for key in ("trans_mae_cm", "rot_mae_deg", "trans_rmse_cm", "rot_rmse_deg"):
         assert ev[key] == pytest.approx(m[key], abs=2e-3)  # float32-free path: poses are float64 in the bag
     assert main(["eval-tof", str(out), "--json"]) == 0
+    # estimating again from the bag's own sensor data and the written map replays the run
+    again = reestimate(out, out / "prior_map.ply")
+    assert again["tof_points"] == m["tof_points"]
+    assert again["trans_mae_cm"] == pytest.approx(m["trans_mae_cm"], rel=0.1)
+    assert again["rot_mae_deg"] == pytest.approx(m["rot_mae_deg"], rel=0.1)
 
 
 def test_bag_without_truth_and_empty_map_fail_clearly(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

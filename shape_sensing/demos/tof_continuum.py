@@ -44,7 +44,16 @@ from shape_sensing.sim.tof_continuum import SimConfig, SimRun, simulate
 from shape_sensing.sim.tof_scene import SCENES, compressor_scene
 from shape_sensing.types import ImuSample, TransformStamped
 
-__all__ = ["BAG_NAME", "add_arguments", "run", "run_demo", "sensor_data"]
+__all__ = [
+    "BAG_NAME",
+    "RIG_TOPIC",
+    "add_arguments",
+    "rig_description",
+    "run",
+    "run_demo",
+    "sensor_data",
+    "sensor_data_from_bag",
+]
 
 BAG_NAME = "tof-continuum.mcap"
 BASE_FRAME = "base"
@@ -85,6 +94,87 @@ def sensor_data(run: SimRun) -> SensorData:
     )
 
 
+#: Topic of the sensor rig (std_msgs/String, JSON of :func:`rig_description`), latched.
+RIG_TOPIC = "/tof_rig"
+
+
+def rig_description(run: SimRun) -> dict[str, Any]:
+    """What re-estimating from the bag needs beyond the messages: robot length, still period, sensor mountings."""
+    return {
+        "length": run.robot.length,
+        "still": run.config.still,
+        "mounts": [
+            {
+                "name": m.name,
+                "s": m.s,
+                "T_ring_sensor": np.asarray(m.T_ring_sensor).tolist(),
+                "zones_per_side": m.zones_per_side,
+                "fov": m.fov,
+                "max_range": m.max_range,
+            }
+            for m in run.mounts
+        ],
+    }
+
+
+def sensor_data_from_bag(path: Path) -> SensorData:
+    """The sensor data of a recorded run (ToF frames, gyros, strain, rig description) for re-estimation."""
+    from shape_sensing.estimators.continuum.tof import TofMount
+    from shape_sensing.io.bag import read_bag
+    from shape_sensing.io.errors import BagError
+    from shape_sensing.messages.tof import tof_frame_from_msg
+
+    rig: dict[str, Any] | None = None
+    tof: list[tuple[float, str, np.ndarray, np.ndarray]] = []
+    gyro: list[tuple[float, str, np.ndarray]] = []
+    strain: list[tuple[float, np.ndarray]] = []
+    for m in read_bag(path):
+        if m.topic == RIG_TOPIC:
+            rig = json.loads(m.msg.data)
+        elif m.msgtype == "shape_sensing/msg/TofFrame":
+            stamp, frame, d, st = tof_frame_from_msg(m.msg)
+            tof.append((stamp * 1e-9, frame, d, st))
+        elif m.msgtype == "sensor_msgs/msg/Imu" and m.topic.startswith("/gyro/"):
+            av = m.msg.angular_velocity
+            gyro.append((msgs.stamp_from_msg(m.msg) * 1e-9, m.msg.header.frame_id, np.array([av.x, av.y, av.z])))
+        elif m.topic == "/strain":
+            strain.append((m.stamp_ns * 1e-9, np.asarray(m.msg.data, dtype=np.float64).reshape(-1, 3)))
+    if rig is None:
+        raise BagError(f"{path} has no sensor rig description on {RIG_TOPIC}: cannot place the ToF sensors")
+    mounts = [
+        TofMount(
+            d["name"],
+            float(d["s"]),
+            np.asarray(d["T_ring_sensor"]),
+            int(d["zones_per_side"]),
+            float(d["fov"]),
+            float(d["max_range"]),
+        )
+        for d in rig["mounts"]
+    ]
+    index = {m.name: i for i, m in enumerate(mounts)}
+    rings = sorted({m.s for m in mounts})
+    tof = [x for x in tof if x[1] in index]
+    z = mounts[0].zones_per_side ** 2 if mounts else 64
+    st_rows = [x[1] for x in strain]
+    return SensorData(
+        float(rig["length"]),
+        mounts,
+        np.array([x[0] for x in tof]),
+        np.array([index[x[1]] for x in tof], dtype=np.int64),
+        np.array([x[2] for x in tof]).reshape(-1, z),
+        np.array([x[3] for x in tof], dtype=np.uint8).reshape(-1, z),
+        np.array([x[0] for x in gyro]),
+        np.array([rings[int(x[1].split("_")[-1])] for x in gyro]),
+        np.array([x[2] for x in gyro]).reshape(-1, 3),
+        np.concatenate([np.full(r.shape[0], t) for t, r in strain]) if strain else np.zeros(0),
+        np.concatenate([r[:, 0] for r in st_rows]) if strain else np.zeros(0),
+        np.concatenate([r[:, 1] for r in st_rows]) if strain else np.zeros(0),
+        np.concatenate([r[:, 2] for r in st_rows]) if strain else np.zeros(0),
+        float(rig["still"]),
+    )
+
+
 def _ns(t: float) -> int:
     return round(t * 1e9)
 
@@ -95,6 +185,7 @@ def _write_bag(path: Path, run: SimRun, est_T: np.ndarray, distro: str, clouds: 
         rings = sorted({m.s for m in run.mounts})
         tfs = [TransformStamped(0, f"ring_{rings.index(m.s)}", m.name, m.T_ring_sensor) for m in run.mounts]
         w.write("/tf_static", msgs.tf_message(tfs, f), 0, qos="static")
+        w.write(RIG_TOPIC, f.make("std_msgs/msg/String", data=json.dumps(rig_description(run))), 0, qos="static")
         events: list[tuple[float, int, str, Any]] = []
         for i in range(run.tof_t.size):
             m = run.mounts[int(run.tof_mount[i])]
