@@ -129,3 +129,49 @@ def test_degraded_inputs_give_finite_estimates(s0_map: PriorMap, caplog: pytest.
     with caplog.at_level("WARNING"):
         rec = reconstruct(res.state, res.meas, shifted)
     assert rec.matched_fraction < 0.05 and "base frame" in caplog.text
+
+
+def test_online_tracker_takes_tof_frames(tmp_path: Path, s0_map: PriorMap) -> None:
+    """The continuum_estimator's core: ToF frames, gyros and the map from parameters, estimates stamped in order."""
+    from shape_sensing.config import ConfigError
+    from shape_sensing.estimators.continuum.online import ContinuumTracker
+
+    run = simulate(compressor_scene("S0"), cfg=SimConfig(duration=1.5))
+    s0_map.save_ply(tmp_path / "map.ply")
+    mounts = run.mounts[:-1]  # the radial ones
+    azimuths = [float(np.degrees(np.arctan2(m.T_ring_sensor[1, 3], m.T_ring_sensor[0, 3]))) for m in mounts]
+    params = {
+        "length": 1.5,
+        "nodes": 16,
+        "rate": 10.0,
+        "window_size": 3,
+        "gyro_topics": [f"g{i}" for i in range(5)],
+        "gyro_arc_lengths": [0.3, 0.6, 0.9, 1.2, 1.5],
+        "pose_topics": [],
+        "pose_arc_lengths": [],
+        "tof_topics": [m.name for m in mounts],
+        "tof_arc_lengths": [m.s for m in mounts],
+        "tof_azimuths": azimuths,
+        "map_file": str(tmp_path / "map.ply"),
+        "P0": [1e-8] * 6 + [1e-6] * 3 + [1e-2, 1e-2, 1e-6] + [1e-4] * 6,
+    }
+    tr = ContinuumTracker(params)
+    for i, m in enumerate(mounts):  # the parameters rebuild the simulator's mountings
+        np.testing.assert_allclose(tr.tof_mounts[i].T_ring_sensor, m.T_ring_sensor, atol=1e-12)
+    events = [(t, 0, i) for i, t in enumerate(run.tof_t) if run.tof_mount[i] < len(mounts)]
+    events += [(t, 1, i) for i, t in enumerate(run.gyro_t)]
+    out = []
+    for t, kind, i in sorted(events):
+        if kind == 0:
+            out += tr.push_tof(int(run.tof_mount[i]), round(t * 1e9), run.tof_distance[i], run.tof_status[i])
+        else:
+            ring = [0.3, 0.6, 0.9, 1.2, 1.5].index(float(run.gyro_s[i]))
+            out += tr.push_gyro(ring, round(t * 1e9), run.gyro_w[i])
+    assert tr.stats.tof_frames > 300 and tr.stats.tof_zones_invalid > 0 and len(out) >= 10
+    assert tr.push_tof(0, 10**9, np.zeros(10)) == [] and tr.stats.skipped_bad == 1  # a malformed frame
+    # while the robot is still, the estimate stays on the straight robot
+    assert np.abs(out[3].poses[-1, :3, 3] - [0, 0, 1.5]).max() < 0.01
+    with pytest.raises(ConfigError, match="map_file"):
+        ContinuumTracker({**params, "map_file": ""})
+    with pytest.raises(ConfigError, match="map_file: .*does not exist"):
+        ContinuumTracker({**params, "map_file": str(tmp_path / "nope.pcd")})
