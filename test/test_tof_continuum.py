@@ -196,3 +196,45 @@ def test_stationary_bias() -> None:
 
     with pytest.raises(ContinuumError, match="no reading before"):
         stationary_bias(t + 5.0, s, w, 1.0)
+
+
+def test_tof_messages_round_trip_through_cdr() -> None:
+    import struct
+
+    from shape_sensing.messages.factory import default_factory
+    from shape_sensing.messages.tof import (
+        point_cloud2_msg,
+        point_cloud2_to_arrays,
+        shape_samples_from_msg,
+        shape_samples_msg,
+        tof_frame_from_msg,
+        tof_frame_msg,
+    )
+
+    f = default_factory()
+
+    def cdr(msg: object, t: str) -> object:
+        return f.typestore.deserialize_cdr(f.typestore.serialize_cdr(msg, t), t)
+
+    d = np.linspace(0.1, 2.0, 64)
+    d[5] = np.nan
+    st = np.full(64, 5, np.uint8)
+    st[5] = 255
+    stamp, frame, d2, st2 = tof_frame_from_msg(cdr(tof_frame_msg(7, "tof_0_1", d, st), "shape_sensing/msg/TofFrame"))
+    assert (stamp, frame) == (7, "tof_0_1") and np.array_equal(st2, st)
+    np.testing.assert_allclose(d2, d.astype(np.float32), equal_nan=True)
+    pts = np.random.default_rng(0).normal(size=(20, 3))
+    m = cdr(point_cloud2_msg(9, "base", pts, {"m2": np.arange(20.0)}), "sensor_msgs/msg/PointCloud2")
+    back = point_cloud2_to_arrays(m)
+    np.testing.assert_allclose(np.column_stack([back["x"], back["y"], back["z"]]), pts, rtol=1e-6)
+    # independent decoding of point 3 by the fields' offsets
+    raw = bytes(np.asarray(m.data, dtype=np.uint8))
+    off = {fd.name: fd.offset for fd in m.fields}
+    assert struct.unpack_from("<f", raw, 3 * m.point_step + off["m2"])[0] == 3.0
+    assert struct.unpack_from("<f", raw, 3 * m.point_step + off["y"])[0] == pytest.approx(pts[3, 1], rel=1e-6)
+    T = lie.exp(np.array([[0.1, 0.2, 0.3, 0.4, -0.2, 0.1], [0, 0, 0.3, 0, 0, 0]]))
+    _, s_back, T2 = shape_samples_from_msg(
+        cdr(shape_samples_msg(3, "base", "x", np.array([0.0, 0.3]), T), "shape_sensing/msg/ShapeSamples")
+    )
+    np.testing.assert_allclose(T2, T, atol=1e-12)
+    np.testing.assert_allclose(s_back, [0.0, 0.3])
