@@ -2,7 +2,7 @@
 
 Runs ``shape-sensing demo tof-continuum`` (without the picture) per scene, trajectory and sensor set, and prints
 the Table II figures (translation and rotation MAE and RMSE at the rings, mean +- std across trials and rings),
-the sensor ablation (ToF removed, gyro removed, strain removed) and the anomaly precision and recall per scene.
+the sensor ablation (ToF removed, gyro removed, strain removed, ToF only, gyro only) and the anomaly precision and recall per scene.
 
     python benchmarks/table2_tof_continuum.py [--trajectories 3] [--duration 6] [--out /tmp/table2] [--jsonl FILE]
 """
@@ -48,9 +48,9 @@ def main() -> int:
                     scene=scene,
                     trajectory=traj,
                     duration=a.duration,
-                    use_strain=variant != "no-strain",
-                    use_tof=variant != "no-tof",
-                    use_gyro=variant != "no-gyro",
+                    use_strain=variant not in ("no-strain", "tof-only", "gyro-only"),
+                    use_tof=variant not in ("no-tof", "gyro-only"),
+                    use_gyro=variant not in ("no-gyro", "tof-only"),
                     picture=False,
                 )
                 m["variant"] = variant
