@@ -2,7 +2,8 @@
 
 Runs ``shape-sensing demo tof-continuum`` (without the picture) per scene, trajectory and sensor set, and prints
 the Table II figures (translation and rotation MAE and RMSE at the rings, mean +- std across trials and rings),
-the sensor ablation (ToF removed, gyro removed, strain removed, ToF only, gyro only) and the anomaly precision and recall per scene.
+the sensor ablation (ToF removed, gyro removed, strain removed, ToF only, gyro only) and the anomaly
+precision and recall per scene.
 
     python benchmarks/table2_tof_continuum.py [--trajectories 3] [--duration 6] [--out /tmp/table2] [--jsonl FILE]
 """
