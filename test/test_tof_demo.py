@@ -27,7 +27,7 @@ from shape_sensing.io.maps import PriorMap, write_ply
 from shape_sensing.sim.tof_continuum import SimConfig, SimRun, simulate
 from shape_sensing.sim.tof_scene import compressor_scene
 
-DURATION = 2.5  # 1 s still (gyro bias), 1.5 s of motion
+DURATION = 2.0  # 1 s still (gyro bias), 1 s of motion
 
 
 @pytest.fixture(scope="module")
