@@ -36,7 +36,9 @@ def main() -> int:
     ap.add_argument("--tables-from", type=Path, default=None, help="only print the tables of a --jsonl file")
     a = ap.parse_args()
     if a.tables_from is not None:
-        print_tables([json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()])
+        rows = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
+        unique = {(r["variant"], r["scene"], r["trajectory"], r["duration_s"]): r for r in rows}  # last run wins
+        print_tables(list(unique.values()))
         return 0
     rows: list[dict] = []
     variants = a.variants.split(",")
