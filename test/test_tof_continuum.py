@@ -220,7 +220,10 @@ def test_tof_messages_round_trip_through_cdr() -> None:
     d[5] = np.nan
     st = np.full(64, 5, np.uint8)
     st[5] = 255
-    stamp, frame, d2, st2 = tof_frame_from_msg(cdr(tof_frame_msg(7, "tof_0_1", d, st), "shape_sensing/msg/TofFrame"))
+    from shape_sensing.demos.tof_continuum import sim_reading
+
+    msg = tof_frame_msg(sim_reading(7, d, st, 0), "tof_0_1")
+    stamp, frame, d2, st2 = tof_frame_from_msg(cdr(msg, "shape_sensing/msg/TofFrame"))
     assert (stamp, frame) == (7, "tof_0_1") and np.array_equal(st2, st)
     np.testing.assert_allclose(d2, d.astype(np.float32), equal_nan=True)
     pts = np.random.default_rng(0).normal(size=(20, 3))

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.demos.common import add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.drivers.vl53l5cx import TofReading
 from shape_sensing.estimators.continuum.tof_localise import (
     LocaliseConfig,
     SensorData,
@@ -175,6 +176,28 @@ def sensor_data_from_bag(path: Path) -> SensorData:
     )
 
 
+def sim_reading(stamp_ns: int, distance: np.ndarray, status: np.ndarray, stream: int) -> TofReading:
+    """A simulated frame as the VL53L5CX driver reports one (mm, first target, Table I sigma), for the one
+    TofFrame builder the ring driver also uses."""
+    from shape_sensing.estimators.continuum.tof import table_i_sigma
+
+    d = np.asarray(distance, dtype=np.float64)
+    hit = np.isfinite(d)
+    z = d.size
+    return TofReading(
+        stamp_ns,
+        z,
+        stream % 256,
+        25.0,
+        np.where(hit, np.maximum(d, 0.0) * 1000.0, 0.0),
+        np.nan_to_num(table_i_sigma(d)) * 1000.0,
+        np.asarray(status, dtype=np.uint8),
+        hit.astype(np.uint8),
+        np.zeros(z),
+        np.zeros(z),
+    )
+
+
 def _ns(t: float) -> int:
     return round(t * 1e9)
 
@@ -190,14 +213,10 @@ def _write_bag(path: Path, run: SimRun, est_T: np.ndarray, distro: str, clouds: 
         for i in range(run.tof_t.size):
             m = run.mounts[int(run.tof_mount[i])]
             msg = tof_frame_msg(
-                _ns(run.tof_t[i]),
+                sim_reading(_ns(run.tof_t[i]), run.tof_distance[i], run.tof_status[i], i),
                 m.name,
-                run.tof_distance[i],
-                run.tof_status[i],
-                zones_per_side=m.zones_per_side,
-                field_of_view=m.fov,
                 max_range=m.max_range,
-                stream_count=i,
+                fov=m.fov,
                 factory=f,
             )
             events.append((run.tof_t[i], 0, f"/tof/{m.name}", msg))

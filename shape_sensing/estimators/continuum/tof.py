@@ -82,10 +82,9 @@ def zone_directions(zones_per_side: int, fov: float) -> FloatArray:
         raise ContinuumError(f"zones per side must be >= 1, got {zones_per_side}")
     if not 0 < fov < np.pi:
         raise ContinuumError(f"field of view must be in (0, pi) rad, got {fov}")
-    step = fov / zones_per_side
-    a = (np.arange(zones_per_side) + 0.5) * step - 0.5 * fov
-    ay, ax = np.meshgrid(a, a, indexing="ij")
-    return np.column_stack([np.tan(ax).ravel(), np.tan(ay).ravel(), np.ones(ax.size)])
+    from shape_sensing.messages.tof import zone_directions as directions  # the ring driver's zone geometry
+
+    return np.asarray(directions(zones_per_side, fov), dtype=np.float64)
 
 
 @dataclass(frozen=True)
