@@ -241,3 +241,12 @@ def test_tof_messages_round_trip_through_cdr() -> None:
     )
     np.testing.assert_allclose(T2, T, atol=1e-12)
     np.testing.assert_allclose(s_back, [0.0, 0.3])
+
+
+def test_ring_mounts_match_the_ring_drivers_optical_frames() -> None:
+    from shape_sensing.drivers.tof_ring import tof_mount
+
+    mounts = ring_mounts([0.13, 0.30, 0.47], 0.038)
+    for i, m in enumerate(mounts):
+        ring, k = divmod(i, 3)
+        np.testing.assert_allclose(m.T_ring_sensor, tof_mount(60.0 * ring + 120.0 * k, 0.038), atol=1e-12)
