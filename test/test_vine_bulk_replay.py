@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from shape_sensing.demos.vine_imu import run_demo
-from shape_sensing.io.bag import BagWriter, read_bag
+from shape_sensing.io.bag import BagWriter, bag_metadata, read_bag
 from shape_sensing.io.bag_bulk import _read_streaming, read_topics
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
@@ -42,6 +42,8 @@ def _troubled(demo: Path, out: Path, storage: str = "mcap") -> Path:
     """The demo bag with a gap, out-of-order stamps, a sensor that drops out and bad samples of every kind."""
     with BagWriter(out, storage=storage) as w:
         f = w.factory
+        for key, value in bag_metadata(demo).items():  # recorded parameters and straight reference travel along
+            w.set_metadata(key, value)
         count: dict[str, int] = {}
         for m in read_bag(demo):
             if m.topic.startswith(("/vine/shape", "/tf", "/diagnostics")) and m.topic != "/tf_static":

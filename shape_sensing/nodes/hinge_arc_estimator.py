@@ -15,9 +15,11 @@ Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
     While no estimate comes out (no straight reference yet, no data) a
     ``/diagnostics`` status says why, once per second of node time.
 
-Service:
-    ``~/offset`` (std_srvs/Trigger): capture the straight reference at the
-    next publishing tick at which every used IMU is fresh.
+Services (std_srvs/Trigger):
+    ``~/offset``: capture the straight reference at the next publishing tick
+    at which every used, everted IMU is fresh (robot straight and everted);
+    ``~/save_reference``: write it to ``straight_reference_file``, which the
+    node loads at start (see :mod:`shape_sensing.estimators.straight_reference`).
 
 Time: only message stamps drive the estimator, so ``use_sim_time`` and
 ``ros2 bag play --clock`` work unchanged.
@@ -86,13 +88,14 @@ class HingeArcEstimatorNode:
                 )
             )
         self.offset_service = node.create_service(Trigger, "~/offset", self._on_offset)
+        self.save_service = node.create_service(Trigger, "~/save_reference", self._on_save_reference)
         self.estimates_since_status = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         log = node.get_logger()
         log.info(
             f"{len(self.params['imu_topics'])} IMU topics ({int(self.tracker.config.used.sum())} used), "
             f"length topic {self.params['length_topic'] or '(none)'}, publishing at {self.params['publish_rate']} Hz; "
-            + ("offset captured from the first complete set" if self.params["auto_offset"] else "call ~/offset")
+            + f"straight reference: {self.tracker.reference_status}"
         )
 
     # -- inputs -----------------------------------------------------------
@@ -123,9 +126,22 @@ class HingeArcEstimatorNode:
         used = int(self.tracker.config.used.sum())
         response.success = True
         response.message = (
-            f"straight reference requested: captured at the next tick at which all {used} used IMUs are fresh; "
-            "keep the robot straight until then"
+            f"straight reference requested: captured at the next tick at which all {used} used, everted IMUs are "
+            "fresh; keep the robot straight (and fully everted: IMUs still inside are left out) until then"
         )
+        self.node.get_logger().info(response.message)
+        return response
+
+    def _on_save_reference(self, request: Any, response: Any) -> Any:
+        try:
+            path = self.tracker.save_reference()
+        except (ValueError, OSError) as exc:
+            response.success = False
+            response.message = f"straight reference not saved: {exc}"
+            self.node.get_logger().error(response.message)
+            return response
+        response.success = True
+        response.message = f"straight reference saved to {path}"
         self.node.get_logger().info(response.message)
         return response
 
@@ -147,7 +163,7 @@ class HingeArcEstimatorNode:
             reason = "no IMU message received yet"
         elif not tracker.estimator.is_offset:
             reason = (
-                f"waiting for the straight reference: {heard}/{tracker.n} IMUs heard, "
+                f"waiting for the straight reference ({tracker.reference_status}): {heard}/{tracker.n} IMUs heard, "
                 "all used IMUs must be fresh at one tick"
             )
         else:

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shape_sensing.config import load_param_file
+from shape_sensing.config import load_node_params
 from shape_sensing.estimators.continuum.online import SCHEMA, ContinuumMessages, ContinuumTracker
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
@@ -84,12 +84,12 @@ def _params(config: Path | None) -> tuple[dict[str, Any], str]:
     if config is not None:
         if not config.is_file():
             raise ValueError(f"continuum pipeline: parameter file {config} does not exist")
-        return load_param_file(config, SCHEMA.node), str(config)
+        return load_node_params(config, SCHEMA), str(config)
     found = default_config()
     if found is None:
         _log.warning("continuum pipeline: no --config and no package parameter file: the node's defaults")
         return {}, "the node's defaults"
-    return load_param_file(found, SCHEMA.node), str(found)
+    return load_node_params(found, SCHEMA), str(found)
 
 
 def replay(

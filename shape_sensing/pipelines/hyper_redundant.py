@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.config import load_param_file
+from shape_sensing.config import load_node_params
 from shape_sensing.estimators.rigid_module import (
     SCHEMA,
     RigidModuleConfig,
@@ -329,7 +329,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _params_from(config: Path | None, topics: Iterable[str]) -> dict[str, Any]:
     if config is not None:
-        return load_param_file(config, SCHEMA.node)
+        return load_node_params(config, SCHEMA)
     idx = [int(m.group(1)) for t in topics if (m := IMU_TOPIC_RE.search(t))]
     if not idx:
         return {}
@@ -364,6 +364,8 @@ def replay(
                 tracker.stats.bad_samples += 1
                 continue
             new = tracker.push_imu(sample, imu_index[bm.topic])
+        elif bm.topic == "/tf_static":
+            writer.copy(bm, qos="static")
         elif bm.topic == tip_name:
             stamp, T = hmsgs.pose_stamped_to_matrix(bm.msg)
             truth_tip[stamp] = T

@@ -426,12 +426,19 @@ def replay(
 ) -> dict[str, Any] | None:
     """``shape-sensing replay`` of a vine-IMU bag in bulk: same arguments, output and metrics as
     :func:`shape_sensing.pipelines.vine_imu.replay` (the streaming path)."""
-    from shape_sensing.pipelines.vine_imu import DEFAULT_NAMESPACE, _params_from
+    from shape_sensing.pipelines.vine_imu import (
+        DEFAULT_NAMESPACE,
+        _params_from,
+        apply_recorded_reference,
+        check_inputs,
+        check_made_estimates,
+    )
 
     topics: dict[str, str] | None = getattr(args, "bag_topics", None)
     namespace = getattr(args, "namespace", DEFAULT_NAMESPACE)
     tracker = VineImuTracker(_params_from(config, (topics or {}).keys(), namespace))
-    imu_names = [resolve_topic(t, namespace) for t in tracker.params["imu_topics"]]
-    if topics is not None and not any(t in topics for t in imu_names):
-        raise ValueError(f"none of the configured IMU topics {sorted(imu_names)} is in the bag")
-    return replay_bulk(Path(bag), writer, tracker, namespace, progress=progress)
+    apply_recorded_reference(tracker, args)
+    check_inputs(tracker, topics, namespace)
+    metrics = replay_bulk(Path(bag), writer, tracker, namespace, progress=progress)
+    check_made_estimates(tracker)
+    return metrics

@@ -700,8 +700,9 @@ def gauss_newton(
     base_slices: range | None = None,
     decrement_tol: float | None = DECREMENT_TOL,
     second_order: bool = True,
+    progress: Callable[[int], None] | None = None,
 ) -> GNResult:
-    """Iterate Gauss-Newton (IRLS for robust factors) from ``state``.
+    """Iterate Gauss-Newton (IRLS for robust factors) from ``state`` (``progress(iteration)`` after each).
 
     Each step is :func:`newton_step` (``second_order``: with the factors' known
     second-order terms where that system is positive definite) followed by
@@ -715,8 +716,9 @@ def gauss_newton(
     """
     with blas_single_thread():
         return _gauss_newton(
-            state, w, meas, prior, max_iterations, tol, dense, slice_factors, base_slices, decrement_tol, second_order
-        )
+            state, w, meas, prior, max_iterations, tol, dense, slice_factors, base_slices, decrement_tol, second_order,
+            progress,
+        )  # fmt: skip
 
 
 def _gauss_newton(
@@ -731,6 +733,7 @@ def _gauss_newton(
     base_slices: range | None,
     decrement_tol: float | None,
     second_order: bool,
+    progress: Callable[[int], None] | None = None,
 ) -> GNResult:
     costs: list[float] = []
     n_nodes = state.K * state.N
@@ -744,6 +747,8 @@ def _gauss_newton(
     cost, (batches, extra) = evaluate(state)
     while it < max_iterations:
         it += 1
+        if progress is not None:
+            progress(it)
         # the last step is taken unchecked: plain Gauss-Newton there, which cannot overshoot the way a
         # Newton step from far away can
         newton = second_order and it < max_iterations
