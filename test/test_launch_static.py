@@ -701,11 +701,8 @@ ROSDEP_KEYS = {
     "serial": "python3-serial",
     "smbus2": "python3-smbus2",
     "threadpoolctl": "python3-threadpoolctl",
-<<<<<<< HEAD
     "trimesh": "python3-trimesh",
-=======
     "tqdm": "python3-tqdm",
->>>>>>> main
 }
 
 _TYPE_NAME = re.compile(r"([a-z][a-z0-9_]*)/(?:msg|srv|action)/[A-Z][A-Za-z0-9]*")
