@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
 from shape_sensing.drivers.vl53l5cx import TofReading
 from shape_sensing.estimators.continuum.tof_localise import (
     LocaliseConfig,
@@ -277,20 +277,25 @@ def run_demo(
     map_path: Path | None = None,
     distro: str = "jazzy",
     picture: bool = True,
+    progress: bool = False,
 ) -> dict[str, Any]:
-    """Simulate, localise, reconstruct, write the outputs; return the metrics."""
+    """Simulate, localise, reconstruct, write the outputs; return the metrics (``progress``: stage bar on stderr)."""
     wall0 = time.perf_counter()
     out = prepare_out_dir(out)
+    prog = Progress("tof-continuum demo (map, simulate, estimate, reconstruct, bag)", 5, enabled=progress, unit="stage")
     tof_map = (
         load_map(map_path)
         if map_path is not None
         else PriorMap.from_mesh(compressor_scene("S0").mesh(include_added=False), spacing=0.01, source="S0 mesh")
     )
+    prog.update(1)
     sim = simulate(compressor_scene(scene), cfg=SimConfig(duration=duration, trajectory=trajectory, seed=seed))
+    prog.update(2)
     cfg = LocaliseConfig(use_tof=use_tof, use_gyro=use_gyro, use_strain=use_strain, window=window)
     t_sim = time.perf_counter()
     res = localise(sensor_data(sim), tof_map, cfg)
     t_est = time.perf_counter()
+    prog.update(3)
     dp, ang = ring_errors(res.state, sim.truth_t, sim.truth_s[1:], sim.truth_pose[:, 1:])
     summary = summarise_errors(dp, ang)
     from shape_sensing.estimators.continuum.query import query_poses
@@ -309,6 +314,7 @@ def run_demo(
     labels = _point_labels(sim)
     added = np.array([p.added for p in sim.scene.parts] + [False])[labels]
     prec, recall = _precision_recall(rec.anomaly, added)
+    prog.update(4)
     write_ply(out / "prior_map.ply", tof_map.points, normals=tof_map.normals, scalars={"planarity": tof_map.planarity})
     write_ply(out / "reconstruction.ply", rec.points, scalars={"mahalanobis2": rec.mahalanobis2})
     write_ply(out / "anomalies.ply", rec.points[rec.anomaly])
@@ -319,6 +325,8 @@ def run_demo(
     }
     bag_path = out / BAG_NAME
     count = _write_bag(bag_path, sim, est_T, distro, clouds)
+    prog.update(5)
+    prog.close()
     metrics: dict[str, Any] = {
         "scene": scene,
         "trajectory": trajectory,
@@ -430,6 +438,7 @@ def run(args: argparse.Namespace) -> int:
         map_path=args.map,
         distro=args.distro,
         picture=not args.no_picture,
+        progress=not args.json,
     )
     print_metrics(metrics, args.json, title=f"tof-continuum demo ({args.scene})")
     return 0

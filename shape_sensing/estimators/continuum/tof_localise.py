@@ -199,8 +199,18 @@ def localise(
             st, w, meas, stats, win.total_iterations, win.converged_steps == win.steps, None, "window"
         )
     est = BatchEstimator(w, nodes, cfg.rate, max_iterations=cfg.iterations, decrement_tol=cfg.decrement_tol)
-    res = est.solve(meas, 0.0, t1)
+    # the batch warns whenever it stops unconverged; here a stop for want of descent is expected (re-matching),
+    # so only a stop at the iteration cap is worth a warning
+    blog = logging.getLogger("shape_sensing.estimators.continuum.estimator")
+    level = blog.level
+    blog.setLevel(logging.ERROR)
+    try:
+        res = est.solve(meas, 0.0, t1)
+    finally:
+        blog.setLevel(level)
     stop = "converged" if res.converged else "no descent" if res.iterations < cfg.iterations else "iteration cap"
+    if stop == "iteration cap":
+        _log.warning("ToF localisation stopped at the %d-iteration cap without converging", cfg.iterations)
     return LocaliseResult(res.state, w, meas, stats, res.iterations, res.converged, res.ab, stop)
 
 
