@@ -41,6 +41,26 @@ class ParameterType(str):
     """What the stand-in ``Parameter.Type`` members are (a declared type, not a value)."""
 
 
+class TypedValue:
+    """What the stand-in ``Parameter(name, type, value).get_parameter_value()`` gives: a typed value (rclpy's ParameterValue)."""
+
+    def __init__(self, type_: Any, value: Any) -> None:
+        self.type = type_
+        self.value = value
+
+
+class StandInParameter:
+    """The stand-in ``rclpy.parameter.Parameter``: only what the nodes use (typed empty-array defaults)."""
+
+    Type: Any = None
+
+    def __init__(self, name: str, type_: Any, value: Any) -> None:
+        self.name, self.type, self.value = name, type_, value
+
+    def get_parameter_value(self) -> TypedValue:
+        return TypedValue(self.type, self.value)
+
+
 class FakeNode:
     """Records what a node object is asked to create."""
 
@@ -59,6 +79,8 @@ class FakeNode:
 
     def declare_parameter(self, name: str, default: Any, descriptor: Any) -> Any:
         value = self._parameter_overrides.get(name, default)
+        if isinstance(value, TypedValue):
+            value = value.value
         return types.SimpleNamespace(value=None if isinstance(value, ParameterType) else value)
 
     def create_publisher(self, cls: Any, topic: str, qos: Any) -> Publisher:
@@ -97,7 +119,8 @@ def install(
     module("rclpy")
     module("rclpy.exceptions")
     declared = types.SimpleNamespace(**{n: ParameterType(n) for n in PARAMETER_TYPES})
-    module("rclpy.parameter", Parameter=types.SimpleNamespace(Type=declared))
+    parameter = type("Parameter", (StandInParameter,), {"Type": declared})
+    module("rclpy.parameter", Parameter=parameter)
     module("rclpy.qos", qos_profile_sensor_data="sensor_data", QoSProfile=lambda **kw: kw,
            DurabilityPolicy=types.SimpleNamespace(VOLATILE="volatile", TRANSIENT_LOCAL="transient_local"),
            HistoryPolicy=types.SimpleNamespace(KEEP_LAST="keep_last"),

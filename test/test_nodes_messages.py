@@ -199,3 +199,26 @@ def test_bad_length_messages_do_not_throttle_away_imu_warnings(monkeypatch: pyte
     assert len(warnings) == 2, warnings
     assert "with no position" in warnings[0] and f"bad sample on {imu_topic}" in warnings[1]
     assert app.tracker.stats.bad_samples == 3
+
+
+@pytest.mark.parametrize("node_name", sorted(NODE_SCHEMAS))
+def test_help_prints_every_parameter_and_exits_0_without_ros(
+    node_name: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``NODE -h`` prints usage with every schema parameter and returns 0 before rclpy is touched."""
+    from shape_sensing.nodes._common import run
+
+    monkeypatch.setitem(sys.modules, "rclpy", None)  # importing rclpy now raises: the node must not start
+
+    def build(node: Any) -> None:
+        raise AssertionError("the node must not be built under --help")
+
+    for flag in ("-h", "--help"):
+        assert run(node_name, build, [node_name, flag]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"usage: ros2 run shape_sensing {node_name}")
+        for p in schema_for(node_name).params:
+            assert f"\n  {p.name} (" in out
+    # a -h meant for ROS (after --ros-args) is not ours: rclpy is tried (and is blocked here)
+    with pytest.raises(ImportError):
+        run(node_name, build, [node_name, "--ros-args", "-h"])

@@ -15,6 +15,7 @@ from __future__ import annotations
 import array
 import contextlib
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +36,8 @@ __all__ = [
     "static_qos",
     "tf_qos",
     "unknown_overrides",
+    "usage",
+    "wants_help",
 ]
 
 # Schema parameter type -> rcl_interfaces/ParameterType constant (and rclpy Parameter.Type name without PARAMETER_).
@@ -88,10 +91,14 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
     """Declare every parameter of ``schema`` on ``node`` and return the validated values.
 
     Each parameter gets a descriptor with its description, type and accepted
-    range (``additional_constraints``). Empty-array defaults are declared by
-    type only (rclpy cannot infer an array type from ``[]``) and fall back to
-    the schema default when not overridden. Parameters are read once at start,
-    so they are declared read-only by default.
+    range (``additional_constraints``). Empty-array defaults are declared as
+    typed empty arrays (a ``ParameterValue`` of the array type), never by type
+    only: a parameter left unset makes ``ros2 param dump`` answer nothing for
+    the whole node. Parameters are read once at start, so they are declared
+    read-only by default.
+
+    An override the schema does not declare (a misspelt name in a parameter
+    file or ``-p``) is an error, as in the CLI's YAML validation.
 
     Args:
         node: an ``rclpy.node.Node``.
@@ -99,13 +106,21 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
         read_only: declare the parameters read-only.
 
     Raises:
-        ConfigError: a value of the wrong type or out of range; the message
-            names the parameter, the value and what was expected.
+        ConfigError: a value of the wrong type or out of range, or an unknown
+            parameter; the message names the parameter, the value and what
+            was expected.
     """
     from rcl_interfaces.msg import ParameterDescriptor, ParameterType
     from rclpy.parameter import Parameter
 
     bad_value = _parameter_exceptions()
+    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps them only privately
+    unknown = unknown_overrides(schema, overrides)
+    if unknown:
+        raise ConfigError(
+            f"node {node.get_name()}: unknown parameter(s) {unknown} (misspelt?); "
+            f"{schema.node} declares {sorted(schema.names())}"
+        )
     raw: dict[str, Any] = {}
     for p in schema.params:
         type_name = PARAMETER_TYPES[p.type]
@@ -118,7 +133,8 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
         )
         default: Any = p.default
         if isinstance(default, list) and not default:
-            default = getattr(Parameter.Type, type_name[len("PARAMETER_") :])
+            # A typed empty array: declared by type only it would stay unset (and blank the whole param dump).
+            default = Parameter(p.name, getattr(Parameter.Type, type_name[len("PARAMETER_") :]), []).get_parameter_value()
         try:
             declared = node.declare_parameter(p.name, default, descriptor)
         except bad_value as exc:
@@ -129,12 +145,6 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
             ) from exc
         value = getattr(declared, "value", None)
         raw[p.name] = p.default if value is None else from_ros_value(value)
-    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps them only privately
-    unknown = unknown_overrides(schema, overrides)
-    if unknown:
-        node.get_logger().warning(
-            f"ignoring parameter(s) {unknown} not declared by {schema.node}; known: {sorted(schema.names())}"
-        )
     return schema.validate(raw, where=f"node {node.get_name()}")
 
 
@@ -252,6 +262,33 @@ def _try_shutdown() -> None:
         rclpy.shutdown()
 
 
+def usage(node_name: str) -> str:
+    """``-h/--help`` text of node ``node_name``: how to run it and every parameter of its schema."""
+    from shape_sensing.schemas import schema_for
+
+    lines = [
+        f"usage: ros2 run shape_sensing {node_name} [-h] [--ros-args -p NAME:=VALUE ... --params-file FILE]",
+        "",
+        f"ROS 2 node '{node_name}' of shape_sensing. Parameters (an unknown name or a bad value is an error, exit 2):",
+    ]
+    try:
+        schema = schema_for(node_name)
+    except KeyError:
+        return "\n".join(lines[:1])
+    for p in schema.params:
+        type_name = p.type if isinstance(p.type, str) else p.type.__name__
+        lines.append(f"  {p.name} ({type_name}, default {p.default!r}): {describe(p)}; expected {p.expected()}")
+    return "\n".join(lines)
+
+
+def wants_help(args: Sequence[str]) -> bool:
+    """Whether ``-h``/``--help`` is among the program's own arguments (those before ``--ros-args``)."""
+    own = list(args)
+    if "--ros-args" in own:
+        own = own[: own.index("--ros-args")]
+    return "-h" in own or "--help" in own
+
+
 def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None = None) -> int:
     """Init rclpy, create node ``node_name``, ``build(node)``, spin until shut down.
 
@@ -259,10 +296,16 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
     elsewhere the context is shut down in a ``finally``. Ctrl-C and an external
     shutdown end the spin quietly.
 
+    ``-h``/``--help`` (before any ``--ros-args``) prints :func:`usage` and
+    returns 0 without starting ROS.
+
     Returns:
-        0 after a normal shutdown, 2 when the configuration was rejected
-        (the error is logged on the node's logger).
+        0 after a normal shutdown or ``--help``, 2 when the configuration was
+        rejected (the error is logged on the node's logger).
     """
+    if wants_help(sys.argv[1:] if args is None else list(args)):
+        print(usage(node_name))
+        return 0
     import rclpy
     import rclpy.executors
 
