@@ -42,7 +42,7 @@ class ParameterType(str):
 
 
 class TypedValue:
-    """What the stand-in ``Parameter(name, type, value).get_parameter_value()`` gives: a typed value (rclpy's ParameterValue)."""
+    """The stand-in ``Parameter(name, type, value).get_parameter_value()``: a typed value (rclpy's ParameterValue)."""
 
     def __init__(self, type_: Any, value: Any) -> None:
         self.type = type_

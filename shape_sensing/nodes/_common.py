@@ -134,14 +134,14 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
         default: Any = p.default
         if isinstance(default, list) and not default:
             # A typed empty array: declared by type only it would stay unset (and blank the whole param dump).
-            default = Parameter(p.name, getattr(Parameter.Type, type_name[len("PARAMETER_") :]), []).get_parameter_value()
+            array_type = getattr(Parameter.Type, type_name[len("PARAMETER_") :])
+            default = Parameter(p.name, array_type, []).get_parameter_value()
         try:
             declared = node.declare_parameter(p.name, default, descriptor)
         except bad_value as exc:
             hint = " (write floating-point values with a decimal point, e.g. 1.0)" if "float" in p.expected() else ""
             raise ConfigError(
-                f"node {node.get_name()}: parameter '{p.name}' rejected by ROS 2: {exc}; "
-                f"expected {p.expected()}{hint}"
+                f"node {node.get_name()}: parameter '{p.name}' rejected by ROS 2: {exc}; expected {p.expected()}{hint}"
             ) from exc
         value = getattr(declared, "value", None)
         raw[p.name] = p.default if value is None else from_ros_value(value)
