@@ -41,24 +41,13 @@ class ParameterType(str):
     """What the stand-in ``Parameter.Type`` members are (a declared type, not a value)."""
 
 
-class TypedValue:
-    """The stand-in ``Parameter(name, type, value).get_parameter_value()``: a typed value (rclpy's ParameterValue)."""
-
-    def __init__(self, type_: Any, value: Any) -> None:
-        self.type = type_
-        self.value = value
-
-
 class StandInParameter:
-    """The stand-in ``rclpy.parameter.Parameter``: only what the nodes use (typed empty-array defaults)."""
+    """The stand-in ``rclpy.parameter.Parameter``: only what the nodes use (setting typed empty arrays)."""
 
     Type: Any = None
 
     def __init__(self, name: str, type_: Any, value: Any) -> None:
         self.name, self.type, self.value = name, type_, value
-
-    def get_parameter_value(self) -> TypedValue:
-        return TypedValue(self.type, self.value)
 
 
 class FakeNode:
@@ -79,9 +68,11 @@ class FakeNode:
 
     def declare_parameter(self, name: str, default: Any, descriptor: Any) -> Any:
         value = self._parameter_overrides.get(name, default)
-        if isinstance(value, TypedValue):
-            value = value.value
         return types.SimpleNamespace(value=None if isinstance(value, ParameterType) else value)
+
+    def set_parameters(self, parameters: list[Any]) -> None:
+        for param in parameters:
+            self._parameter_overrides.setdefault(param.name, param.value)
 
     def create_publisher(self, cls: Any, topic: str, qos: Any) -> Publisher:
         self.publishers[topic] = Publisher(cls, topic, qos)

@@ -124,25 +124,34 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
     raw: dict[str, Any] = {}
     for p in schema.params:
         type_name = PARAMETER_TYPES[p.type]
+        default: Any = p.default
+        empty_array = isinstance(default, list) and not default
+        if empty_array:
+            # rclpy infers no array type from [] (and refuses a ParameterValue default): declare by type, then
+            # set a typed empty array below, since a parameter left unset blanks the whole `ros2 param dump`.
+            default = getattr(Parameter.Type, type_name[len("PARAMETER_") :])
         descriptor = ParameterDescriptor(
             name=p.name,
             type=getattr(ParameterType, type_name),
             description=describe(p),
             additional_constraints=f"expected {p.expected()}",
-            read_only=read_only,
+            read_only=read_only and not empty_array,
         )
-        default: Any = p.default
-        if isinstance(default, list) and not default:
-            # A typed empty array: declared by type only it would stay unset (and blank the whole param dump).
-            array_type = getattr(Parameter.Type, type_name[len("PARAMETER_") :])
-            default = Parameter(p.name, array_type, []).get_parameter_value()
         try:
             declared = node.declare_parameter(p.name, default, descriptor)
+            if empty_array and getattr(declared, "value", None) is None:
+                node.set_parameters([Parameter(p.name, default, [])])
+                declared = Parameter(p.name, default, [])
         except bad_value as exc:
             hint = " (write floating-point values with a decimal point, e.g. 1.0)" if "float" in p.expected() else ""
             raise ConfigError(
-                f"node {node.get_name()}: parameter '{p.name}' rejected by ROS 2: {exc}; expected {p.expected()}{hint}"
+                f"node {node.get_name()}: parameter '{p.name}' rejected by ROS 2: {exc}; "
+                f"expected {p.expected()}{hint}"
             ) from exc
+        if empty_array and read_only:
+            descriptors = getattr(node, "_descriptors", {})  # rclpy offers no public way to make it read-only now
+            if p.name in descriptors:
+                descriptors[p.name].read_only = True
         value = getattr(declared, "value", None)
         raw[p.name] = p.default if value is None else from_ros_value(value)
     return schema.validate(raw, where=f"node {node.get_name()}")
