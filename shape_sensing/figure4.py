@@ -79,9 +79,9 @@ def figure4(seed: int = 0, pairs: int = 50) -> dict[str, Any]:
             runs["closed"].append(execute(T0, pe, ve, RC, ROBOT_A, closed_loop=True).errors)
             runs["open_exact_radius"].append(execute(T0, pe, ve, RC, exact).errors)
             lengths.append(o.plan.length / RC)
-        groups[str(k)] = {
-            mode: {m: _stats([e[m] for e in errs]) for m in _METRICS} for mode, errs in runs.items()
-        } | {"path_length_rc": _stats(lengths)}
+        groups[str(k)] = {mode: {m: _stats([e[m] for e in errs]) for m in _METRICS} for mode, errs in runs.items()} | {
+            "path_length_rc": _stats(lengths)
+        }
     return {"robot": "A", "rc_m": RC, "step_m": ROBOT_A.step_length, "bend_per_step_deg": math.degrees(
         ROBOT_A.bend_per_step or 0.0), "pairs": pairs, "seed": seed, "groups": groups}  # fmt: skip
 
@@ -155,7 +155,9 @@ def _plot(result: dict[str, Any], trend: list[dict[str, Any]], path: Path) -> No
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     x = [int(k) for k in result["groups"]]
     for ax, metric, title in zip(
-        axes[:3], ("position_norm", "heading_deg", "pitch_deg"), ("position error / l", "heading (deg)", "pitch (deg)"),
+        axes[:3],
+        ("position_norm", "heading_deg", "pitch_deg"),
+        ("position error / l", "heading (deg)", "pitch (deg)"),
         strict=True,
     ):
         for mode, color in (("open", "tab:red"), ("closed", "tab:blue"), ("open_exact_radius", "tab:gray")):

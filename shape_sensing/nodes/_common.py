@@ -28,7 +28,10 @@ __all__ = [
     "RclpyLogHandler",
     "declare_schema",
     "describe",
+    "diagnostics_throttle",
+    "fq_name",
     "from_ros_value",
+    "node_namespace",
     "reliable_qos",
     "route_logging",
     "run",
@@ -145,8 +148,7 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
         except bad_value as exc:
             hint = " (write floating-point values with a decimal point, e.g. 1.0)" if "float" in p.expected() else ""
             raise ConfigError(
-                f"node {node.get_name()}: parameter '{p.name}' rejected by ROS 2: {exc}; "
-                f"expected {p.expected()}{hint}"
+                f"node {node.get_name()}: parameter '{p.name}' rejected by ROS 2: {exc}; expected {p.expected()}{hint}"
             ) from exc
         if empty_array and read_only:
             descriptors = getattr(node, "_descriptors", {})  # rclpy offers no public way to make it read-only now
@@ -155,6 +157,29 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
         value = getattr(declared, "value", None)
         raw[p.name] = p.default if value is None else from_ros_value(value)
     return schema.validate(raw, where=f"node {node.get_name()}")
+
+
+def diagnostics_throttle(node: Any, period_s: float = 1.0) -> Any:
+    """A :class:`~shape_sensing.pipelines.common.DiagnosticsThrottle` naming statuses after ``node``.
+
+    Status names carry the node's fully qualified name (``/vine/hinge_arc_estimator: shape``) and
+    ``hardware_id`` the robot's namespace, so two robots side by side report distinct statuses.
+    """
+    from shape_sensing.pipelines.common import DiagnosticsThrottle
+
+    return DiagnosticsThrottle(period_s, node=fq_name(node), hardware_id=node_namespace(node))
+
+
+def fq_name(node: Any) -> str:
+    """The node's fully qualified name (``/ns/name``)."""
+    get = getattr(node, "get_fully_qualified_name", None)
+    return str(get()) if callable(get) else f"/{node.get_name()}"
+
+
+def node_namespace(node: Any) -> str:
+    """The node's namespace (``/`` at the root)."""
+    get = getattr(node, "get_namespace", None)
+    return str(get()) if callable(get) else "/"
 
 
 # -- QoS ------------------------------------------------------------------

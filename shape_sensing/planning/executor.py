@@ -214,8 +214,9 @@ def execute(
             poses, plan, pose_errors(poses[-1], goal_position, goal_direction, plan.length), steps,
             steps * model.step_length,
         )  # fmt: skip
-    return _closed_loop(T, plan, goal_position, goal_direction, radius, model, keep_steps, replan_margin, max_chunk,
-                        max_segments)
+    return _closed_loop(
+        T, plan, goal_position, goal_direction, radius, model, keep_steps, replan_margin, max_chunk, max_segments
+    )
 
 
 def _plane_pose(T: FloatArray, frame: tuple[Vec, Vec, Vec]) -> tuple[float, float, float]:

@@ -142,9 +142,7 @@ class GrowthPlanner:
             raise PlanningError(f"start direction = {d.tolist()}: expected a non-zero direction")
         return frames_along(p[None], d[None])[0]
 
-    def plan(
-        self, goal_position: ArrayLike, goal_direction: ArrayLike, start: ArrayLike | None = None
-    ) -> GrowthPlan:
+    def plan(self, goal_position: ArrayLike, goal_direction: ArrayLike, start: ArrayLike | None = None) -> GrowthPlan:
         """Plan from ``start`` (a ``4x4`` tip frame; default the current tip) to the goal.
 
         Raises:
