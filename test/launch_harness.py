@@ -265,8 +265,9 @@ def check_param_dump(fq_node: str, expected: Mapping[str, Any]) -> dict[str, Any
     for name, want in expected.items():
         got = dumped[name]
         same = (
-            [float(x) for x in got] == [float(x) for x in want] if isinstance(want, list) and want and
-            isinstance(want[0], float) else (float(got) == float(want) if isinstance(want, float) else got == want)
+            [float(x) for x in got] == [float(x) for x in want]
+            if isinstance(want, list) and want and isinstance(want[0], float)
+            else (float(got) == float(want) if isinstance(want, float) else got == want)
         )
         if not same:
             differ[name] = (got, want)

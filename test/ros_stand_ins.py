@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -48,6 +48,22 @@ class StandInParameter:
 
     def __init__(self, name: str, type_: Any, value: Any) -> None:
         self.name, self.type, self.value = name, type_, value
+
+
+class StandInTfBuffer:
+    """The stand-in ``tf2_ros.Buffer``: ``transforms[(target, source)]`` holds geometry_msgs/TransformStamped."""
+
+    instances: ClassVar[list[StandInTfBuffer]] = []
+
+    def __init__(self) -> None:
+        self.transforms: dict[tuple[str, str], Any] = {}
+        StandInTfBuffer.instances.append(self)
+
+    def lookup_transform(self, target: str, source: str, time: Any, timeout: Any = None) -> Any:
+        try:
+            return self.transforms[(target, source)]
+        except KeyError:
+            raise LookupError(f'"{source}" passed to lookupTransform argument source_frame does not exist.') from None
 
 
 class FakeNode:
@@ -116,6 +132,10 @@ def install(
            DurabilityPolicy=types.SimpleNamespace(VOLATILE="volatile", TRANSIENT_LOCAL="transient_local"),
            HistoryPolicy=types.SimpleNamespace(KEEP_LAST="keep_last"),
            ReliabilityPolicy=types.SimpleNamespace(RELIABLE="reliable"))  # fmt: skip
+    module("rclpy.duration", Duration=lambda **kw: kw)
+    module("rclpy.time", Time=lambda **kw: kw)
+    StandInTfBuffer.instances.clear()
+    module("tf2_ros", Buffer=StandInTfBuffer, TransformListener=lambda *args, **kwargs: None)
     module("rcl_interfaces")
     codes = types.SimpleNamespace(**{f"PARAMETER_{n}": i for i, n in enumerate(PARAMETER_TYPES)})
     module("rcl_interfaces.msg", ParameterDescriptor=lambda **kw: kw, ParameterType=codes)
