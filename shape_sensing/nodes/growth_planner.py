@@ -20,7 +20,7 @@ Publishes (reliable), for every plan:
     (visualization_msgs/MarkerArray: arcs red, straights blue, start and goal arrows).
     All in ``frame_prefix + plan_frame``. A goal or start stamped in another
     frame (e.g. ``world``) is transformed into the plan frame with tf2 (the
-    latest transform, waiting up to ``TF_TIMEOUT_S``); a frame tf2 cannot
+    latest transform received; the lookup does not wait); a frame tf2 cannot
     connect is refused with the reason logged.
 """
 
@@ -43,7 +43,6 @@ from shape_sensing.planning.growth_planner import SCHEMA, GrowthPlan, GrowthPlan
 __all__ = ["NODE_NAME", "GrowthPlannerNode", "main"]
 
 NODE_NAME = "growth_planner"
-TF_TIMEOUT_S = 0.5  # how long a goal in another frame waits for its transform
 TOPICS = {
     "plan/path": "nav_msgs/msg/Path",
     "plan/predicted_path": "nav_msgs/msg/Path",
@@ -80,7 +79,8 @@ class GrowthPlannerNode:
         from tf2_ros import Buffer, TransformListener
 
         self.tf_buffer = Buffer()
-        self.tf_listener = TransformListener(self.tf_buffer, node, spin_thread=True)
+        # Fed by this node's own executor: a lookup never blocks a callback (the latest transform is used).
+        self.tf_listener = TransformListener(self.tf_buffer, node, spin_thread=False)
         p = self.params
         node.get_logger().info(
             f"planning in {self.planner.frame} with radius {p['radius']} m (Rmin {p['min_radius']} m), "
@@ -93,13 +93,10 @@ class GrowthPlannerNode:
         """``position``, ``direction`` given in ``frame``, in the plan frame (tf2, latest transform)."""
         if not frame or frame == self.planner.frame:
             return position, direction
-        from rclpy.duration import Duration
         from rclpy.time import Time
 
         try:
-            tf = self.tf_buffer.lookup_transform(
-                self.planner.frame, frame, Time(), timeout=Duration(seconds=TF_TIMEOUT_S)
-            )
+            tf = self.tf_buffer.lookup_transform(self.planner.frame, frame, Time())
         except Exception as exc:  # tf2 raises LookupException, ConnectivityException, ExtrapolationException, ...
             raise PlanningError(
                 f"{what} frame {frame!r}: no transform to the plan frame {self.planner.frame!r} ({exc})"
