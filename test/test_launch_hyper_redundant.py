@@ -14,6 +14,7 @@ save), the rods ``calibrate`` service, a CAN configuration without a CAN bus
 
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import tempfile
@@ -66,15 +67,11 @@ else:
                 readable, _, _ = select.select(fds, [], [], 0)
                 for fd in readable:
                     k = fds.index(fd)
-                    try:
+                    with contextlib.suppress(OSError):
                         self.emulators[k].write(os.read(fd, 4096))
-                    except OSError:
-                        pass
                 for fd, data in zip(fds, cycle, strict=True):
-                    try:
+                    with contextlib.suppress(OSError):  # buffer full before the driver opened its port: drop it
                         os.write(fd, data)
-                    except OSError:  # buffer full before the driver opened its port: drop the cycle
-                        pass
                 self.stop.wait(max(0.0, 0.01 - (time.monotonic() - t0)))
 
     SENSORS: EmulatedSensors | None = None
@@ -130,7 +127,9 @@ else:
             saved = [e.saved for e in SENSORS.emulators]
             response = h.call_trigger(self.probe, f"{NS}/wt901/set_angle_reference")
             assert response.success, response.message
-            assert self.probe.spin_until(lambda: all(e.saved > s for e, s in zip(SENSORS.emulators, saved)), 5.0)
+            assert self.probe.spin_until(
+                lambda: all(e.saved > s for e, s in zip(SENSORS.emulators, saved, strict=True)), 5.0
+            )
             assert {e.calibration for e in SENSORS.emulators} == {8}  # CALSW = 8: angle reference
             response = h.call_trigger(self.probe, f"{NS}/wt901/calibrate_accelerometer")
             assert response.success, response.message
