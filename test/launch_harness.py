@@ -197,25 +197,30 @@ def check_topics(
             counts[topic] += 1
 
         subs.append(p.node.create_subscription(_msg_class(typ), topic, count, _qos_for(True)))
+    lo, hi = RATE_TOLERANCE
     try:
-        # settle: let the subscriptions match, then count over a fresh window
+        # settle: let the subscriptions match, then count over a fresh window; on a shared machine one window
+        # can be starved, so a topic off its rate gets a second window before it fails
         p.spin_until(lambda: all(counts.values()), timeout=DISCOVERY_S)
-        for k in counts:
-            counts[k] = 0
-        start = time.monotonic()
-        p.spin_for(window)
-        elapsed = time.monotonic() - start
+        for _attempt in range(2):
+            for k in counts:
+                counts[k] = 0
+            start = time.monotonic()
+            p.spin_for(window)
+            elapsed = time.monotonic() - start
+            rates = {t: n / elapsed for t, n in counts.items()}
+            off = {
+                t: f"{rates[t]:.1f} Hz (nominal {rate:g})"
+                for t, (_, rate) in topics.items()
+                if rate is not None and not lo * rate <= rates[t] <= hi * rate
+            }
+            if not off:
+                break
     finally:
         for s in subs:
             p.node.destroy_subscription(s)
-    rates = {t: n / elapsed for t, n in counts.items()}
-    lo, hi = RATE_TOLERANCE
-    off = {
-        t: f"{rates[t]:.1f} Hz (nominal {rate:g})"
-        for t, (_, rate) in topics.items()
-        if rate is not None and not lo * rate <= rates[t] <= hi * rate
-    }
-    assert not off, f"topics off their nominal rate by more than x{lo:g}..x{hi:g}: {off}"
+    assert not off, f"topics off their nominal rate by more than x{lo:g}..x{hi:g} (two windows): {off}"
+    print("measured rates (Hz):", {t: round(r, 1) for t, r in rates.items()})
     return rates
 
 
