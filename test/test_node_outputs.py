@@ -120,3 +120,39 @@ def test_vine_tip_covariance_marks_orientation_unknown() -> None:
 def test_throttle_period_must_be_positive() -> None:
     with pytest.raises(ValueError, match="diagnostics period 0.0 s: expected a positive period"):
         DiagnosticsThrottle(0.0)
+
+
+def test_continuum_slice_grid_does_not_depend_on_the_first_sample_received() -> None:
+    """A node that misses the first samples of a bag play slices at the same stamps as a replay of the whole bag.
+
+    The slice grid sits on whole multiples of the slice period in the stamps' clock; before, it started at the
+    first sample received, so a late start shifted every slice (by 12 ms in the first ROS 2 run).
+    """
+    from shape_sensing.estimators.continuum.online import ContinuumTracker
+
+    params = {"gyro_topics": ["g_mid", "g_tip"], "gyro_arc_lengths": [0.2, 0.4], "pose_topics": ["p_base", "p_tip"],
+              "pose_arc_lengths": [0.0, 0.4], "length": 0.4, "nodes": 5, "rate": 30.0, "window_size": 4}  # fmt: skip
+    t0 = 1_795_480_407_611_966_894  # a wall-clock stamp, not on the grid
+    tip = np.eye(4)
+    tip[2, 3] = 0.4
+    events = []
+    for k in range(120):  # 1.2 s of 100 Hz poses and gyros, straight and still
+        stamp = t0 + k * 10_000_000
+        events += [("pose", 0, stamp, np.eye(4)), ("pose", 1, stamp, tip)]
+        events += [("gyro", 0, stamp + 3_000_000, np.zeros(3)), ("gyro", 1, stamp + 3_000_000, np.zeros(3))]
+
+    def run(skip: int) -> dict[int, np.ndarray]:
+        tr = ContinuumTracker(params)
+        out = []
+        for kind, i, stamp, v in events[skip:]:
+            out += tr.push_pose(i, stamp, v) if kind == "pose" else tr.push_gyro(i, stamp, v)
+        return {e.stamp_ns: e.poses for e in out}
+
+    whole, late = run(0), run(4 * 5 + 2)  # the late node missed the first 5 cycles and half of the 6th
+    assert len(whole) > 20 and len(late) > 20
+    common = sorted(set(whole) & set(late))
+    assert common == sorted(late)[: len(common)] and len(common) >= len(late) - 1, "slices at other stamps"
+    # on the absolute grid k / 30 s (within the 1 ns of rounding a stamp): s * 30 is a whole number of seconds
+    assert all(min((s * 30) % 10**9, 10**9 - (s * 30) % 10**9) <= 30 for s in whole)
+    for s in common[-5:]:  # a still robot: both agree once the window has moved on
+        assert np.abs(whole[s][:, :3, 3] - late[s][:, :3, 3]).max() < 1e-6
