@@ -50,10 +50,7 @@ MIN_MATCHED = 0.8  # fraction of the live estimates that must have a replay esti
 VINE_INPUTS = [f"/vine/imu_{i:02d}/data" for i in range(N_IMUS)] + ["/vine/base/length"]
 CONTINUUM_INPUTS = ["/continuum/gyro_mid/data", "/continuum/gyro_tip/data", "/continuum/base_pose",
                     "/continuum/tip_pose"]  # fmt: skip
-DATASET = Path("/work/shared/datasets/space_time_continuum")
-for _candidate in (Path(__file__).resolve().parents[2] / "shared" / "datasets" / "space_time_continuum",):
-    if _candidate.is_dir():
-        DATASET = _candidate
+DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "space_time_continuum"  # as conftest.SHARED
 
 
 class Launch:
