@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -156,3 +157,33 @@ def test_continuum_slice_grid_does_not_depend_on_the_first_sample_received() -> 
     assert all(min((s * 30) % 10**9, 10**9 - (s * 30) % 10**9) <= 30 for s in whole)
     for s in common[-5:]:  # a still robot: both agree once the window has moved on
         assert np.abs(whole[s][:, :3, 3] - late[s][:, :3, 3]).max() < 1e-6
+
+
+def test_chained_goal_to_vertical_reports_direction_not_an_undefined_heading() -> None:
+    """The 138.6 deg "heading error" of a chained goal: Eq. 27's azimuth difference at a vertical goal direction.
+
+    The predicted tip is a fraction of a degree off the vertical goal direction, yet the azimuths differ by
+    tens of degrees; the log reports the direction error and calls the heading undefined there.
+    """
+    import yaml
+
+    from shape_sensing.config import flatten
+    from shape_sensing.planning.executor import describe_errors
+    from shape_sensing.planning.growth_planner import SCHEMA as PLANNER_SCHEMA
+    from shape_sensing.planning.growth_planner import GrowthPlanner
+
+    path = Path(__file__).resolve().parents[1] / "config" / "growth_planner.yaml"
+    config = yaml.safe_load(path.read_text())["/**/growth_planner"]["ros__parameters"]
+    planner = GrowthPlanner(PLANNER_SCHEMA.validate(flatten(config)))
+    first = planner.plan(np.array([0.4, 0.3, 0.1]), np.array([1.0, 0.0, 0.0]))
+    planner.advance(first)
+    up = np.array([0.0, 0.0, 1.0])
+    chained = planner.plan(np.array([0.6, 0.6, 0.3]), up)
+    e = chained.execution.errors
+    assert e["direction_deg"] < 1.0 and e["position"] < 2e-3  # the prediction reaches the goal
+    assert e["heading_deg"] > 20.0  # while Eq. 27's azimuth difference is meaningless there
+    line = describe_errors(e, up)
+    assert "heading undefined (goal direction 0.0 deg from vertical)" in line
+    assert f"direction {e['direction_deg']:.2f} deg" in line
+    level = describe_errors(first.execution.errors, [1.0, 0.0, 0.0])
+    assert f"heading {first.execution.errors['heading_deg']:.2f} deg" in level

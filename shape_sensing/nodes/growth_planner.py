@@ -38,6 +38,7 @@ from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.nodes._common import declare_schema, reliable_qos, run
 from shape_sensing.planning.errors import PlanningError
+from shape_sensing.planning.executor import describe_errors
 from shape_sensing.planning.growth_planner import SCHEMA, GrowthPlan, GrowthPlanner, goal_in_frame
 
 __all__ = ["NODE_NAME", "GrowthPlannerNode", "main"]
@@ -119,8 +120,7 @@ class GrowthPlannerNode:
         errors = result.execution.errors
         log.info(
             f"{result.plan.word} ({result.plan.case}), {result.plan.length:.3f} m, planned in "
-            f"{result.planning_time_s * 1e3:.2f} ms; predicted tip error {errors['position'] * 1000:.2f} mm, "
-            f"heading {errors['heading_deg']:.2f} deg, pitch {errors['pitch_deg']:.2f} deg"
+            f"{result.planning_time_s * 1e3:.2f} ms; predicted tip error: {describe_errors(errors, direction)}"
         )
         stamp_ns = self._stamp(stamp)  # once: the topics and the service's Path carry the same stamp
         self.publish(stamp_ns, result)
