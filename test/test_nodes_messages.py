@@ -225,3 +225,43 @@ def test_help_prints_every_parameter_and_exits_0_without_ros(
     # a -h meant for ROS (after --ros-args) is not ours: rclpy is tried (and is blocked here)
     with pytest.raises(ImportError):
         run(node_name, build, [node_name, "--ros-args", "-h"])
+
+
+@pytest.mark.parametrize("context_ok", [False, True])
+def test_an_error_from_a_take_cut_by_ctrl_c_ends_quietly(monkeypatch: pytest.MonkeyPatch, context_ok: bool) -> None:
+    """SIGINT can shut the context down in the middle of a take; rclpy then raises a RuntimeError from spin.
+
+    Seen on ROS 2 Jazzy in the hyper-redundant launch test ("Unable to convert call argument to Python
+    object" from ``take_message`` after Ctrl-C). With the context shut down that ends the node quietly
+    (exit 0); while the context is still up, the same error is a real one and propagates.
+    """
+    import types
+
+    from shape_sensing.nodes._common import run
+
+    class Node(FakeNode):
+        def get_logger(self) -> Logger:
+            return self.logger
+
+        def destroy_node(self) -> None:
+            pass
+
+    def spin(node: Any) -> None:
+        raise RuntimeError("Unable to convert call argument to Python object")
+
+    fake = types.ModuleType("rclpy")
+    fake.__dict__.update(init=lambda args=None: None, create_node=lambda name: Node(name), spin=spin,
+                         ok=lambda: context_ok, try_shutdown=lambda: None)  # fmt: skip
+    executors = types.ModuleType("rclpy.executors")
+    executors.ExternalShutdownException = type("ExternalShutdownException", (Exception,), {})  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rclpy", fake)
+    monkeypatch.setitem(sys.modules, "rclpy.executors", executors)
+    logging_mod = types.ModuleType("rclpy.logging")
+    logging_mod.LoggingSeverity = types.SimpleNamespace(DEBUG=10)  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "rclpy.logging", logging_mod)
+    fake.executors, fake.logging = executors, logging_mod  # type: ignore[attr-defined]
+    if context_ok:
+        with pytest.raises(RuntimeError, match="Unable to convert call argument"):
+            run("hinge_arc_estimator", lambda node: None, ["hinge_arc_estimator"])
+    else:
+        assert run("hinge_arc_estimator", lambda node: None, ["hinge_arc_estimator"]) == 0

@@ -363,8 +363,15 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
             close = getattr(app, "close", None)
             if callable(close):
                 stack.callback(close)
-            with contextlib.suppress(*quiet_end):
+            try:
                 rclpy.spin(node)
+            except quiet_end:
+                pass
+            except Exception:
+                if rclpy.ok():
+                    raise  # a real error while running
+                # Ctrl-C shut the context down in the middle of a take (rclpy then raises e.g. "RuntimeError:
+                # Unable to convert call argument to Python object"): the node is ending anyway, quietly.
     except KeyboardInterrupt:
         pass
     return 0
