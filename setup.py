@@ -16,6 +16,12 @@ NODES = {
     "bno055_chain": "bno055_chain",
     "continuum_estimator": "continuum_estimator",
     "growth_planner": "growth_planner",
+    "tof_ring": "tof_ring",
+    "base_station": "base_station",
+    "contact_cap": "contact_cap",
+    "netft": "netft",
+    "collision_pivot_estimator": "collision_pivot_estimator",
+    "vine_collision_simulator": "vine_collision_simulator",
 }
 
 setup(
