@@ -68,6 +68,15 @@ def _probe() -> tuple[bool, str]:
 AVAILABLE, REASON = _probe()
 
 
+def interfaces_reason() -> str:
+    """'' when the package's own message interfaces (msg/, built by rosidl) import here, else why not."""
+    try:
+        import shape_sensing.msg  # noqa: F401
+    except Exception as exc:
+        return f"shape_sensing's msg/ interfaces are not built in the sourced workspace (rosidl): {exc!r}"
+    return ""
+
+
 def share(*parts: str) -> Path:
     """A path in the installed package share (launch/, config/)."""
     from ament_index_python.packages import get_package_share_directory
@@ -82,8 +91,9 @@ def executable(name: str) -> Path:
     return Path(get_package_prefix(PACKAGE), "lib", PACKAGE, name)
 
 
-def description(launch_file: str, arguments: Mapping[str, str] | None = None) -> Any:
-    """``LaunchDescription`` of the installed ``launch/<launch_file>`` with ``arguments``, then ReadyToTest."""
+def description(launch_file: str, arguments: Mapping[str, str] | None = None, extra: Sequence[Any] = ()) -> Any:
+    """``LaunchDescription`` of the installed ``launch/<launch_file>`` with ``arguments`` (and ``extra``
+    actions, e.g. a node feeding its inputs), then ReadyToTest."""
     import launch_testing.actions
     from launch.actions import IncludeLaunchDescription
     from launch.launch_description_sources import AnyLaunchDescriptionSource
@@ -94,7 +104,7 @@ def description(launch_file: str, arguments: Mapping[str, str] | None = None) ->
         AnyLaunchDescriptionSource(str(share("launch", launch_file))),
         launch_arguments=dict(arguments or {}).items(),
     )
-    return launch.LaunchDescription([include, launch_testing.actions.ReadyToTest()])
+    return launch.LaunchDescription([include, *extra, launch_testing.actions.ReadyToTest()])
 
 
 # -- a probe node in the test process --------------------------------------------------------------------------------
@@ -240,17 +250,23 @@ def _ros2(*args: str, timeout: float = 60.0) -> subprocess.CompletedProcess[str]
     return subprocess.run(["ros2", *args], capture_output=True, text=True, timeout=timeout, check=False)
 
 
-def expected_parameters(node: str, config: Path | None, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Every schema parameter of executable ``node`` with its value: schema default < parameter file < launch."""
+def expected_parameters(
+    node: str, config: Path | None, overrides: Mapping[str, Any] | None = None, section: str | None = None
+) -> dict[str, Any]:
+    """Every schema parameter of executable ``node`` with its value: schema default < parameter file < launch.
+
+    ``section``: the node name keying its section of the file, when the launch names it other than ``node``.
+    """
     from shape_sensing.config import flatten
     from shape_sensing.schemas import schema_for
 
     values = {p.name: p.default for p in schema_for(node).params}
     if config is not None:
         data = yaml.safe_load(config.read_text())
-        for key, section in data.items():
-            if key.rsplit("/", 1)[-1] == node:
-                values.update(flatten(section["ros__parameters"]))
+        name = section or node
+        for key, body in data.items():
+            if key.rsplit("/", 1)[-1] == name:
+                values.update(flatten(body["ros__parameters"]))
     values.update(overrides or {})
     return values
 
