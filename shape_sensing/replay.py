@@ -13,11 +13,12 @@ import argparse
 import importlib
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from shape_sensing.demos.common import print_metrics
+from shape_sensing.demos.common import Progress, print_metrics
 from shape_sensing.io.bag import BagWriter, bag_topics, read_bag
 from shape_sensing.pipelines import PIPELINES
 
@@ -33,6 +34,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing output bag")
     parser.add_argument("--distro", default="jazzy", help="ROS 2 distro of the output definitions (default jazzy)")
+    parser.add_argument(
+        "--streaming",
+        action="store_true",
+        help="feed the messages one by one through the node's path (default for vine-imu bags: decode and "
+        "estimate whole topics at once, same output)",
+    )
     for module in PIPELINES.values():
         mod = importlib.import_module(module)
         mod.add_replay_arguments(parser)
@@ -76,13 +83,37 @@ def replay_bag(
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
         with BagWriter(tmp / out.name, distro=distro) as writer:
-            metrics: dict[str, Any] | None = mod.replay(read_bag(input_path), writer, config, args)
+            metrics: dict[str, Any] | None
+            # The bulk path sets the tracker up from --config and --namespace only; any other tracker option
+            # (e.g. a saved straight reference) runs the streaming path, which applies it.
+            tracker_options = [k for k in ("reference", "reference_at") if getattr(args, k, None) is not None]
+            if mod.NAME == "vine-imu" and not getattr(args, "streaming", False) and not tracker_options:
+                from shape_sensing.pipelines import vine_imu_bulk
+
+                metrics = vine_imu_bulk.replay(input_path, writer, config, args, progress=_progress(args))
+            else:
+                metrics = mod.replay(read_bag(input_path), writer, config, args)
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         (tmp / out.name).replace(out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return metrics
+
+
+def _progress(args: argparse.Namespace) -> Callable[[str, float], None] | None:
+    """Progress lines on stderr for long replays (none under --json)."""
+    if getattr(args, "json", False):
+        return None
+    bars: dict[str, Progress] = {}
+
+    def show(stage: str, frac: float) -> None:
+        bar = bars.get(stage)
+        if bar is None:
+            bar = bars[stage] = Progress(f"replay: {stage}", 1.0)
+        bar.update(frac)
+
+    return show
 
 
 def run(args: argparse.Namespace) -> int:

@@ -53,6 +53,7 @@ one batched evaluation).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,7 @@ __all__ = [
     "joint_angles",
     "matrix_to_euler_zyx",
     "module_transforms",
+    "quat_to_euler_zyx",
     "relative_rotations",
     "solve_headings",
     "ujoint_rotation",
@@ -170,6 +172,32 @@ def matrix_to_euler_zyx(R: ArrayLike) -> FloatArray:
     pitch = -np.arcsin(np.clip(R[..., 2, 0], -1.0, 1.0))
     yaw = np.arctan2(R[..., 1, 0], R[..., 0, 0])
     return np.stack([roll, pitch, yaw], axis=-1)
+
+
+def quat_to_euler_zyx(q: ArrayLike) -> FloatArray:
+    """``matrix_to_euler_zyx(quat_to_matrix(q))`` for one finite ``[x, y, z, w]`` quaternion, same bits.
+
+    The per-message path of the rigid-module pipeline: the quaternion is
+    normalised and the five matrix entries the angles need are formed with
+    scipy's operations in the same order (Python floats are IEEE doubles, so
+    each operation rounds as numpy's does), then the same numpy functions
+    give the angles. ``test_rigid_module_estimator`` compares it with the
+    matrix path.
+    """
+    x, y, z, w = (float(v) for v in np.asarray(q, dtype=float).reshape(4))
+    norm = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / norm, y / norm, z / norm, w / norm
+    x2, y2, z2, w2 = x * x, y * y, z * z, w * w
+    r00 = x2 - y2 - z2 + w2
+    r10 = 2 * (x * y + z * w)
+    r20 = 2 * (x * z - y * w)
+    r21 = 2 * (y * z + x * w)
+    r22 = -x2 - y2 + z2 + w2
+    f = np.float64
+    roll = np.arctan2(f(r21), f(r22))
+    pitch = -np.arcsin(np.clip(f(r20), -1.0, 1.0))
+    yaw = np.arctan2(f(r10), f(r00))
+    return np.array([roll, pitch, yaw])
 
 
 def relative_rotations(R: ArrayLike, frame: str = "body") -> FloatArray:

@@ -107,7 +107,7 @@ class HingeArcEstimatorNode:
     # -- inputs -----------------------------------------------------------
     def _on_imu(self, index: int, msg: Any) -> None:
         try:
-            sample = msgs.imu_from_msg(msg)
+            stamp_ns, orientation = msgs.imu_orientation_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
             # Its own call site: rclpy throttles per call site, so length warnings cannot hide IMU ones.
@@ -115,7 +115,7 @@ class HingeArcEstimatorNode:
                 f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}", throttle_duration_sec=5.0
             )
             return
-        self.publish(self.tracker.push_imu(index, sample))
+        self.publish(self.tracker.push_orientation(index, stamp_ns, orientation))
 
     def _on_length(self, msg: Any) -> None:
         position = list(msg.position)

@@ -44,9 +44,9 @@ from shape_sensing.estimators.rigid_module import (
     RigidModuleConfig,
     RigidModuleEstimate,
     RigidModuleEstimator,
-    matrix_to_euler_zyx,
+    quat_to_euler_zyx,
 )
-from shape_sensing.geometry import FloatArray, quat_to_matrix, rotation_angle
+from shape_sensing.geometry import FloatArray, rotation_angle
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages import hyper_redundant as hmsgs
@@ -182,7 +182,7 @@ class HyperRedundantTracker:
         if sample.stamp_ns < self.last_ns[i]:
             self.stats.out_of_order += 1
             return out
-        euler = matrix_to_euler_zyx(quat_to_matrix(np.asarray(q, dtype=float)))
+        euler = quat_to_euler_zyx(q)  # = matrix_to_euler_zyx(quat_to_matrix(q)), without the matrix
         self.estimator.push_euler(i, euler, sample.stamp_ns)
         self.last_ns[i] = sample.stamp_ns
         self.latest_ns = max(self.latest_ns, sample.stamp_ns)

@@ -148,8 +148,17 @@ class VineImuTracker:
 
     def push_imu(self, index: int, sample: ImuSample) -> list[ShapeEstimate]:
         """Add a reading of IMU ``index``; returns the estimates that became due."""
-        out = self._advance(sample.stamp_ns)
-        q = sample.orientation
+        return self.push_orientation(index, sample.stamp_ns, sample.orientation)
+
+    def push_orientation(self, index: int, stamp_ns: int, q: FloatArray | None) -> list[ShapeEstimate]:
+        """Add the orientation ``[x, y, z, w]`` (or ``None``: absent) read by IMU ``index`` at ``stamp_ns``.
+
+        What :meth:`push_imu` does with an :class:`ImuSample`, for callers that read only the orientation
+        (:func:`~shape_sensing.messages.common.imu_orientation_from_msg`); returns the estimates that became due.
+        """
+        ticker = self.ticker
+        # No tick due (the common case): skip building an empty list of estimates.
+        out = self._advance(stamp_ns) if ticker.next_tick is None or ticker.next_tick < stamp_ns else []
         if q is None:
             self.stats.bad_samples += 1
             return out
@@ -157,12 +166,13 @@ class VineImuTracker:
         if not 0.5 < norm < 1.5:  # also false for NaN
             self.stats.bad_samples += 1
             return out
-        if sample.stamp_ns < self.last_ns[index]:
+        if stamp_ns < self.last_ns[index]:
             self.stats.out_of_order += 1
             return out
         self.quats[index] = q
-        self.last_ns[index] = sample.stamp_ns
-        self.latest_ns = max(self.latest_ns, sample.stamp_ns)
+        self.last_ns[index] = stamp_ns
+        if stamp_ns > self.latest_ns:
+            self.latest_ns = stamp_ns
         return out
 
     def push_length(self, stamp_ns: int, length: float) -> list[ShapeEstimate]:
@@ -385,17 +395,17 @@ def replay(
         if bm.topic in imu_index:
             writer.copy(bm, qos="sensor")
             try:
-                sample = msgs.imu_from_cdr(bm.raw)
+                stamp, q = msgs.imu_orientation_from_cdr(bm.raw)
             except MessageError:
                 try:  # not plain little-endian CDR: let the full decoder judge it
-                    sample = msgs.imu_from_msg(bm.msg)
+                    stamp, q = msgs.imu_orientation_from_msg(bm.msg)
                 except (MessageError, BagError):
                     tracker.stats.bad_samples += 1
                     continue
             except BagError:
                 tracker.stats.bad_samples += 1
                 continue
-            new = tracker.push_imu(imu_index[bm.topic], sample)
+            new = tracker.push_orientation(imu_index[bm.topic], stamp, q)
         elif length_name is not None and bm.topic == length_name:
             pos = list(bm.msg.position)
             if pos:
