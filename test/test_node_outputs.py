@@ -72,7 +72,8 @@ def test_diagnostics_about_once_per_second_named_after_the_node() -> None:
     assert len(est) > 80
     assert len(diag) == 3  # at 0, 1 and 2 s of data stamps
     names = {s.name for d in diag for s in d.status}
-    assert names == {"/vine/hinge_arc_estimator: shape"}
+    # the shape status and the straight reference's status, both under the node's qualified name
+    assert names == {"/vine/hinge_arc_estimator: shape", "/vine/hinge_arc_estimator: straight reference"}
     assert {s.hardware_id for d in diag for s in d.status} == {"/vine"}
 
 
