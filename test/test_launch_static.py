@@ -720,6 +720,7 @@ ROSDEP_KEYS = {
     "serial": "python3-serial",
     "smbus2": "python3-smbus2",
     "threadpoolctl": "python3-threadpoolctl",
+    "trimesh": "python3-trimesh",
     "tqdm": "python3-tqdm",
 }
 
@@ -781,6 +782,8 @@ def used_by_package() -> dict[str, str]:
     used: dict[str, str] = {}
     for path in sorted((ROOT / PACKAGE).rglob("*.py")):
         for dep, why in used_by_source(path.read_text()).items():
+            if dep == PACKAGE:  # its own interfaces (msg/), built with it
+                continue
             used.setdefault(dep, f"{path.relative_to(ROOT)}: {why}")
     for path in sorted((ROOT / "launch").glob("*.launch.xml")):
         for dep, why in used_by_launch(path.read_text()).items():
