@@ -22,6 +22,7 @@ __all__ = [
     "Progress",
     "StopSignals",
     "add_common_arguments",
+    "finite_float",
     "positive_float",
     "positive_int",
     "prepare_out_dir",
@@ -29,13 +30,21 @@ __all__ = [
 ]
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (argparse names the option in its error)."""
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (argparse names the option in its error)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (argparse names the option in its error)."""
+    value = finite_float(text)
+    if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number > 0")
     return value
 
@@ -51,14 +60,19 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, *, default_out: str, default_duration: float) -> None:
-    """``--out``, ``--duration``, ``--seed``, ``--json``, ``--overwrite``, ``--distro``."""
+def add_common_arguments(
+    parser: argparse.ArgumentParser, *, default_out: str, default_duration: float | None, whole: str = ""
+) -> None:
+    """``--out``, ``--duration``, ``--seed``, ``--json``, ``--distro``.
+
+    ``default_duration`` ``None``: the run's natural length (``whole`` says what it is), ``--duration`` cuts it.
+    """
     parser.add_argument("--out", type=Path, default=Path(default_out), help=f"output directory (default {default_out})")
     parser.add_argument(
         "--duration",
         type=positive_float,
         default=default_duration,
-        help=f"simulated seconds (default {default_duration})",
+        help=f"simulated seconds (default {default_duration if default_duration is not None else whole})",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
