@@ -60,6 +60,20 @@ def test_signal_leaves_previous_outputs_and_a_readable_partial_bag(
     assert bag_metadata(partial)["shape_sensing.partial"].startswith(f"stopped by {sig.name} at t = ")
 
 
+def _crash_on_call(monkeypatch: pytest.MonkeyPatch, cls: type, method: str, n: int) -> None:
+    """Make ``cls.method`` raise a RuntimeError on its ``n``-th call (a crash in the middle of a run)."""
+    calls = {"n": 0}
+    original = getattr(cls, method)
+
+    def failing(self: object, *args: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise RuntimeError("simulated crash")
+        return original(self, *args)
+
+    monkeypatch.setattr(cls, method, failing)
+
+
 def test_crash_keeps_what_was_recorded_and_the_previous_outputs(
     previous: tuple[Path, bytes, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -67,16 +81,7 @@ def test_crash_keeps_what_was_recorded_and_the_previous_outputs(
     _copy_previous(previous, out)
     from shape_sensing.pipelines import vine_imu as pipeline
 
-    calls = {"n": 0}
-    original = pipeline.VineImuTracker.push_imu
-
-    def failing(self: object, index: int, sample: object) -> object:
-        calls["n"] += 1
-        if calls["n"] == 2000:
-            raise RuntimeError("simulated crash")
-        return original(self, index, sample)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pipeline.VineImuTracker, "push_imu", failing)
+    _crash_on_call(monkeypatch, pipeline.VineImuTracker, "push_imu", 2000)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_demo(out, duration=5.0, progress=False)
     assert (out / "vine-imu.mcap").read_bytes() == previous[1]
@@ -162,16 +167,7 @@ def test_vine_collision_crash_keeps_what_was_recorded(tmp_path: Path, monkeypatc
     from shape_sensing.demos.vine_collision import run_demo as collision_demo
     from shape_sensing.pipelines import vine_collision as pipeline
 
-    calls = {"n": 0}
-    original = pipeline.CollisionTracker.push_length
-
-    def failing(self: object, stamp_ns: int, length: float) -> object:
-        calls["n"] += 1
-        if calls["n"] == 60:
-            raise RuntimeError("simulated crash")
-        return original(self, stamp_ns, length)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pipeline.CollisionTracker, "push_length", failing)
+    _crash_on_call(monkeypatch, pipeline.CollisionTracker, "push_length", 60)
     with pytest.raises(RuntimeError, match="simulated crash"):
         collision_demo(tmp_path, course="single", duration=5.0, progress=False, with_sweep=False)
     partial = tmp_path / "vine-collision.partial.mcap"

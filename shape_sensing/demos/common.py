@@ -14,7 +14,10 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shape_sensing.io.bag import BagWriter
 
 __all__ = [
     "DemoInterrupted",
@@ -108,6 +111,12 @@ class StopSignals:
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 
+    def mark_partial(self, writer: BagWriter, t: float) -> bool:
+        """If a stop was requested, say so in the bag (custom_data ``shape_sensing.partial``); returns whether."""
+        if self.requested:
+            writer.set_metadata("shape_sensing.partial", f"stopped by {self.requested} at t = {t:.3f} s")
+        return bool(self.requested)
+
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
@@ -138,6 +147,12 @@ class DemoOutputs:
     def final(self, suffix: str) -> Path:
         """Where that output ends up."""
         return self.out / f"{self.stem}{suffix}"
+
+    def record_parameters(self, writer: BagWriter, node: str, params: Mapping[str, Any]) -> None:
+        """``node``'s parameters in the bag (custom_data) and beside it (``<stem>.params.yaml``, a ROS 2
+        parameter file): replay and the node reproduce the run."""
+        comment = f"{node} parameters of {self.stem}.mcap (shape-sensing demo {self.stem})"
+        self.path(".params.yaml").write_text(writer.record_parameters(node, dict(params), comment))
 
     def commit(self) -> None:
         """Move every output into place and drop the previous run's outputs this run did not write."""

@@ -151,12 +151,7 @@ def run_demo(
             RealSMBus([b.hw.bus for b in buses]) as smbuses,
             BagWriter(outputs.path(".mcap"), distro=distro) as bag,
         ):
-            # The driver node's parameters, in the bag and beside it (a ROS 2 parameter file for the node).
-            outputs.path(".params.yaml").write_text(
-                bag.record_parameters(
-                    SCHEMA.node, params, f"{SCHEMA.node} parameters of tof-rings.mcap (shape-sensing demo tof-rings)"
-                )
-            )
+            outputs.record_parameters(bag, SCHEMA.node, params)
             for b, sb in zip(buses, smbuses, strict=True):
                 for name in b.hw.tofs:
                     b.hw.tofs[name].set_zones(scene.zone_distances(pose(name, boot_ns / _NS), resolution))
@@ -227,8 +222,7 @@ def run_demo(
                     next_diag += _NS
                 t_ns += step
                 prog.update(t)
-            if stop.requested:
-                bag.set_metadata("shape_sensing.partial", f"stopped by {stop.requested} at t = {t_ns / _NS:.3f} s")
+            stop.mark_partial(bag, t_ns / _NS)
         prog.close()
         if stop.requested:
             raise outputs.interrupted(stop.requested, t_ns / _NS, duration)

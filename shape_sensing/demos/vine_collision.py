@@ -182,14 +182,7 @@ def run_demo(
     # outputs as they were and what was recorded as a readable vine-collision.partial.mcap.
     with DemoOutputs(Path(out), "vine-collision", (".mcap", ".png", ".params.yaml")) as outputs:
         with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
-            # The estimator's parameters, in the bag and beside it: replay and the node reproduce this run.
-            outputs.path(".params.yaml").write_text(
-                writer.record_parameters(
-                    SCHEMA.node,
-                    p,
-                    f"{SCHEMA.node} parameters of vine-collision.mcap (shape-sensing demo vine-collision)",
-                )
-            )
+            outputs.record_parameters(writer, SCHEMA.node, p)
             f = writer.factory
             builders = {
                 main: CollisionMessages(tracker, main, f, p["tip_frame"]),
@@ -216,8 +209,7 @@ def run_demo(
                 truth_tips.append(s.tip)
                 last_body = s.body
                 prog.update(k + 1)
-            if stop.requested:
-                writer.set_metadata("shape_sensing.partial", f"stopped by {stop.requested} at t = {t_sim:.3f} s")
+            stop.mark_partial(writer, t_sim)
         prog.close()
         if stop.requested:
             raise outputs.interrupted(stop.requested, t_sim, (steps - 1) / rate)
