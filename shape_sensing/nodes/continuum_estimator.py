@@ -31,7 +31,7 @@ from shape_sensing.estimators.continuum.online import CONTINUUM_TOPICS, SCHEMA, 
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.nodes._common import declare_schema, fq_name, node_namespace, reliable_qos, run, sensor_qos, tf_qos
 from shape_sensing.runtime import retain_heap
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
@@ -111,7 +111,8 @@ class ContinuumEstimatorNode:
         level = DiagnosticLevel.OK if self.published else DiagnosticLevel.WARN
         self.published = 0
         status = DiagnosticStatus(
-            name=f"{NODE_NAME}: status",
+            name=f"{fq_name(self.node)}: status",
+            hardware_id=node_namespace(self.node),
             level=level,
             message="estimating" if level == DiagnosticLevel.OK else "no estimate in the last second",
             values={k: str(v) for k, v in vars(st).items()},

@@ -13,7 +13,9 @@ sensor's range are counted and kept (see ``measurements_from_trial``).
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -170,7 +172,8 @@ class ContinuumTracker:
             fixed_base=p["fixed_base"],
         )
         self.window: SlidingWindow | None = None
-        self.t0_ns: int | None = None
+        self.t0_ns: int | None = None  # start of the slice grid (floor; exact value in _t0)
+        self._t0 = Fraction(0)
         self.latest = -np.inf
         self.stats = TrackerStats()
         self._pending: list[Measurements] = []
@@ -179,8 +182,14 @@ class ContinuumTracker:
 
     def _t(self, stamp_ns: int) -> float:
         if self.t0_ns is None:
-            self.t0_ns = stamp_ns
-        return (stamp_ns - self.t0_ns) * 1e-9
+            # The slice grid sits on whole multiples of the slice period in the stamps' clock (exact rational
+            # arithmetic: stamps are ~1e18 ns), not on whichever sample came first: a live node that missed the
+            # first samples of a `ros2 bag play` (or started mid-stream) slices at the same stamps as
+            # `shape-sensing replay` of the whole bag.
+            rate = Fraction(self.params["rate"]).limit_denominator(10**6)
+            self._t0 = Fraction((stamp_ns * rate) // 10**9 * 10**9) / rate
+            self.t0_ns = math.floor(self._t0)
+        return float((stamp_ns - self._t0) / 10**9)
 
     def _accept(self, t: float) -> bool:
         if self.window is not None and t < float(self.window.state.t[0]):
@@ -267,7 +276,7 @@ class ContinuumTracker:
             R = T[-1, :3, :3]
             pos_cov[-1] = R @ cov[:3, :3] @ R.T
         self.stats.estimates += 1
-        stamp = self.t0_ns + round(win.final_t[i] * 1e9)
+        stamp = round(self._t0 + Fraction(float(win.final_t[i])) * 10**9)
         return ShapeEstimate(
             stamp,
             self.params["base_frame"],
