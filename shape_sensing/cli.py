@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("shape_sensing.replay", "re-estimate a recorded bag and write the same topics as a live run"),
     "eval-continuum": ("shape_sensing.eval_continuum", "score the continuum estimator on a space_time_continuum trial"),
     "calibrate-bno055": ("shape_sensing.calibrate_bno055", "capture the BNO055 chain's calibration profiles to YAML"),
+    "eval-tof": ("shape_sensing.eval_tof", "score a ToF continuum run (bag or demo output) at the rings, as Table II"),
     "capture-reference": (
         "shape_sensing.capture_reference",
         "vine robot: capture the hinge-arc straight reference from a recording of the robot everted and straight",

@@ -165,7 +165,9 @@ def _plot(result: dict[str, Any], trend: list[dict[str, Any]], path: Path) -> No
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     x = [int(k) for k in result["groups"]]
     for ax, metric, title in zip(
-        axes[:3], ("position_norm", "heading_deg", "pitch_deg"), ("position error / l", "heading (deg)", "pitch (deg)"),
+        axes[:3],
+        ("position_norm", "heading_deg", "pitch_deg"),
+        ("position error / l", "heading (deg)", "pitch (deg)"),
         strict=True,
     ):
         for mode, color in (("open", "tab:red"), ("closed", "tab:blue"), ("open_exact_radius", "tab:gray")):

@@ -129,7 +129,8 @@ def replay_bag(
                 with Progress("replay", total or 0, enabled=not getattr(args, "json", False), unit="msg") as bar:
                     metrics = mod.replay(_counted(read_bag(input_path), bar), writer, config, args)
         # Where the parameters came from, for the command's output (the pipeline's metrics stay its own).
-        args.parameters_source = source or "defaults (none recorded in the bag)"
+        ignored = "--ignore-bag-parameters" if getattr(args, "ignore_bag_parameters", False) else ""
+        args.parameters_source = source or f"defaults ({ignored or 'none recorded in the bag'})"
         if out.exists():
             shutil.rmtree(out) if out.is_dir() else out.unlink()
         (tmp / out.name).replace(out)

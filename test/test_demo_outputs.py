@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -60,6 +61,20 @@ def test_signal_leaves_previous_outputs_and_a_readable_partial_bag(
     assert bag_metadata(partial)["shape_sensing.partial"].startswith(f"stopped by {sig.name} at t = ")
 
 
+def _crash_on_call(monkeypatch: pytest.MonkeyPatch, cls: type, method: str, n: int) -> None:
+    """Make ``cls.method`` raise a RuntimeError on its ``n``-th call (a crash in the middle of a run)."""
+    calls = {"n": 0}
+    original = getattr(cls, method)
+
+    def failing(self: object, *args: object) -> object:
+        calls["n"] += 1
+        if calls["n"] == n:
+            raise RuntimeError("simulated crash")
+        return original(self, *args)
+
+    monkeypatch.setattr(cls, method, failing)
+
+
 def test_crash_keeps_what_was_recorded_and_the_previous_outputs(
     previous: tuple[Path, bytes, bytes], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -67,16 +82,7 @@ def test_crash_keeps_what_was_recorded_and_the_previous_outputs(
     _copy_previous(previous, out)
     from shape_sensing.pipelines import vine_imu as pipeline
 
-    calls = {"n": 0}
-    original = pipeline.VineImuTracker.push_imu
-
-    def failing(self: object, index: int, sample: object) -> object:
-        calls["n"] += 1
-        if calls["n"] == 2000:
-            raise RuntimeError("simulated crash")
-        return original(self, index, sample)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(pipeline.VineImuTracker, "push_imu", failing)
+    _crash_on_call(monkeypatch, pipeline.VineImuTracker, "push_imu", 2000)
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_demo(out, duration=5.0, progress=False)
     assert (out / "vine-imu.mcap").read_bytes() == previous[1]
@@ -116,3 +122,62 @@ def test_other_demos_stop_on_sigterm_with_a_partial_bag(demo: str, tmp_path: Pat
     assert "stopped by SIGTERM" in err and str(partial) in err
     assert bag_metadata(partial)["shape_sensing.partial"].startswith("stopped by SIGTERM")
     assert not (out / f"{demo}.mcap").exists() and not list(out.glob(f".{demo}.*"))
+
+
+# The sensor-ring and collision demos, run long enough to be stopped while recording: (arguments, a topic
+# written at every step).
+_NEW_DEMOS = {
+    "tof-rings": (["--duration", "600"], "/tf"),
+    "vine-collision": (["--course", "three"], "/vine/base/state"),
+}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize("demo", sorted(_NEW_DEMOS))
+def test_new_demos_stop_on_a_signal_leaving_previous_outputs_and_a_partial_bag(
+    demo: str, sig: signal.Signals, tmp_path: Path
+) -> None:
+    out = tmp_path / demo
+    out.mkdir()
+    previous = {suffix: f"previous run's {suffix}".encode() for suffix in (".mcap", ".png", ".params.yaml")}
+    for suffix, content in previous.items():
+        (out / f"{demo}{suffix}").write_bytes(content)
+    extra, topic = _NEW_DEMOS[demo]
+    err_file = tmp_path / "stderr.txt"
+    with err_file.open("w") as err_out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shape_sensing.cli", "demo", demo, *extra, "--out", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=err_out,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not re.search(rf"{demo} demo:.*\|\s*[1-9]", err_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.1)  # until its progress bar shows it has recorded some steps
+        proc.send_signal(sig)
+        proc.wait(timeout=60)
+    err = err_file.read_text()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    partial = out / f"{demo}.partial.mcap"
+    assert f"stopped by {sig.name}" in err and str(partial) in err and "previous complete run" in err
+    for suffix, content in previous.items():
+        assert (out / f"{demo}{suffix}").read_bytes() == content, suffix
+    assert not list(out.glob(f".{demo}.*"))
+    assert bag_metadata(partial)["shape_sensing.partial"].startswith(f"stopped by {sig.name} at t = ")
+    assert sum(1 for _ in read_bag(partial, [topic])) > 0  # what was recorded before the signal, readable
+
+
+def test_vine_collision_crash_keeps_what_was_recorded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from shape_sensing.demos.vine_collision import run_demo as collision_demo
+    from shape_sensing.pipelines import vine_collision as pipeline
+
+    _crash_on_call(monkeypatch, pipeline.CollisionTracker, "push_length", 60)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        collision_demo(tmp_path, course="single", duration=5.0, progress=False, with_sweep=False)
+    partial = tmp_path / "vine-collision.partial.mcap"
+    assert sum(1 for _ in read_bag(partial, ["/vine/collision/pivot"])) == 59
+    meta = bag_metadata(partial)
+    assert meta["shape_sensing.partial"] == "writing stopped by RuntimeError"
+    assert "collision_pivot_estimator" in meta["shape_sensing.parameters.collision_pivot_estimator"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vine-collision.partial.mcap"]

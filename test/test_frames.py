@@ -56,8 +56,8 @@ def _root_of(frame: str, parent: dict[str, str]) -> str:
 def bags(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("frames")
     found = {}
-    # (vine-collision, about 14 s, connects vine_base to world through its own /tf_static too; checked by hand)
-    for demo, duration in (("vine-imu", "1"), ("hyper-redundant", "2"), ("growing", "1"), ("tof-rings", "1")):
+    demos = (("vine-imu", "1"), ("hyper-redundant", "2"), ("growing", "1"), ("tof-rings", "1"), ("vine-collision", "2"))
+    for demo, duration in demos:
         assert main(["demo", demo, "--duration", duration, "--out", str(out / demo), "--json"]) == 0
         found[demo] = out / demo / f"{demo}.mcap"
     if DATASET.is_dir():
@@ -73,7 +73,7 @@ def bags(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_every_bag_connects_every_output_frame_to_world(bags: dict[str, Path]) -> None:
-    assert len(bags) >= 5
+    assert len(bags) >= 5 and {"tof-rings", "vine-collision", "replay of vine-collision"} <= set(bags)
     for name, bag in bags.items():
         assert "/tf_static" in bag_topics(bag), f"{name}: no /tf_static"
         parent, used = _frames(bag)

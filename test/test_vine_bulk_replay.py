@@ -109,7 +109,8 @@ def test_bulk_equals_streaming_and_the_live_run_on_the_demo_bag(demo: Path, tmp_
     assert bulk == stream and m_bulk == m_stream
     estimate_topics = ("/vine/shape/tip", "/vine/shape/path", "/tf", "/diagnostics", "/vine/shape/markers")
     live = [x for x in _all(demo) if x[0] in estimate_topics]
-    assert len(live) > 300 and live == [x for x in bulk if x[0] in estimate_topics]
+    # 2.5 s at 30 estimates per second (/diagnostics comes about once per second, not with every estimate)
+    assert sum(x[0] == "/vine/shape/tip" for x in live) > 60 and live == [x for x in bulk if x[0] in estimate_topics]
 
 
 def test_bulk_reader_matches_read_bag(demo: Path) -> None:

@@ -14,7 +14,10 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shape_sensing.io.bag import BagWriter
 
 __all__ = [
     "DemoInterrupted",
@@ -22,6 +25,7 @@ __all__ = [
     "Progress",
     "StopSignals",
     "add_common_arguments",
+    "finite_float",
     "positive_float",
     "positive_int",
     "prepare_out_dir",
@@ -29,13 +33,21 @@ __all__ = [
 ]
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (argparse names the option in its error)."""
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (argparse names the option in its error)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (argparse names the option in its error)."""
+    value = finite_float(text)
+    if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number > 0")
     return value
 
@@ -51,14 +63,19 @@ def positive_int(text: str) -> int:
     return value
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, *, default_out: str, default_duration: float) -> None:
-    """``--out``, ``--duration``, ``--seed``, ``--json``, ``--overwrite``, ``--distro``."""
+def add_common_arguments(
+    parser: argparse.ArgumentParser, *, default_out: str, default_duration: float | None, whole: str = ""
+) -> None:
+    """``--out``, ``--duration``, ``--seed``, ``--json``, ``--distro``.
+
+    ``default_duration`` ``None``: the run's natural length (``whole`` says what it is), ``--duration`` cuts it.
+    """
     parser.add_argument("--out", type=Path, default=Path(default_out), help=f"output directory (default {default_out})")
     parser.add_argument(
         "--duration",
         type=positive_float,
         default=default_duration,
-        help=f"simulated seconds (default {default_duration})",
+        help=f"simulated seconds (default {default_duration if default_duration is not None else whole})",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
@@ -94,6 +111,12 @@ class StopSignals:
                 self._old[sig] = signal.signal(sig, self._handle)
         return self
 
+    def mark_partial(self, writer: BagWriter, t: float) -> bool:
+        """If a stop was requested, say so in the bag (custom_data ``shape_sensing.partial``); returns whether."""
+        if self.requested:
+            writer.set_metadata("shape_sensing.partial", f"stopped by {self.requested} at t = {t:.3f} s")
+        return bool(self.requested)
+
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():
             signal.signal(sig, old)
@@ -124,6 +147,12 @@ class DemoOutputs:
     def final(self, suffix: str) -> Path:
         """Where that output ends up."""
         return self.out / f"{self.stem}{suffix}"
+
+    def record_parameters(self, writer: BagWriter, node: str, params: Mapping[str, Any]) -> None:
+        """``node``'s parameters in the bag (custom_data) and beside it (``<stem>.params.yaml``, a ROS 2
+        parameter file): replay and the node reproduce the run."""
+        comment = f"{node} parameters of {self.stem}.mcap (shape-sensing demo {self.stem})"
+        self.path(".params.yaml").write_text(writer.record_parameters(node, dict(params), comment))
 
     def commit(self) -> None:
         """Move every output into place and drop the previous run's outputs this run did not write."""

@@ -116,9 +116,7 @@ def run_demo(
                 indices.append(len(poses) - 1)  # the tip at the end of growth is always in the bag
             stamp = 0
             for i in indices:
-                if stop.requested:
-                    note = f"stopped by {stop.requested} at t = {stamp * 1e-9:.3f} s"
-                    writer.set_metadata("shape_sensing.partial", note)
+                if stop.mark_partial(writer, stamp * 1e-9):
                     break
                 stamp = int(stamps[i])
                 tf = TransformStamped(stamp, BASE, TIP, poses[i])

@@ -104,14 +104,7 @@ def run_demo(
     # outputs as they were and what was recorded as a readable hyper-redundant.partial.mcap.
     with DemoOutputs(out, "hyper-redundant", (".mcap", ".png", ".params.yaml")) as outputs:
         with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
-            # The estimator's parameters, in the bag and beside it: replay and the node reproduce this run.
-            outputs.path(".params.yaml").write_text(
-                writer.record_parameters(
-                    ESTIMATOR_SCHEMA.node,
-                    tracker.params,
-                    f"{ESTIMATOR_SCHEMA.node} parameters of hyper-redundant.mcap (shape-sensing demo hyper-redundant)",
-                )
-            )
+            outputs.record_parameters(writer, ESTIMATOR_SCHEMA.node, tracker.params)
             f = writer.factory
             est_writer = EstimateWriter(writer, ns)
             # The launch files' world -> base placement, so the bag connects in RViz as the live robot does.
@@ -156,9 +149,7 @@ def run_demo(
                     samples_in += 1
                     consume(tracker.push_imu(msgs.imu_from_msg(m), i))
                 prog.update(k + 1)
-            if stop.requested:
-                writer.set_metadata("shape_sensing.partial", f"stopped by {stop.requested} at t = {t:.3f} s")
-            else:
+            if not stop.mark_partial(writer, t):
                 consume(tracker.flush())
         prog.close()
         if stop.requested:

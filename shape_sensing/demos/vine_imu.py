@@ -134,14 +134,7 @@ def run_demo(
                 # The reference taken before the run, in the bag too: replay reproduces the run with it.
                 writer.set_metadata(REFERENCE_KEY, recorded_reference.to_yaml_text())
                 writer.set_metadata(REFERENCE_HOW_KEY, tracker.reference_status.split(":", 1)[0])
-            # The estimator's parameters, in the bag and beside it: replay and the node reproduce this run.
-            outputs.path(".params.yaml").write_text(
-                writer.record_parameters(
-                    ESTIMATOR_SCHEMA.node,
-                    tracker.params,
-                    f"{ESTIMATOR_SCHEMA.node} parameters of vine-imu.mcap (shape-sensing demo vine-imu)",
-                )
-            )
+            outputs.record_parameters(writer, ESTIMATOR_SCHEMA.node, tracker.params)
             f = writer.factory
             shape_writer = ShapeWriter(writer, ns, tracker.params["marker_rate"])
             writer.write(
@@ -187,9 +180,7 @@ def run_demo(
                 for topic, m in truth_messages(truth, stamp, sim.base_frame, f, full=full):
                     writer.write(resolve_topic(topic, ns), m, stamp)
                 prog.update(k + 1)
-            if stop.requested:
-                writer.set_metadata("shape_sensing.partial", f"stopped by {stop.requested} at t = {t:.3f} s")
-            else:
+            if not stop.mark_partial(writer, t):
                 consume(tracker.flush())
         prog.close()
         if stop.requested:

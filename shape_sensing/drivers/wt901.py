@@ -404,9 +404,7 @@ class Wt901Assembler:
 
     def __post_init__(self) -> None:
         if self.orientation_source not in ("angle", "quaternion"):
-            raise DriverConfigError(
-                f"orientation_source {self.orientation_source!r}: expected 'angle' or 'quaternion'"
-            )
+            raise DriverConfigError(f"orientation_source {self.orientation_source!r}: expected 'angle' or 'quaternion'")
         self._trigger = FrameType.ANGLE if self.orientation_source == "angle" else FrameType.QUATERNION
 
     def push(self, frame: Wt901Frame, stamp_ns: int) -> ImuSample | None:

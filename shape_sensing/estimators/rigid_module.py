@@ -700,4 +700,3 @@ class RigidModuleEstimator:
             pts.append(poses[j, :3, 3])
         pts.append(poses[-1, :3, 3])
         return np.asarray(pts)
-

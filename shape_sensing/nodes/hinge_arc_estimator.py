@@ -36,7 +36,16 @@ from shape_sensing.estimators.hinge_arc import SCHEMA
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.nodes._common import (
+    declare_schema,
+    diagnostics_throttle,
+    fq_name,
+    node_namespace,
+    reliable_qos,
+    run,
+    sensor_qos,
+    tf_qos,
+)
 from shape_sensing.pipelines.vine_imu import SHAPE_TOPICS, ShapeMessages, VineImuTracker
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
@@ -66,7 +75,7 @@ class HingeArcEstimatorNode:
         except ValueError as exc:  # inconsistent parameters (e.g. use_sensors beyond the IMU count)
             raise ConfigError(f"node {node.get_name()}: {exc}") from exc
         self.factory = MessageFactory("rclpy")
-        self.messages = ShapeMessages(self.factory, self.params["marker_rate"])
+        self.messages = ShapeMessages(self.factory, self.params["marker_rate"], diagnostics_throttle(node))
         self.publishers = {
             topic: node.create_publisher(
                 self.factory.cls(typename), topic, tf_qos() if topic == "/tf" else reliable_qos()
@@ -169,7 +178,8 @@ class HingeArcEstimatorNode:
         else:
             reason = "no new IMU data"
         status = DiagnosticStatus(
-            name=f"{NODE_NAME}: status",
+            name=f"{fq_name(self.node)}: status",
+            hardware_id=node_namespace(self.node),
             level=DiagnosticLevel.WARN,
             message=f"no estimate in the last {STATUS_PERIOD_S:g} s: {reason}",
             values={

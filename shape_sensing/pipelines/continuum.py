@@ -53,6 +53,7 @@ def default_config() -> Path | None:
         pass
     return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
 
+
 _log = logging.getLogger(__name__)
 _POSE = "geometry_msgs/msg/PoseWithCovarianceStamped"
 _IMU = "sensor_msgs/msg/Imu"

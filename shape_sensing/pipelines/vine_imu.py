@@ -46,7 +46,7 @@ from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.pipelines.common import RateThrottle, StampTicker, resolve_topic
+from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ NAME = "vine-imu"
 REFERENCE_KEY = "shape_sensing.straight_reference.hinge_arc_estimator"
 REFERENCE_HOW_KEY = REFERENCE_KEY + ".how"
 DEFAULT_NAMESPACE = "/vine"
+ORIENTATION_UNKNOWN = -1.0  # first element of a covariance block that is not estimated (REP-145)
 IMU_TOPIC_RE = re.compile(r"imu_\d+/data$")
 
 
@@ -104,6 +105,7 @@ class VineImuTracker:
         self.length: float | None = None
         self.ticker = StampTicker(self.params["publish_rate"])
         self.latest_ns = -1
+        self.last_estimate_ns = -1  # stamp of the last estimate; each new one must carry a newer data stamp
         self.stats = _Stats()
         self._offset_requested = bool(self.params["auto_offset"])
         self._offset_manual = False
@@ -207,6 +209,9 @@ class VineImuTracker:
             self._try_capture(valid)
         if not self.estimator.is_offset:
             return None
+        if self.latest_ns <= self.last_estimate_ns:
+            return None  # no data newer than the last estimate: it would repeat that estimate with the same stamp
+        self.last_estimate_ns = self.latest_ns
         est = self.estimator.update(self.quats, valid, self.latest_ns, self.length)
         est.diagnostics.append(
             DiagnosticStatus(
@@ -302,29 +307,41 @@ class ShapeMessages:
 
     :class:`ShapeWriter` writes them to a bag and the ``hinge_arc_estimator``
     node publishes them, so both emit the same messages. Body markers are
-    throttled to ``marker_rate`` (by estimate stamps).
+    throttled to ``marker_rate`` and ``/diagnostics`` to about 1 Hz (by estimate
+    stamps, see :class:`DiagnosticsThrottle`).
+
+    The tip pose's covariance has the position block of the estimate; the
+    orientation is not estimated, so its block is marked unknown as REP-145
+    does for sensor_msgs/Imu: element (3, 3) is -1, the rest of the block zero.
 
     Args:
         factory: builds the messages (rosbags for bags, rclpy in nodes).
         marker_rate: body marker rate, Hz.
+        diagnostics: status throttle (naming the node and hardware); default: 1 Hz, the core's names.
     """
 
-    def __init__(self, factory: MessageFactory, marker_rate: float = 5.0) -> None:
+    def __init__(
+        self, factory: MessageFactory, marker_rate: float = 5.0, diagnostics: DiagnosticsThrottle | None = None
+    ) -> None:
         self.factory = factory
         self.markers = RateThrottle(marker_rate)
+        self.diagnostics = diagnostics or DiagnosticsThrottle()
 
     def build(self, shape: ShapeEstimate) -> list[tuple[str, Any]]:
         """``(topic, message)`` pairs of one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
         f, stamp = self.factory, shape.stamp_ns
-        cov6 = np.zeros((6, 6))  # orientation covariance is not estimated: left zero
+        cov6 = np.zeros((6, 6))
+        cov6[3, 3] = ORIENTATION_UNKNOWN  # orientation is not estimated (REP-145's mark for an unknown block)
         if shape.position_covariance is not None:
             cov6[:3, :3] = shape.position_covariance[-1]
         out = [
             ("/tf", msgs.tf_message(msgs.shape_transforms(shape), f)),
             ("shape/path", msgs.path_msg(stamp, shape.parent_frame, shape.backbone, f)),
             ("shape/tip", msgs.pose_with_covariance_stamped(stamp, shape.parent_frame, shape.tip_pose, cov6, f)),
-            ("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f)),
         ]
+        statuses = self.diagnostics.add(stamp, shape.diagnostics)
+        if statuses is not None:
+            out.append(("/diagnostics", msgs.diagnostic_array(stamp, statuses, f)))
         if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, factory=f)))
         return out
@@ -365,7 +382,9 @@ class ShapeWriter:
     def __init__(self, writer: BagWriter, namespace: str = DEFAULT_NAMESPACE, marker_rate: float = 5.0) -> None:
         self.writer = writer
         self.namespace = namespace
-        self.messages = ShapeMessages(writer.factory, marker_rate)
+        node = f"{namespace.rstrip('/')}/hinge_arc_estimator"
+        throttle = DiagnosticsThrottle(node=node, hardware_id=namespace)
+        self.messages = ShapeMessages(writer.factory, marker_rate, throttle)
 
     def write(self, shape: ShapeEstimate) -> None:
         """Write one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
