@@ -109,7 +109,7 @@ def test_frame_ids_of_every_length_and_string_padding() -> None:
     ]  # fmt: skip
     assert _same(shape) == 5
     shape.diagnostics = []
-    assert _same(shape) == 5
+    assert _same(shape) == 4  # no status to report: no /diagnostics message
 
 
 def test_empty_and_short_paths_no_covariance_and_markers_throttled() -> None:
@@ -120,12 +120,22 @@ def test_empty_and_short_paths_no_covariance_and_markers_throttled() -> None:
     shape.position_covariance = None  # no tip covariance: zero covariance, no ellipsoid marker
     assert _same(shape) == 5
     # markers at 5 Hz by stamps, as ShapeMessages throttles them
-    built, direct = ShapeMessages(default_factory(), 5.0), cdr.ShapeCdr(5.0)
+    from shape_sensing.pipelines.common import DiagnosticsThrottle
+
+    def throttle() -> DiagnosticsThrottle:  # as the replay's ShapeWriter names the statuses
+        return DiagnosticsThrottle(node="/vine/hinge_arc_estimator", hardware_id="/vine")
+
+    built, direct = ShapeMessages(default_factory(), 5.0, throttle()), cdr.ShapeCdr(5.0, throttle())
     for k in range(40):
         shape.stamp_ns = 10**9 + k * 33_333_333
         a, b = built.build(shape), direct.build(shape)
         assert [t for t, _ in a] == [t for t, _, _ in b]
         assert [_cdr(m) for _, m in a] == [raw for _, _, raw in b]
+        if k % 10 == 0:
+            shape.diagnostics = [
+                *shape.diagnostics,
+                DiagnosticStatus(name="x", level=DiagnosticLevel.WARN, message=str(k)),
+            ]
 
 
 def test_bad_stamps_and_covariances_are_errors_as_in_the_builders() -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -32,9 +32,13 @@ from shape_sensing.messages.errors import MessageError
 from shape_sensing.types import DiagnosticStatus, ShapeEstimate
 from shape_sensing.viz import covariance_ellipsoid, tube_mesh_indexed
 
+if TYPE_CHECKING:
+    from shape_sensing.pipelines.common import DiagnosticsThrottle
+
 __all__ = ["LAYOUT_TYPES", "ShapeCdr", "supported"]
 
 NS_PER_S = 1_000_000_000
+ORIENTATION_UNKNOWN = -1.0  # the tip covariance's orientation block, as ShapeMessages marks it (REP-145)
 _ENCAPSULATION = b"\x00\x01\x00\x00"  # CDR_LE
 _ZEROS = bytes(8)
 _U32 = struct.Struct("<I")
@@ -170,17 +174,20 @@ class ShapeCdr:
 
     Args:
         marker_rate: body marker rate, Hz (markers by estimate stamps, as ``ShapeMessages``).
+        diagnostics: status throttle, as ``ShapeMessages``'s (default: 1 Hz, the core's names).
     """
 
-    def __init__(self, marker_rate: float = 5.0) -> None:
-        from shape_sensing.pipelines.common import RateThrottle
+    def __init__(self, marker_rate: float = 5.0, diagnostics: DiagnosticsThrottle | None = None) -> None:
+        from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle
 
         self.markers = RateThrottle(marker_rate)
+        self.diagnostics = diagnostics or DiagnosticsThrottle()
 
     def build(self, shape: ShapeEstimate, _numbers: _Numbers | None = None) -> list[tuple[str, str, bytes]]:
         """``(topic, type, CDR bytes)`` of one estimate, the topics and order of ``ShapeMessages.build``."""
         stamp = shape.stamp_ns
         cov6 = np.zeros((6, 6))
+        cov6[3, 3] = ORIENTATION_UNKNOWN
         if shape.position_covariance is not None:
             cov6[:3, :3] = shape.position_covariance[-1]
         frame = shape.parent_frame
@@ -191,8 +198,10 @@ class ShapeCdr:
              nb.path if nb.path is not None else path_cdr(stamp, frame, shape.backbone)),
             ("shape/tip", "geometry_msgs/msg/PoseWithCovarianceStamped",
              nb.tip if nb.tip is not None else tip_cdr(stamp, frame, shape.tip_pose, cov6)),
-            ("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", diagnostics_cdr(stamp, shape.diagnostics)),
         ]  # fmt: skip
+        statuses = self.diagnostics.add(stamp, shape.diagnostics)
+        if statuses is not None:
+            out.append(("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", diagnostics_cdr(stamp, statuses)))
         if self.markers.ready(stamp):
             out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", markers_cdr(shape)))
         return out
@@ -260,6 +269,7 @@ def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
         tip[:, :3] = tip_T[:, :3, 3]
         tip[:, 3:7] = matrix_to_quat(tip_T[:, :3, :3])
         cov6 = np.zeros((g, 6, 6))
+        cov6[:, 3, 3] = ORIENTATION_UNKNOWN
         for j, k in enumerate(members):
             pc = shapes[k].position_covariance
             if pc is not None:

@@ -43,7 +43,7 @@ from shape_sensing.messages import cdr
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import default_factory
-from shape_sensing.pipelines.vine_imu import ShapeMessages, TipErrors, VineImuTracker, resolve_topic
+from shape_sensing.pipelines.vine_imu import ShapeWriter, TipErrors, VineImuTracker, resolve_topic
 from shape_sensing.types import ShapeEstimate
 
 __all__ = ["BulkInputs", "TickStates", "decode_inputs", "estimates", "replay_bulk", "tick_states"]
@@ -423,13 +423,13 @@ def replay_bulk(
             for i in range(len(ta)):
                 batch.add(cid, int(ta.log_time[i]), ta.raw(i), (int(ta.rank[i]), 0, 0))
     t4 = clock()
-    marker_rate = tracker.params["marker_rate"]
+    # the messages of the streaming replay's ShapeWriter (its marker and diagnostics throttles)
+    shape_messages = ShapeWriter(writer, namespace, tracker.params["marker_rate"]).messages
     shapes = [est for _, est in est_list]
     messages: Iterable[list[tuple[str, str, bytes]]]
     if cdr.supported(writer.factory.typestore):  # the bytes straight from the estimates' arrays
-        messages = cdr.ShapeCdr(marker_rate).build_many(shapes)
+        messages = cdr.ShapeCdr(tracker.params["marker_rate"], shape_messages.diagnostics).build_many(shapes)
     else:  # other definitions: build the messages and serialise them
-        shape_messages = ShapeMessages(writer.factory, marker_rate)
         serialize = writer.factory.typestore.serialize_cdr
         messages = (
             [(t, m.__msgtype__, bytes(serialize(m, m.__msgtype__))) for t, m in shape_messages.build(est)]
