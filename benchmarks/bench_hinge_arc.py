@@ -299,9 +299,13 @@ def replay_figures(script: Path, base: str, prev: str, bag_arg: Path | None, min
         for label, d in (("now", bulk), (f"before ({prev})", prev_bulk)):
             stages = ", ".join(f"{k[6:]} {v:.2f} s" for k, v in d.items() if k.startswith("stage_"))
             print(f"bulk replay CPU by stage, {label}: {stages}")
-        ra = _baseline.run(script, ["reanalyse", str(bag)], None)
+        with tempfile.TemporaryDirectory() as tmp3:
+            prev_path = _baseline.extract(prev, Path(tmp3))
+            ra = _baseline.run(script, ["reanalyse", str(bag)], None)
+            ra_prev = _baseline.run(script, ["reanalyse", str(bag)], prev_path)
         print(
             f"\n== reanalyse, six subsets (every-k=1..6): {ra['wall']:.1f} s wall, {ra['cpu']:.1f} s CPU; "
+            f"at {prev}: {ra_prev['wall']:.1f} s wall, {ra_prev['cpu']:.1f} s CPU; "
             f"six replays before: {6 * before['cpu']:.0f} s CPU ({6 * before['cpu'] / ra['cpu']:.0f}x); target < 30 s"
         )
 
