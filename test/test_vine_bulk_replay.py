@@ -252,3 +252,14 @@ def test_vectorised_length_and_truth_decode_equal_the_per_message_reader(demo: P
     assert np.array_equal(fast_len.values, slow_len.values, equal_nan=True)
     assert np.array_equal(fast_tip[0], slow_tip[0]) and np.array_equal(fast_tip[1], slow_tip[1])
     assert list(fast_tip[0]) == [0, 1, 2]
+
+
+def test_nearest_stamp_by_sorted_search_is_argmin() -> None:
+    from shape_sensing.pipelines.vine_imu_bulk import _nearest_first
+
+    rng = np.random.default_rng(8)
+    for size in (1, 2, 5, 50):
+        ref = np.unique(rng.integers(0, 100, size) * 2)  # even stamps: odd queries tie between two
+        queries = np.concatenate([rng.integers(-20, 220, 300), ref, ref + 1, ref - 1])
+        want = [int(np.argmin(np.abs(ref - q))) for q in queries]
+        assert _nearest_first(ref, queries).tolist() == want

@@ -462,6 +462,15 @@ def replay_bulk(
     return tip_metrics([e for _, e in est_list], inputs, length_name is not None)
 
 
+def _nearest_first(sorted_stamps: np.ndarray, stamps: np.ndarray) -> np.ndarray:
+    """``argmin(|sorted_stamps - s|)`` for each ``s`` (the first index on a tie), by sorted search."""
+    j = np.searchsorted(sorted_stamps, stamps)
+    left = np.maximum(j - 1, 0)
+    right = np.minimum(j, len(sorted_stamps) - 1)
+    take_left = np.abs(stamps - sorted_stamps[left]) <= np.abs(sorted_stamps[right] - stamps)
+    return np.where(take_left, left, right)
+
+
 def tip_metrics(ests: list[ShapeEstimate], inputs: BulkInputs, use_length: bool) -> dict[str, Any] | None:
     """The streaming replay's tip metrics: nearest truth within 20 ms, length from the nearest length message."""
     if not len(inputs.truth_stamps):
@@ -470,17 +479,18 @@ def tip_metrics(ests: list[ShapeEstimate], inputs: BulkInputs, use_length: bool)
     ls = inputs.length
     ok = ls.status != _UNDECODABLE
     lengths = {int(s): float(v) for s, v in zip(ls.stamp[ok], ls.values[ok], strict=True)}
-    length_stamps = np.array(sorted(lengths)) if (use_length and lengths) else None
+    length_stamps = np.array(sorted(lengths), dtype=np.int64) if (use_length and lengths) else None
     truth_stamps = inputs.truth_stamps
-    for est in ests:
-        j = int(np.argmin(np.abs(truth_stamps - est.stamp_ns)))
+    est_stamps = np.array([e.stamp_ns for e in ests], dtype=np.int64)
+    j_truth = _nearest_first(truth_stamps, est_stamps)
+    j_len = _nearest_first(length_stamps, est_stamps) if length_stamps is not None else None
+    for k, est in enumerate(ests):
+        j = int(j_truth[k])
         if abs(int(truth_stamps[j]) - est.stamp_ns) > 20_000_000:
             continue
-        if length_stamps is not None:
-            k = int(np.argmin(np.abs(length_stamps - est.stamp_ns)))
-            length = lengths[int(length_stamps[k])]
-        else:
-            length = est.length
+        length = (
+            lengths[int(length_stamps[j_len[k]])] if length_stamps is not None and j_len is not None else est.length
+        )
         errors.add(est.stamp_ns, est.tip_pose[:3, 3], inputs.truth_tips[j], length)
     return errors.metrics()
 
