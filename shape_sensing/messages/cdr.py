@@ -88,9 +88,9 @@ _REFERENCE: list[tuple[Any, ...] | None] = []
 def supported(typestore: Any) -> bool:
     """Whether ``typestore`` defines :data:`LAYOUT_TYPES` as the Jazzy definitions this module writes."""
     if not _REFERENCE:
-        from shape_sensing.messages.factory import MessageFactory
+        from shape_sensing.messages.factory import default_factory
 
-        _REFERENCE.append(_signature(MessageFactory("rosbags", "jazzy").typestore))
+        _REFERENCE.append(_signature(default_factory("jazzy").typestore))
     sig = _signature(typestore)
     return sig is not None and sig == _REFERENCE[0]
 
