@@ -6,8 +6,11 @@ the same run, and printed with their ratio. Also: the update against a plain
 per-segment Python loop, and the share of one core the live node needs for
 18 IMUs at 100 Hz with estimates at 30 Hz (markers at 5 Hz).
 
-Run: .venv/bin/python benchmarks/bench_hinge_arc.py [--minutes 1] [--bag REC.mcap] [--base REV] [--skip-replay]
-(``--bag``: e.g. the 10-minute demo recording, ``shape-sensing demo vine-imu --duration 600``).
+Run: .venv/bin/python benchmarks/bench_hinge_arc.py [--minutes 1] [--bag REC.mcap] [--base REV] [--prev REV]
+[--skip-replay] [--skip-live]
+(``--bag``: e.g. the 10-minute demo recording, ``shape-sensing demo vine-imu --duration 600``; ``--prev``: a
+revision whose bulk replay is timed beside this one's, by default the one before the input records were copied
+whole and the estimates' messages written as CDR straight from their arrays).
 Prints figures; asserts nothing about speed.
 """
 
@@ -27,6 +30,8 @@ from scipy.spatial.transform import Rotation
 sys.path.insert(1, str(Path(__file__).resolve().parent))  # _baseline; the package comes from PYTHONPATH/venv
 
 N, IMU_HZ, EST_HZ = 18, 100.0, 30.0
+# The last revision whose bulk replay wrote every message through the rosbags writer one by one.
+_PREV_BULK = "5b05a5a"
 
 
 def naive_chain(quats: np.ndarray, spacing: float, diameter: float) -> np.ndarray:
@@ -110,7 +115,13 @@ def measure_live() -> dict[str, float]:
     ser = f.typestore.serialize_cdr
     serialize = best(lambda: [ser(m, m.__msgtype__) for b in built for _, m in b], 3) / len(shapes)
     del shape
-    return {"per_msg": per_msg, "per_msg_cdr": per_msg_cdr, "update": update, "build": build, "serialize": serialize}
+    out = {"per_msg": per_msg, "per_msg_cdr": per_msg_cdr, "update": update, "build": build, "serialize": serialize}
+    try:  # the CDR bytes straight from the estimates' arrays (bulk replay), where the revision has it
+        from shape_sensing.messages.cdr import ShapeCdr
+    except ImportError:
+        return out
+    out["cdr_direct"] = best(lambda: list(ShapeCdr(5.0).build_many(shapes)), 5) / len(shapes)
+    return out
 
 
 def measure_replay(bag: str, streaming: bool) -> dict[str, float]:
@@ -191,6 +202,8 @@ def main() -> None:
     parser.add_argument("--base", default=None, help="git revision to compare with (default: before this work)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the live figures")
     parser.add_argument("--skip-replay", action="store_true", help="live figures only")
+    parser.add_argument("--skip-live", action="store_true", help="replay and reanalyse figures only")
+    parser.add_argument("--prev", default=_PREV_BULK, help="earlier revision whose bulk replay is timed too")
     args = parser.parse_args()
     if args.measure is not None:  # child process: one measurement, one JSON line
         what = args.measure
@@ -206,17 +219,32 @@ def main() -> None:
 
     base = args.base or _baseline.DEFAULT_BASE
     script = Path(__file__).resolve()
-    print(f"== vine live path: this checkout vs {base} (best of {args.rounds} alternating rounds)")
-    cur, old = _baseline.compare(script, ["live"], base, rounds=args.rounds)
+    if not args.skip_live:
+        live(script, base, args.rounds)
+    if args.skip_replay:
+        return
+    replay_figures(script, base, args.prev, args.bag, args.minutes)
+
+
+def live(script: Path, base: str, rounds: int) -> None:
+    import _baseline
+
+    print(f"== vine live path: this checkout vs {base} (best of {rounds} alternating rounds)")
+    cur, old = _baseline.compare(script, ["live"], base, rounds=rounds)
     rows = [
         ("per IMU message, node path (decode, store, stale check)", "per_msg"),
         ("per IMU message, from CDR bytes (streaming replay)", "per_msg_cdr"),
         ("estimate: hinge-arc update, 18 IMUs with covariance", "update"),
         ("estimate: messages (TF, path, tip, diagnostics; markers 5 Hz)", "build"),
         ("estimate: CDR serialisation of those (bags only)", "serialize"),
+        ("estimate: CDR bytes straight from the arrays (bulk replay)", "cdr_direct"),
     ]
     print(f"{'':64s}{'now us':>9}{'before us':>11}{'speed-up':>10}")
     for label, key in rows:
+        if key not in old:  # new in this checkout: against building and serialising the messages, same checkout
+            ratio = (cur["build"] + cur["serialize"]) / cur[key]
+            print(f"{label:64s}{cur[key] * 1e6:9.1f}{'-':>11}{ratio:9.1f}x (vs build + serialise, now)")
+            continue
         print(f"{label:64s}{cur[key] * 1e6:9.1f}{old[key] * 1e6:11.1f}{old[key] / cur[key]:9.1f}x")
 
     def share(d: dict[str, float]) -> float:
@@ -226,13 +254,16 @@ def main() -> None:
           f"cost): {share(cur):.1f} % (before {share(old):.1f} %)")  # fmt: skip
     print("targets: update <= 100 us, per message <= 20 us, node < 10 % of a core")
     naive_comparison()
-    if args.skip_replay:
-        return
+
+
+def replay_figures(script: Path, base: str, prev: str, bag_arg: Path | None, minutes: float) -> None:
+    import _baseline
+
     with tempfile.TemporaryDirectory() as tmp:
-        bag = args.bag
+        bag = bag_arg
         if bag is None:
             bag = Path(tmp) / "rec.mcap"
-            write_recording(bag, args.minutes)
+            write_recording(bag, minutes)
         from shape_sensing.io.bag import bag_topics
 
         n_imu = sum(t.endswith("/data") for t in bag_topics(bag))
@@ -245,22 +276,36 @@ def main() -> None:
         counts = summary.statistics.channel_message_counts
         n_msgs = sum(v for k, v in counts.items() if summary.channels[k].topic.endswith("/data"))
         print(f"\n== replay of {bag.name}: {duration:.0f} s, {n_imu} IMU topics, {n_msgs} IMU messages")
-        with tempfile.TemporaryDirectory() as tmp2:
+        with tempfile.TemporaryDirectory() as tmp2, tempfile.TemporaryDirectory() as tmp3:
             base_path = _baseline.extract(base, Path(tmp2))
+            prev_path = _baseline.extract(prev, Path(tmp3))
             bulk = _baseline.run(script, ["replay", str(bag), "bulk"], None)
+            prev_bulk = _baseline.run(script, ["replay", str(bag), "bulk"], prev_path)
             stream = _baseline.run(script, ["replay", str(bag), "streaming"], None)
             before = _baseline.run(script, ["replay", str(bag), "streaming"], base_path)
         print("(wall time depends on the machine's load; CPU time is this process's own)")
-        for label, d in (("bulk (default)", bulk), ("streaming (--streaming)", stream), (f"before ({base})", before)):
+        rows = (
+            ("bulk (default)", bulk),
+            (f"bulk before ({prev})", prev_bulk),
+            ("streaming (--streaming)", stream),
+            (f"before ({base})", before),
+        )
+        for label, d in rows:
             print(
                 f"{label:26s} {d['wall']:7.1f} s wall, {d['cpu']:6.1f} s CPU: {duration / d['wall']:6.1f}x real time "
                 f"by wall, {duration / d['cpu']:6.1f}x by CPU; {before['cpu'] / d['cpu']:4.1f}x less CPU than before"
             )
-        stages = ", ".join(f"{k[6:]} {v:.1f} s" for k, v in bulk.items() if k.startswith("stage_"))
-        print(f"target: >= 200x real time. Bulk replay CPU by stage: {stages}")
-        ra = _baseline.run(script, ["reanalyse", str(bag)], None)
+        print(f"target: >= 200x real time; bulk now {prev_bulk['cpu'] / bulk['cpu']:.1f}x less CPU than bulk before")
+        for label, d in (("now", bulk), (f"before ({prev})", prev_bulk)):
+            stages = ", ".join(f"{k[6:]} {v:.2f} s" for k, v in d.items() if k.startswith("stage_"))
+            print(f"bulk replay CPU by stage, {label}: {stages}")
+        with tempfile.TemporaryDirectory() as tmp3:
+            prev_path = _baseline.extract(prev, Path(tmp3))
+            ra = _baseline.run(script, ["reanalyse", str(bag)], None)
+            ra_prev = _baseline.run(script, ["reanalyse", str(bag)], prev_path)
         print(
             f"\n== reanalyse, six subsets (every-k=1..6): {ra['wall']:.1f} s wall, {ra['cpu']:.1f} s CPU; "
+            f"at {prev}: {ra_prev['wall']:.1f} s wall, {ra_prev['cpu']:.1f} s CPU; "
             f"six replays before: {6 * before['cpu']:.0f} s CPU ({6 * before['cpu'] / ra['cpu']:.0f}x); target < 30 s"
         )
 

@@ -40,7 +40,7 @@ from shape_sensing.io.bag import bag_topics
 from shape_sensing.io.bag_bulk import read_topics
 from shape_sensing.pipelines.common import resolve_topic
 from shape_sensing.pipelines.vine_imu import DEFAULT_NAMESPACE, IMU_TOPIC_RE, VineImuTracker, _params_from
-from shape_sensing.pipelines.vine_imu_bulk import _decode, decode_inputs, estimates, tick_states
+from shape_sensing.pipelines.vine_imu_bulk import _decode, _truth, decode_inputs, estimates, tick_states
 
 __all__ = ["Subset", "add_arguments", "parse_subsets", "reanalyse", "run"]
 
@@ -137,14 +137,8 @@ def _windows(specs: list[str] | None) -> list[tuple[float, float]]:
 
 
 def _reference(arrays: dict[str, Any], topic: str) -> tuple[np.ndarray, np.ndarray]:
-    ta = arrays[topic]
-    found: dict[int, np.ndarray] = {}
-    for i in range(len(ta)):
-        msg = _decode(ta.raw(i), ta.msgtype)
-        p = msg.pose.position
-        found[int(msg.header.stamp.sec) * 1_000_000_000 + int(msg.header.stamp.nanosec)] = np.array([p.x, p.y, p.z])
-    stamps = np.array(sorted(found), dtype=np.int64)
-    return stamps, np.array([found[int(s)] for s in stamps]).reshape(-1, 3)
+    """Sorted stamps and tip positions of a PoseStamped topic (the last message of a repeated stamp)."""
+    return _truth(arrays[topic])
 
 
 def _nearest(ref: np.ndarray, stamps: np.ndarray, max_dt_ns: int) -> tuple[np.ndarray, np.ndarray]:

@@ -198,3 +198,68 @@ def test_tick_states_equal_the_streaming_trackers_state_at_every_tick(demo: Path
         assert latest == states.latest_ns[t] and bad == states.bad[t] and ooo == states.out_of_order[t]
         assert (length is None and np.isnan(states.length[t])) or length == states.length[t]
         assert first_ns == states.first_ns[t]
+
+
+def test_bulk_replay_builds_and_serialises_for_other_definitions(
+    demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With definitions the direct CDR writer does not know, the messages are built and serialised: same output."""
+    from shape_sensing.messages import cdr
+
+    fast, _ = _replay(demo, tmp_path / "fast.mcap", streaming=False)
+    monkeypatch.setattr(cdr, "supported", lambda typestore: False)
+    monkeypatch.setattr(cdr.ShapeCdr, "build", lambda *a, **k: pytest.fail("direct CDR used"))
+    built, _ = _replay(demo, tmp_path / "built.mcap", streaming=False)
+    assert built == fast and len(built) > 1000
+
+
+def test_vectorised_length_and_truth_decode_equal_the_per_message_reader(demo: Path, tmp_path: Path) -> None:
+    from shape_sensing.pipelines.vine_imu_bulk import _length_stream, _truth
+
+    arrays = read_topics(demo, ["/vine/base/length", "/vine/truth/tip"])
+    ln, tip = arrays["/vine/base/length"], arrays["/vine/truth/tip"]
+    assert isinstance(ln.data, np.ndarray) and isinstance(tip.data, np.ndarray) and len(ln) > 100
+    from shape_sensing.pipelines.vine_imu_bulk import _header_layout, _length_fixed_layout
+
+    assert _length_fixed_layout(ln.data) is not None and _header_layout(tip.data) is not None  # the fast paths
+    fast_len, fast_tip = _length_stream(ln), _truth(tip)
+    ln.data = [ln.raw(i) for i in range(len(ln))]  # force the per-message paths
+    tip.data = [tip.raw(i) for i in range(len(tip))]
+    slow_len, slow_tip = _length_stream(ln), _truth(tip)
+    for a, b in (
+        (fast_len.stamp, slow_len.stamp),
+        (fast_len.status, slow_len.status),
+        (fast_len.values, slow_len.values),
+    ):
+        assert np.array_equal(a, b)
+    assert np.array_equal(fast_tip[0], slow_tip[0]) and np.array_equal(fast_tip[1], slow_tip[1])
+    # bad lengths (negative, NaN) and repeated truth stamps, in same-size messages
+    with BagWriter(tmp_path / "b.mcap") as w:
+        f = w.factory
+        for k, value in enumerate([0.5, -1.0, np.nan, 0.7, np.inf, 0.0]):
+            msg = f.make("sensor_msgs/msg/JointState", header=msgs.header(k, "base", f), name=["vine_length"],
+                         position=np.array([value]), velocity=np.array([0.0]), effort=np.zeros(0))  # fmt: skip
+            w.write("/l", msg, k)
+            pose = msgs.pose_msg(np.eye(4) + np.eye(4) * k, f)
+            w.write("/t", f.make("geometry_msgs/msg/PoseStamped", header=msgs.header(k // 2, "base", f), pose=pose), k)
+    arrays = read_topics(tmp_path / "b.mcap", ["/l", "/t"])
+    assert _length_fixed_layout(arrays["/l"].data) is not None  # type: ignore[arg-type]
+    fast_len, fast_tip = _length_stream(arrays["/l"]), _truth(arrays["/t"])
+    for ta in arrays.values():
+        ta.data = [ta.raw(i) for i in range(len(ta))]
+    slow_len, slow_tip = _length_stream(arrays["/l"]), _truth(arrays["/t"])
+    assert list(fast_len.status) == list(slow_len.status) == [0, 1, 1, 0, 1, 0]
+    assert np.array_equal(fast_len.values, slow_len.values, equal_nan=True)
+    assert np.array_equal(fast_tip[0], slow_tip[0]) and np.array_equal(fast_tip[1], slow_tip[1])
+    assert list(fast_tip[0]) == [0, 1, 2]
+
+
+def test_nearest_stamp_by_sorted_search_is_argmin() -> None:
+    from shape_sensing.pipelines.vine_imu_bulk import _nearest_first
+
+    rng = np.random.default_rng(8)
+    for size in (1, 2, 5, 50):
+        ref = np.unique(rng.integers(0, 100, size) * 2)  # even stamps: odd queries tie between two
+        queries = np.concatenate([rng.integers(-20, 220, 300), ref, ref + 1, ref - 1])
+        want = [int(np.argmin(np.abs(ref - q))) for q in queries]
+        assert _nearest_first(ref, queries).tolist() == want

@@ -161,6 +161,10 @@ class BagWriter:
             raise BagError(f"topic {topic} holds {self._types[topic]}, cannot also write {msgtype}")
         return conn
 
+    def connection_id(self, topic: str, msgtype: str, *, qos: str = "default") -> int:
+        """The id of ``topic``'s connection (added now if new), for bulk writing (:mod:`shape_sensing.io.bag_bulk`)."""
+        return int(self._connection(topic, msgtype, qos).id)
+
     def write_raw(self, topic: str, msgtype: str, raw: bytes, stamp_ns: int, *, qos: str = "default") -> None:
         """Append an already serialised (ROS 2 CDR) message of ``msgtype``, e.g. copied from another bag."""
         conn = self._connection(topic, msgtype, qos)

@@ -23,13 +23,14 @@ import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from shape_sensing.io.bag import _resolve, read_bag
 from shape_sensing.io.errors import BagError
 
-__all__ = ["TopicArrays", "read_topics"]
+__all__ = ["RecordBatch", "TopicArrays", "read_topics", "write_records"]
 
 _MSG_HEADER = 31  # opcode 1, record length 8, channel 2, sequence 4, log time 8, publish time 8
 _INDEX_ENTRY = np.dtype([("log_time", "<u8"), ("offset", "<u8")])
@@ -44,12 +45,17 @@ class TopicArrays:
         log_time: ``(N,)`` int64 log times (ns).
         rank: ``(N,)`` int64 place of each message among all messages returned by :func:`read_topics`.
         data: ``(N, size)`` uint8 CDR bytes when every message has the same size, else a list of ``bytes``.
+        source: the file's bytes (a read-only memory map) when read through the index, else ``None``.
+        record_at: ``(N,)`` int64 offset of each message's whole MCAP record (opcode 0x05) in ``source``,
+            so :func:`write_records` can copy the records without touching the messages; ``None`` with ``source``.
     """
 
     msgtype: str
     log_time: np.ndarray
     rank: np.ndarray
     data: np.ndarray | list[bytes]
+    source: np.ndarray | None = None
+    record_at: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.log_time)
@@ -179,5 +185,197 @@ def _read_indexed_mcap(
             data: np.ndarray | list[bytes] = rows[at + _MSG_HEADER]
         else:
             data = [bytes(buf[a + _MSG_HEADER : a + _MSG_HEADER + n]) for a, n in zip(at, data_len, strict=True)]
-        out[ch.topic] = TopicArrays(summary.schemas[ch.schema_id].name, t, r, data)
+        out[ch.topic] = TopicArrays(summary.schemas[ch.schema_id].name, t, r, data, buf, at)
     return out
+
+
+class RecordBatch:
+    """MCAP message records to append to a bag in a given order, for :func:`write_records`.
+
+    A record is what the MCAP format stores per message: opcode ``0x05``, record length, channel id,
+    sequence, log time, publish time, then the serialised message. Records are taken from existing
+    buffers (the input bag's memory map, via :attr:`TopicArrays.record_at`: :meth:`copy`) or made
+    here (:meth:`add`). Every record has a sort key of three integers; they are written in key order.
+    :func:`write_records` sets every record's channel id, sequence (0) and publish time (= log time),
+    as :meth:`~shape_sensing.io.bag.BagWriter.write` would.
+    """
+
+    def __init__(self) -> None:
+        self.sources: list[np.ndarray] = []
+        self._parts: list[tuple[np.ndarray, ...]] = []  # (source, pos, size, conn, log_time), keys (N, 3)
+        self._keys: list[np.ndarray] = []
+        self._new = bytearray()
+        self._added: list[tuple[int, int, int, int, int, int, int]] = []
+
+    def __len__(self) -> int:
+        return sum(len(p[1]) for p in self._parts) + len(self._added)
+
+    def copy(self, buf: np.ndarray, record_at: np.ndarray, conn: int, log_time: np.ndarray, key: np.ndarray) -> None:
+        """Records already in ``buf`` at ``record_at`` (lengths read from them); ``key``: ``(N, 3)`` int64."""
+        k = next((i for i, b in enumerate(self.sources) if b is buf), None)
+        if k is None:
+            self.sources.append(buf)
+            k = len(self.sources) - 1
+        at = np.asarray(record_at, dtype=np.int64)
+        size = np.zeros(0, dtype=np.int64)
+        if len(at):
+            if at.min() < 0 or at.max() + 31 > len(buf) or not np.all(buf[at] == 0x05):
+                raise BagError("a message record to copy is not where its index says")
+            size = np.lib.stride_tricks.sliding_window_view(buf, 8)[at + 1].view("<u8")[:, 0].astype(np.int64) + 9
+        n = len(at)
+        self._parts.append((np.full(n, k), at, size, np.full(n, conn), np.asarray(log_time, dtype=np.int64)))
+        self._keys.append(np.asarray(key, dtype=np.int64).reshape(n, 3))
+
+    def add(self, conn: int, log_time: int, data: bytes | bytearray | memoryview, key: tuple[int, int, int]) -> None:
+        """A new record of ``data`` (the serialised message) on connection ``conn`` at ``log_time``."""
+        pos = len(self._new)
+        self._new += _RECORD_HEAD.pack(0x05, 22 + len(data), conn, 0, log_time, log_time)
+        self._new += data
+        self._added.append((pos, 31 + len(data), conn, log_time, *key))
+
+    def _close_new(self) -> None:
+        if not self._added:
+            return
+        self.sources.append(np.frombuffer(bytes(self._new), np.uint8))
+        cols = np.array(self._added, dtype=np.int64)
+        n = len(cols)
+        self._parts.append((np.full(n, len(self.sources) - 1), cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3]))
+        self._keys.append(cols[:, 4:7])
+        self._added, self._new = [], bytearray()
+
+    def ordered(self) -> tuple[np.ndarray, ...]:
+        """``(source, pos, size, conn, log_time)`` of every record, in key order (stable)."""
+        self._close_new()
+        if not self._parts:
+            e = np.zeros(0, dtype=np.int64)
+            return e, e, e, e, e
+        key = np.concatenate(self._keys)
+        cols = [np.concatenate([p[i] for p in self._parts]).astype(np.int64) for i in range(5)]
+        order = np.lexsort((key[:, 2], key[:, 1], key[:, 0]))
+        return tuple(c[order] for c in cols)
+
+
+_RECORD_HEAD = struct.Struct("<BQHIQQ")
+_CHUNK_TARGET = 1 << 20  # as rosbags' writer: a chunk closes past 1 MiB
+_INDEX_DTYPE = np.dtype([("log_time", "<u8"), ("offset", "<u8")])
+
+
+def _fast_storage(writer: Any) -> Any:
+    """rosbags' MCAP storage writer behind a BagWriter, or ``None`` if it is not the layout this module knows."""
+    storage = getattr(getattr(writer, "_writer", None), "storage", None)
+    needed = ("bio", "chunk", "chunks", "channel_stats", "message_start_time", "message_end_time", "close_chunk")
+    if storage is None or type(storage).__name__ != "McapWriter" or not all(hasattr(storage, a) for a in needed):
+        return None
+    if getattr(storage, "compression", None) != "":
+        return None
+    chunk = storage.chunk
+    if not all(hasattr(chunk, a) for a in ("bio", "msgs", "message_start_time", "message_end_time")):
+        return None
+    return storage
+
+
+def write_records(writer: Any, batch: RecordBatch) -> int:
+    """Append the records of ``batch`` to the bag of ``writer`` (a :class:`~shape_sensing.io.bag.BagWriter`).
+
+    With rosbags' MCAP storage the records are copied into chunks of about 1 MiB with their message
+    indexes, chunk indexes and statistics, as rosbags' writer makes them, without a Python step per
+    message; with any other storage each message goes through the writer. Returns the number written.
+    """
+    src, pos, size, conn, log_time = batch.ordered()
+    n = len(pos)
+    if not n:
+        return 0
+    rb = writer._writer
+    by_id = {c.id: c for c in rb.connections}
+    storage = _fast_storage(writer)
+    if storage is None:
+        for s, p, z, c, t in zip(
+            src.tolist(), pos.tolist(), size.tolist(), conn.tolist(), log_time.tolist(), strict=True
+        ):
+            rb.write(by_id[c], t, bytes(batch.sources[s][p + 31 : p + z]))
+        writer.count += n
+        return n
+    _write_chunks(storage, batch.sources, src, pos, size, conn, log_time)
+    for c, k in zip(*np.unique(conn, return_counts=True), strict=True):
+        rb.counts[int(c)] += int(k)
+        storage.channel_stats[int(c)] += int(k)
+    lo, hi = int(log_time.min()), int(log_time.max())
+    rb.min_timestamp = min(rb.min_timestamp, lo)
+    rb.max_timestamp = max(rb.max_timestamp, hi)
+    storage.message_start_time = min(storage.message_start_time, lo)
+    storage.message_end_time = max(storage.message_end_time, hi)
+    writer.count += n
+    return n
+
+
+def _write_chunks(
+    storage: Any,
+    sources: list[np.ndarray],
+    src: np.ndarray,
+    pos: np.ndarray,
+    size: np.ndarray,
+    conn: np.ndarray,
+    log_time: np.ndarray,
+) -> None:
+    from io import BytesIO
+
+    if storage.chunk.msgs:
+        storage.close_chunk()
+    prefix = storage.chunk.bio.getvalue()  # schema and channel records not yet in a chunk
+    storage.chunk.bio = BytesIO()
+    start = np.concatenate([[0], np.cumsum(size)[:-1]]) + len(prefix)
+    chunk_of = start // _CHUNK_TARGET
+    # runs of records contiguous in one source and one chunk: one slice each
+    new_run = np.ones(len(pos), dtype=bool)
+    new_run[1:] = (src[1:] != src[:-1]) | (pos[1:] != pos[:-1] + size[:-1]) | (chunk_of[1:] != chunk_of[:-1])
+    runs = np.flatnonzero(new_run)
+    run_bytes = np.add.reduceat(size, runs)
+    bounds = np.flatnonzero(np.concatenate([[True], chunk_of[1:] != chunk_of[:-1]]))
+    bounds_end = np.concatenate([bounds[1:], [len(pos)]])
+    run_chunk = chunk_of[runs]
+    views = [memoryview(s) for s in sources]  # type: ignore[arg-type]
+    r = 0
+    bio = storage.bio
+    for a, b in zip(bounds.tolist(), bounds_end.tolist(), strict=True):
+        pieces: list[Any] = [prefix] if a == 0 else []
+        c = chunk_of[a]
+        while r < len(runs) and run_chunk[r] == c:
+            p0 = int(pos[runs[r]])
+            pieces.append(views[int(src[runs[r]])][p0 : p0 + int(run_bytes[r])])
+            r += 1
+        body = bytearray(b"".join(pieces))
+        arr = np.frombuffer(body, np.uint8)
+        at = start[a:b] - (0 if a == 0 else start[a])
+        cid = conn[a:b]
+        lt = log_time[a:b].astype("<u8")
+        arr[at + 9] = cid & 0xFF
+        arr[at + 10] = cid >> 8
+        for j in range(11, 15):
+            arr[at + j] = 0  # sequence
+        ltb = lt.view(np.uint8).reshape(-1, 8)
+        for j in range(8):
+            arr[at + 23 + j] = ltb[:, j]  # publish time = log time
+        t_lo, t_hi = int(lt.min()), int(lt.max())
+        head = struct.pack("<BQQQQII", 0x06, 8 * 3 + 4 + 4 + 8 + len(body), t_lo, t_hi, len(body), 0, 0)
+        chunk_start = bio.tell()
+        bio.write(head)
+        bio.write(struct.pack("<Q", len(body)))
+        bio.write(body)
+        chunk_end = bio.tell()
+        order = np.argsort(cid, kind="stable")
+        ids, first = np.unique(cid[order], return_index=True)
+        offsets = []
+        for k, ch in enumerate(ids.tolist()):
+            sel = order[first[k] : first[k + 1] if k + 1 < len(first) else len(order)]
+            entries = np.empty(len(sel), _INDEX_DTYPE)
+            entries["log_time"] = lt[sel]
+            entries["offset"] = at[sel]
+            offsets.append((ch, bio.tell()))
+            bio.write(struct.pack("<BQHI", 0x07, 2 + 4 + entries.nbytes, ch, entries.nbytes))
+            bio.write(entries.tobytes())
+        index = BytesIO()
+        index.write(struct.pack("<QQQQI", t_lo, t_hi, chunk_start, chunk_end - chunk_start, 10 * len(offsets)))
+        for ch, off in offsets:
+            index.write(struct.pack("<HQ", ch, off))
+        index.write(struct.pack("<QIQQ", bio.tell() - chunk_end, 0, len(body), len(body)))
+        storage.chunks.append(index)

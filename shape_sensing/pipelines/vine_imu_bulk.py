@@ -27,8 +27,9 @@ sensor subsets over one decoded recording.
 from __future__ import annotations
 
 import math
+import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.io.bag import BagWriter
-from shape_sensing.io.bag_bulk import TopicArrays, read_topics
+from shape_sensing.io.bag_bulk import RecordBatch, TopicArrays, read_topics, write_records
 from shape_sensing.io.errors import BagError
+from shape_sensing.messages import cdr
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import default_factory
@@ -161,10 +163,60 @@ def _decode(raw: bytes, msgtype: str) -> Any:
         raise BagError(f"a {msgtype} message does not decode: {type(exc).__name__}: {exc}") from exc
 
 
+def _header_layout(data: np.ndarray) -> tuple[np.ndarray, int] | None:
+    """Stamps and the offset after the header of same-size CDR messages that start with one std_msgs/Header.
+
+    ``None`` unless every row is little-endian CDR with the same frame id length.
+    """
+    if data.shape[1] < 16 or not (np.all(data[:, 0] == 0) and np.all(data[:, 1] == 1)):
+        return None
+    head = np.ascontiguousarray(data[:, 4:16]).view("<u4")
+    if not np.all(head[:, 2] == head[0, 2]) or head[0, 2] == 0:
+        return None
+    end = 16 + int(head[0, 2])
+    if end > data.shape[1]:
+        return None
+    stamp = head[:, 0].view("<i4").astype(np.int64) * 1_000_000_000 + head[:, 1].astype(np.int64)
+    return stamp, end
+
+
+def _length_fixed_layout(data: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Stamps and position[0] of same-size sensor_msgs/JointState messages with the same names, or ``None``."""
+    found = _header_layout(data)
+    if found is None:
+        return None
+    stamp, at = found
+    row = data[0].tobytes()
+    try:
+        at += -(at - 4) % 4
+        (count,) = struct.unpack_from("<I", row, at)
+        at += 4
+        for _ in range(count):  # the names
+            at += -(at - 4) % 4
+            (size,) = struct.unpack_from("<I", row, at)
+            at += 4 + size
+        at += -(at - 4) % 4
+        (n_pos,) = struct.unpack_from("<I", row, at)
+    except struct.error:
+        return None
+    pos_at = at + 4 + (-(at + 4 - 4) % 8)
+    if n_pos == 0 or pos_at + 8 > data.shape[1]:
+        return None
+    if not np.all(data[:, 16 : at + 4] == data[0, 16 : at + 4]):  # frame id, names and position count alike
+        return None
+    return stamp, np.ascontiguousarray(data[:, pos_at : pos_at + 8]).view("<f8")[:, 0].copy()
+
+
 def _length_stream(ta: TopicArrays | None) -> _Stream:
     if ta is None:
         e = np.zeros(0, dtype=np.int64)
         return _Stream(e, e, np.zeros(0, dtype=np.int8), np.zeros(0))
+    if isinstance(ta.data, np.ndarray) and len(ta) and ta.msgtype == "sensor_msgs/msg/JointState":
+        fast = _length_fixed_layout(ta.data)
+        if fast is not None:
+            stamp, value = fast
+            status = np.where(np.isfinite(value) & (value >= 0), _OK, _BAD).astype(np.int8)
+            return _Stream(ta.rank, stamp, status, value)
     n = len(ta)
     stamp = np.zeros(n, dtype=np.int64)
     value = np.zeros(n)
@@ -185,6 +237,16 @@ def _length_stream(ta: TopicArrays | None) -> _Stream:
 def _truth(ta: TopicArrays | None) -> tuple[np.ndarray, np.ndarray]:
     if ta is None:
         return np.zeros(0, dtype=np.int64), np.zeros((0, 3))
+    if isinstance(ta.data, np.ndarray) and len(ta) and ta.msgtype == "geometry_msgs/msg/PoseStamped":
+        found_layout = _header_layout(ta.data)
+        if found_layout is not None:
+            stamp, at = found_layout
+            at += -(at - 4) % 8
+            if at + 56 == ta.data.shape[1]:
+                xyz = np.ascontiguousarray(ta.data[:, at : at + 24]).view("<f8")
+                # as the per-message path: sorted stamps, the last message of a repeated stamp
+                u, first_rev = np.unique(stamp[::-1], return_index=True)
+                return u.astype(np.int64), xyz[len(stamp) - 1 - first_rev].reshape(-1, 3)
     found: dict[int, np.ndarray] = {}
     for i in range(len(ta)):
         msg = _decode(ta.raw(i), ta.msgtype)
@@ -343,59 +405,70 @@ def replay_bulk(
     inputs = decode_inputs(arrays, imu_topics, length_name, truth_tip)
     states = tick_states(inputs, tracker.ticker.period_ns)
     t2 = clock()
-    shape_writer = ShapeWriter(writer, namespace, tracker.params["marker_rate"])
     # Copies in read order, each tick's estimate after the message it fires on (as the streaming replay writes).
     qos = {t: "sensor" for t in imu_topics}
     if length_name:
         qos[length_name] = "sensor"
     qos["/tf_static"] = "static"
-    copies = [(ta.rank, t) for t, ta in arrays.items()]
-    all_rank = np.concatenate([r for r, _ in copies]) if copies else np.zeros(0, dtype=np.int64)
-    which = np.concatenate([np.full(len(r), k) for k, (r, _) in enumerate(copies)]) if copies else all_rank
-    where = np.concatenate([np.arange(len(r)) for r, _ in copies]) if copies else all_rank
-    order = np.argsort(all_rank, kind="stable")
-    topic_of = [t for _, t in copies]
-    arrays_of = [arrays[t] for t in topic_of]
     est_list = list(estimates(tracker, states, step("estimate")))
     t3 = clock()
-    spent = {"write_estimates": 0.0}
-
-    def write_estimate(est: ShapeEstimate) -> None:
-        c = clock()
-        shape_writer.write(est)
-        spent["write_estimates"] += clock() - c
-
-    est_at = np.array([states.fire_rank[t] for t, _ in est_list], dtype=np.int64)
-    k_est = 0
-    write_raw = writer.write_raw
-    for pos in order:
-        r = all_rank[pos]
-        while k_est < len(est_list) and est_at[k_est] < r:
-            write_estimate(est_list[k_est][1])
-            k_est += 1
-        k = which[pos]
-        ta = arrays_of[k]
-        topic = topic_of[k]
-        i = where[pos]
-        write_raw(topic, ta.msgtype, ta.raw(i), int(ta.log_time[i]), qos=qos.get(topic, "default"))
-        if k_est < len(est_list) and est_at[k_est] == r:
-            while k_est < len(est_list) and est_at[k_est] == r:
-                write_estimate(est_list[k_est][1])
-                k_est += 1
-    for _, est in est_list[k_est:]:
-        write_estimate(est)
+    batch = RecordBatch()
+    for topic, ta in arrays.items():
+        cid = writer.connection_id(topic, ta.msgtype, qos=qos.get(topic, "default"))
+        key = np.zeros((len(ta), 3), dtype=np.int64)
+        key[:, 0] = ta.rank
+        if ta.source is not None and ta.record_at is not None:
+            batch.copy(ta.source, ta.record_at, cid, ta.log_time, key)
+        else:
+            for i in range(len(ta)):
+                batch.add(cid, int(ta.log_time[i]), ta.raw(i), (int(ta.rank[i]), 0, 0))
     t4 = clock()
+    # the messages of the streaming replay's ShapeWriter (its marker and diagnostics throttles)
+    shape_messages = ShapeWriter(writer, namespace, tracker.params["marker_rate"]).messages
+    shapes = [est for _, est in est_list]
+    messages: Iterable[list[tuple[str, str, bytes]]]
+    if cdr.supported(writer.factory.typestore):  # the bytes straight from the estimates' arrays
+        messages = cdr.ShapeCdr(tracker.params["marker_rate"], shape_messages.diagnostics).build_many(shapes)
+    else:  # other definitions: build the messages and serialise them
+        serialize = writer.factory.typestore.serialize_cdr
+        messages = (
+            [(t, m.__msgtype__, bytes(serialize(m, m.__msgtype__))) for t, m in shape_messages.build(est)]
+            for est in shapes
+        )
+    conns: dict[str, int] = {}
+    seq = 0
+    for (t, est), built in zip(est_list, messages, strict=True):
+        fire = int(states.fire_rank[t])
+        for topic, msgtype, raw in built:
+            name = resolve_topic(topic, namespace)
+            if name not in conns:
+                conns[name] = writer.connection_id(name, msgtype)
+            batch.add(conns[name], est.stamp_ns, raw, (fire, 1, seq))
+            seq += 1
+    t5 = clock()
+    write_records(writer, batch)
+    t6 = clock()
     if timings is not None:
         timings |= {
             "read": t1 - t0,
             "decode_and_ticks": t2 - t1,
             "estimate": t3 - t2,
-            "build_and_write_estimates": spent["write_estimates"],
-            "copy_inputs": t4 - t3 - spent["write_estimates"],
+            "build_and_serialise_estimates": t5 - t4,
+            "gather_inputs": t4 - t3,
+            "write_records": t6 - t5,
         }
     tracker.stats.bad_samples = int(states.bad[-1]) if len(states.bad) else 0
     tracker.stats.out_of_order = int(states.out_of_order[-1]) if len(states.out_of_order) else 0
     return tip_metrics([e for _, e in est_list], inputs, length_name is not None)
+
+
+def _nearest_first(sorted_stamps: np.ndarray, stamps: np.ndarray) -> np.ndarray:
+    """``argmin(|sorted_stamps - s|)`` for each ``s`` (the first index on a tie), by sorted search."""
+    j = np.searchsorted(sorted_stamps, stamps)
+    left = np.maximum(j - 1, 0)
+    right = np.minimum(j, len(sorted_stamps) - 1)
+    take_left = np.abs(stamps - sorted_stamps[left]) <= np.abs(sorted_stamps[right] - stamps)
+    return np.where(take_left, left, right)
 
 
 def tip_metrics(ests: list[ShapeEstimate], inputs: BulkInputs, use_length: bool) -> dict[str, Any] | None:
@@ -406,17 +479,18 @@ def tip_metrics(ests: list[ShapeEstimate], inputs: BulkInputs, use_length: bool)
     ls = inputs.length
     ok = ls.status != _UNDECODABLE
     lengths = {int(s): float(v) for s, v in zip(ls.stamp[ok], ls.values[ok], strict=True)}
-    length_stamps = np.array(sorted(lengths)) if (use_length and lengths) else None
+    length_stamps = np.array(sorted(lengths), dtype=np.int64) if (use_length and lengths) else None
     truth_stamps = inputs.truth_stamps
-    for est in ests:
-        j = int(np.argmin(np.abs(truth_stamps - est.stamp_ns)))
+    est_stamps = np.array([e.stamp_ns for e in ests], dtype=np.int64)
+    j_truth = _nearest_first(truth_stamps, est_stamps)
+    j_len = _nearest_first(length_stamps, est_stamps) if length_stamps is not None else None
+    for k, est in enumerate(ests):
+        j = int(j_truth[k])
         if abs(int(truth_stamps[j]) - est.stamp_ns) > 20_000_000:
             continue
-        if length_stamps is not None:
-            k = int(np.argmin(np.abs(length_stamps - est.stamp_ns)))
-            length = lengths[int(length_stamps[k])]
-        else:
-            length = est.length
+        length = (
+            lengths[int(length_stamps[j_len[k]])] if length_stamps is not None and j_len is not None else est.length
+        )
         errors.add(est.stamp_ns, est.tip_pose[:3, 3], inputs.truth_tips[j], length)
     return errors.metrics()
 

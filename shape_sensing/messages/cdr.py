@@ -1,0 +1,507 @@
+"""ROS 2 CDR bytes of an estimate's shape messages, written straight from arrays (bags only).
+
+:class:`~shape_sensing.pipelines.vine_imu.ShapeMessages` builds message
+objects (TF, path, tip pose, diagnostics, markers) and a bag writer then
+serialises them field by field; for a bulk replay of thousands of estimates
+that is most of the time. :class:`ShapeCdr` writes the same bytes directly:
+the numbers come from the same functions the builders call, in the same way,
+and are laid out as ROS 2 CDR (XCDR1, little endian, encapsulation ``00 01 00
+00``): every primitive aligned to its size counted from the end of the
+4-byte encapsulation header, strings as a ``uint32`` length including the
+terminating NUL, then the UTF-8 bytes and the NUL; sequences as a ``uint32``
+count, then the elements. Arrays of fixed-layout elements (path poses,
+marker points) are laid out with numpy as one block.
+
+The layout is written for the message definitions it was checked against
+(:data:`LAYOUT_TYPES` as in the Jazzy definitions); :func:`supported` tells
+whether a typestore's definitions are those, and callers fall back to the
+message builders and ``serialize_cdr`` when they are not. Tests compare the
+bytes with ``serialize_cdr`` of the built messages.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+from shape_sensing.geometry import make_transform, matrix_to_quat
+from shape_sensing.messages.errors import MessageError
+from shape_sensing.types import DiagnosticStatus, ShapeEstimate
+from shape_sensing.viz import covariance_ellipsoid, tube_mesh_indexed
+
+if TYPE_CHECKING:
+    from shape_sensing.pipelines.common import DiagnosticsThrottle
+
+__all__ = ["LAYOUT_TYPES", "ShapeCdr", "supported"]
+
+NS_PER_S = 1_000_000_000
+ORIENTATION_UNKNOWN = -1.0  # the tip covariance's orientation block, as ShapeMessages marks it (REP-145)
+_ENCAPSULATION = b"\x00\x01\x00\x00"  # CDR_LE
+_ZEROS = bytes(8)
+_U32 = struct.Struct("<I")
+_I32 = struct.Struct("<i")
+_TIME = struct.Struct("<iI")
+_3I = struct.Struct("<iii")
+_4F = struct.Struct("<4f")
+
+#: Every type whose layout this module writes (directly or nested).
+LAYOUT_TYPES = (
+    "builtin_interfaces/msg/Time",
+    "builtin_interfaces/msg/Duration",
+    "std_msgs/msg/Header",
+    "std_msgs/msg/ColorRGBA",
+    "geometry_msgs/msg/Point",
+    "geometry_msgs/msg/Quaternion",
+    "geometry_msgs/msg/Vector3",
+    "geometry_msgs/msg/Pose",
+    "geometry_msgs/msg/PoseStamped",
+    "geometry_msgs/msg/PoseWithCovariance",
+    "geometry_msgs/msg/PoseWithCovarianceStamped",
+    "geometry_msgs/msg/Transform",
+    "geometry_msgs/msg/TransformStamped",
+    "tf2_msgs/msg/TFMessage",
+    "nav_msgs/msg/Path",
+    "diagnostic_msgs/msg/KeyValue",
+    "diagnostic_msgs/msg/DiagnosticStatus",
+    "diagnostic_msgs/msg/DiagnosticArray",
+    "sensor_msgs/msg/CompressedImage",
+    "visualization_msgs/msg/UVCoordinate",
+    "visualization_msgs/msg/MeshFile",
+    "visualization_msgs/msg/Marker",
+    "visualization_msgs/msg/MarkerArray",
+)
+
+
+def _signature(typestore: Any) -> tuple[Any, ...] | None:
+    try:
+        return tuple((t, tuple((name, repr(desc)) for name, desc in typestore.fielddefs[t][1])) for t in LAYOUT_TYPES)
+    except KeyError:
+        return None
+
+
+_REFERENCE: list[tuple[Any, ...] | None] = []
+
+
+def supported(typestore: Any) -> bool:
+    """Whether ``typestore`` defines :data:`LAYOUT_TYPES` as the Jazzy definitions this module writes."""
+    if not _REFERENCE:
+        from shape_sensing.messages.factory import default_factory
+
+        _REFERENCE.append(_signature(default_factory("jazzy").typestore))
+    sig = _signature(typestore)
+    return sig is not None and sig == _REFERENCE[0]
+
+
+class _Cdr:
+    """A CDR (little endian) byte buffer; alignment counts from the end of the encapsulation header."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray(_ENCAPSULATION)
+
+    def align(self, n: int) -> None:
+        pad = -(len(self.buf) - 4) % n
+        if pad:
+            self.buf += _ZEROS[:pad]
+
+    def u32(self, v: int) -> None:
+        self.align(4)
+        self.buf += _U32.pack(v)
+
+    def time(self, stamp_ns: int) -> None:
+        stamp_ns = int(stamp_ns)
+        if stamp_ns < 0:
+            raise MessageError(f"stamp {stamp_ns} ns is negative; ROS 2 Time needs stamps >= 0")
+        if stamp_ns // NS_PER_S > 2**31 - 1:
+            raise MessageError(f"stamp {stamp_ns} ns is past what ROS 2 Time holds (int32 seconds)")
+        self.align(4)
+        self.buf += _TIME.pack(stamp_ns // NS_PER_S, stamp_ns % NS_PER_S)
+
+    def string(self, s: str) -> None:
+        b = s.encode()
+        self.align(4)
+        self.buf += _U32.pack(len(b) + 1)
+        self.buf += b
+        self.buf.append(0)
+
+    def f64(self, values: np.ndarray) -> None:
+        """float64 values (already float64, C order)."""
+        self.align(8)
+        self.buf += values.tobytes()
+
+    def header(self, stamp_ns: int, frame_id: str) -> None:
+        self.time(stamp_ns)
+        self.string(frame_id)
+
+    def rows(self, head: bytes, values: np.ndarray) -> None:
+        """A sequence's elements, each ``head`` (4-aligned fields) then the float64 ``values`` row (8-aligned).
+
+        Only the first element may start at 4 mod 8; from the second on every element starts 8-aligned
+        (it follows float64s and starts with 4-aligned fields), so all of them have one layout: one block.
+        """
+        n = len(values)
+        if not n:
+            return
+        self.align(4)
+        self.buf += head
+        self.f64(values[0])
+        if n == 1:
+            return
+        pad = -len(head) % 8
+        width = len(head) + pad
+        block = np.zeros((n - 1, width + 8 * values.shape[1]), dtype=np.uint8)
+        block[:, : len(head)] = np.frombuffer(head, np.uint8)
+        block[:, width:] = np.ascontiguousarray(values[1:], dtype="<f8").view(np.uint8).reshape(n - 1, -1)
+        self.buf += block.tobytes()
+
+    def bytes(self) -> bytes:
+        return bytes(self.buf)
+
+
+def _header_bytes(stamp_ns: int, frame_id: str) -> bytes:
+    """A Header's bytes when it starts 4-aligned (its fields need no more)."""
+    c = _Cdr()
+    c.header(stamp_ns, frame_id)
+    return bytes(c.buf[4:])
+
+
+class ShapeCdr:
+    """CDR bytes of the messages :class:`~shape_sensing.pipelines.vine_imu.ShapeMessages` builds.
+
+    Args:
+        marker_rate: body marker rate, Hz (markers by estimate stamps, as ``ShapeMessages``).
+        diagnostics: status throttle, as ``ShapeMessages``'s (default: 1 Hz, the core's names).
+    """
+
+    def __init__(self, marker_rate: float = 5.0, diagnostics: DiagnosticsThrottle | None = None) -> None:
+        from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle
+
+        self.markers = RateThrottle(marker_rate)
+        self.diagnostics = diagnostics or DiagnosticsThrottle()
+
+    def build(self, shape: ShapeEstimate, _numbers: _Numbers | None = None) -> list[tuple[str, str, bytes]]:
+        """``(topic, type, CDR bytes)`` of one estimate, the topics and order of ``ShapeMessages.build``."""
+        stamp = shape.stamp_ns
+        cov6 = np.zeros((6, 6))
+        cov6[3, 3] = ORIENTATION_UNKNOWN
+        if shape.position_covariance is not None:
+            cov6[:3, :3] = shape.position_covariance[-1]
+        frame = shape.parent_frame
+        nb = _numbers or _Numbers(None, None, None)
+        out = [
+            ("/tf", "tf2_msgs/msg/TFMessage", nb.tf if nb.tf is not None else tf_cdr(shape)),
+            ("shape/path", "nav_msgs/msg/Path",
+             nb.path if nb.path is not None else path_cdr(stamp, frame, shape.backbone)),
+            ("shape/tip", "geometry_msgs/msg/PoseWithCovarianceStamped",
+             nb.tip if nb.tip is not None else tip_cdr(stamp, frame, shape.tip_pose, cov6)),
+        ]  # fmt: skip
+        statuses = self.diagnostics.add(stamp, shape.diagnostics)
+        if statuses is not None:
+            out.append(("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", diagnostics_cdr(stamp, statuses)))
+        if self.markers.ready(stamp):
+            out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", markers_cdr(shape)))
+        return out
+
+    def build_many(self, shapes: list[ShapeEstimate]) -> Iterator[list[tuple[str, str, bytes]]]:
+        """:meth:`build` of every estimate, in order, with the numbers of estimates of one size made at once.
+
+        Quaternions and path frames are computed for a block of estimates with the same number of frames and
+        backbone points by the same elementwise operations as for one (each row's numbers do not depend on the
+        others), so the bytes are those of :meth:`build`.
+        """
+        for start in range(0, len(shapes), _BLOCK):
+            block = shapes[start : start + _BLOCK]
+            numbers = _block_numbers(block)
+            for shape, nb in zip(block, numbers, strict=True):
+                yield self.build(shape, nb)
+
+
+class _Numbers(NamedTuple):
+    """Bytes of one estimate's TF, path and tip messages made for a block (``None``: make them one by one)."""
+
+    tf: bytes | None
+    path: bytes | None
+    tip: bytes | None
+
+
+_BLOCK = 512  # estimates whose messages are made at once
+
+
+def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
+    """TF, path and tip bytes of the estimates of a block that share one layout (sizes and frame ids).
+
+    For each layout the message is written once with zero numbers (:func:`_layouts`), recording where each
+    stamp and each float64 row goes; every estimate's copy then gets its stamps and rows with numpy.
+    """
+    out: list[_Numbers] = [_Numbers(None, None, None)] * len(shapes)
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for k, s in enumerate(shapes):
+        bb = np.asarray(s.backbone)
+        stamp = int(s.stamp_ns)
+        if (
+            len(s.frame_ids) == len(s.poses)
+            and bb.ndim == 2
+            and bb.shape[1] == 3
+            and len(bb) >= 2
+            and stamp >= 0
+            and stamp // NS_PER_S <= 2**31 - 1
+        ):
+            groups.setdefault((s.parent_frame, tuple(s.frame_ids), len(bb)), []).append(k)
+    for (parent, children, p), members in groups.items():
+        if len(members) < 2:
+            continue
+        g, n = len(members), len(children)
+        layouts = _layouts(parent, children, p)
+        poses = np.stack([np.asarray(shapes[k].poses, dtype=float) for k in members])  # (G, n, 4, 4)
+        tf = np.empty((g, n, 7))
+        tf[:, :, :3] = poses[:, :, :3, 3]
+        tf[:, :, 3:] = matrix_to_quat(poses.reshape(-1, 4, 4)[:, :3, :3]).reshape(g, n, 4)
+        frames = _poses_along_many(np.stack([np.asarray(shapes[k].backbone, dtype=float) for k in members]))
+        path = np.empty((g, p, 7))
+        path[:, :, :3] = frames[:, :, :3, 3]
+        path[:, :, 3:] = matrix_to_quat(frames.reshape(-1, 4, 4)[:, :3, :3]).reshape(g, p, 4)
+        tip_T = poses[:, -1]
+        tip = np.zeros((g, 7 + 36))
+        tip[:, :3] = tip_T[:, :3, 3]
+        tip[:, 3:7] = matrix_to_quat(tip_T[:, :3, :3])
+        cov6 = np.zeros((g, 6, 6))
+        cov6[:, 3, 3] = ORIENTATION_UNKNOWN
+        for j, k in enumerate(members):
+            pc = shapes[k].position_covariance
+            if pc is not None:
+                cov6[j, :3, :3] = pc[-1]
+        tip[:, 7:] = cov6.reshape(g, 36)
+        stamps = np.array([int(shapes[k].stamp_ns) for k in members], dtype=np.int64)
+        time = np.empty((g, 2), dtype="<u4")
+        time[:, 0] = (stamps // NS_PER_S).astype(np.uint32)  # int32 seconds >= 0: same bytes as uint32
+        time[:, 1] = (stamps % NS_PER_S).astype(np.uint32)
+        time_bytes = time.view(np.uint8)  # (G, 8)
+        made = []
+        for (template, stamp_at, value_at), values in zip(layouts, (tf, path, tip[:, None, :]), strict=True):
+            block = np.tile(np.frombuffer(template, np.uint8), (g, 1))
+            cols = (stamp_at[:, None] + np.arange(8)).reshape(-1)
+            block[:, cols] = np.tile(time_bytes, (1, len(stamp_at)))
+            width = 8 * values.shape[2]
+            vcols = (value_at[:, None] + np.arange(width)).reshape(-1)
+            block[:, vcols] = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).reshape(g, -1)
+            made.append(block)
+        for j, k in enumerate(members):
+            out[k] = _Numbers(made[0][j].tobytes(), made[1][j].tobytes(), made[2][j].tobytes())
+    return out
+
+
+_LAYOUTS: dict[tuple[str, tuple[str, ...], int], list[tuple[bytes, np.ndarray, np.ndarray]]] = {}
+
+
+def _layouts(parent: str, children: tuple[str, ...], p: int) -> list[tuple[bytes, np.ndarray, np.ndarray]]:
+    """``(template, stamp offsets, float64-row offsets)`` of the TF, path (``p`` poses) and tip messages."""
+    key = (parent, children, p)
+    found = _LAYOUTS.get(key)
+    if found is not None:
+        return found
+    head = _header_bytes(0, parent)
+    tf, tf_stamps, tf_rows = _Cdr(), [], []
+    tf.u32(len(children))
+    for child in children:  # as tf_cdr
+        tf.align(4)
+        tf_stamps.append(len(tf.buf))
+        tf.buf += head
+        tf.string(child)
+        tf.align(8)
+        tf_rows.append(len(tf.buf))
+        tf.buf += bytes(56)
+    path = _Cdr()
+    path_stamps, path_rows = [len(path.buf)], []
+    path.header(0, parent)
+    path.u32(p)
+    for _ in range(p):  # as rows()
+        path.align(4)
+        path_stamps.append(len(path.buf))
+        path.buf += head
+        path.align(8)
+        path_rows.append(len(path.buf))
+        path.buf += bytes(56)
+    tip = _Cdr()
+    tip.header(0, parent)
+    tip.align(8)
+    tip_row = len(tip.buf)
+    tip.buf += bytes(8 * 43)
+    found = [
+        (tf.bytes(), np.array(tf_stamps), np.array(tf_rows)),
+        (path.bytes(), np.array(path_stamps), np.array(path_rows)),
+        (tip.bytes(), np.array([4]), np.array([tip_row])),
+    ]
+    if len(_LAYOUTS) > 256:
+        _LAYOUTS.clear()
+    _LAYOUTS[key] = found
+    return found
+
+
+def _poses_along_many(points: np.ndarray) -> np.ndarray:
+    """:func:`~shape_sensing.messages.common._poses_along` of ``(G, P, 3)`` polylines (P >= 2), same operations."""
+    g, n = points.shape[:2]
+    out = np.tile(np.eye(4), (g, n, 1, 1))
+    out[:, :, :3, 3] = points
+    t = np.gradient(points, axis=1)
+    norm = np.linalg.norm(t, axis=2)
+    t = np.where(norm[:, :, None] > 1e-12, t / np.maximum(norm, 1e-12)[:, :, None], [0.0, 0.0, 1.0])
+    c = t[:, :, 2]
+    axis = np.stack([-t[:, :, 1], t[:, :, 0], np.zeros((g, n))], axis=2)
+    K = np.zeros((g, n, 3, 3))
+    K[:, :, 0, 2], K[:, :, 1, 2] = axis[:, :, 1], -axis[:, :, 0]
+    K[:, :, 2, 0], K[:, :, 2, 1] = -axis[:, :, 1], axis[:, :, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        f = np.where(1.0 + c > 1e-9, 1.0 / (1.0 + c), 0.0)
+    R = np.eye(3) + K + f[:, :, None, None] * (K @ K)
+    R[1.0 + c <= 1e-9] = np.diag([1.0, -1.0, -1.0])
+    out[:, :, :3, :3] = R
+    return out
+
+
+def tf_cdr(shape: ShapeEstimate, frame_prefix: str = "", values: np.ndarray | None = None) -> bytes:
+    """tf2_msgs/TFMessage of :func:`~shape_sensing.messages.common.shape_transforms` (as ``tf_message``)."""
+    c = _Cdr()
+    n = len(shape.frame_ids)
+    c.u32(n)
+    if not n:
+        return c.bytes()
+    if values is None:
+        mats = np.stack(list(shape.poses[:n])).astype(float, copy=False)
+        values = np.empty((n, 7))
+        values[:, :3] = mats[:, :3, 3]
+        values[:, 3:] = matrix_to_quat(mats[:, :3, :3])
+    head = _header_bytes(shape.stamp_ns, frame_prefix + shape.parent_frame)
+    for child, row in zip(shape.frame_ids, values, strict=True):
+        c.align(4)
+        c.buf += head
+        c.string(frame_prefix + child)
+        c.f64(row)
+    return c.bytes()
+
+
+def path_cdr(stamp_ns: int, frame_id: str, poses: np.ndarray, values: np.ndarray | None = None) -> bytes:
+    """nav_msgs/Path of :func:`~shape_sensing.messages.common.path_msg` (same arguments)."""
+    from shape_sensing.messages.common import _poses_along
+
+    if values is None:
+        poses = np.asarray(poses, dtype=float)
+        if poses.ndim == 2 and poses.shape[1] == 3:
+            poses = _poses_along(poses)
+        quats = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
+        values = np.empty((len(poses), 7))
+        values[:, :3] = poses[:, :3, 3]
+        values[:, 3:] = quats
+    c = _Cdr()
+    c.header(stamp_ns, frame_id)
+    c.u32(len(values))
+    c.rows(_header_bytes(stamp_ns, frame_id), values)
+    return c.bytes()
+
+
+def tip_cdr(
+    stamp_ns: int, frame_id: str, T: np.ndarray, covariance: np.ndarray, values: np.ndarray | None = None
+) -> bytes:
+    """geometry_msgs/PoseWithCovarianceStamped of ``pose_with_covariance_stamped`` (6x6 covariance)."""
+    cov = np.asarray(covariance, dtype=float)
+    if cov.shape != (6, 6):
+        raise MessageError(f"pose covariance must be 6x6, got shape {cov.shape}")
+    c = _Cdr()
+    c.header(stamp_ns, frame_id)
+    c.f64(_pose_values(np.asarray(T, dtype=float)) if values is None else np.ascontiguousarray(values))
+    c.f64(np.ascontiguousarray(cov.reshape(36), dtype=np.float64))
+    return c.bytes()
+
+
+def _pose_values(T: np.ndarray, quat: np.ndarray | None = None) -> np.ndarray:
+    """The 7 float64 of ``pose_msg(T, quat=quat)``: position, then ``[x, y, z, w]``."""
+    q = matrix_to_quat(T[:3, :3]) if quat is None else quat
+    return np.array(
+        [float(T[0, 3]), float(T[1, 3]), float(T[2, 3]), float(q[0]), float(q[1]), float(q[2]), float(q[3])]
+    )
+
+
+def diagnostics_cdr(stamp_ns: int, statuses: Iterable[DiagnosticStatus]) -> bytes:
+    """diagnostic_msgs/DiagnosticArray of ``diagnostic_array``."""
+    statuses = list(statuses)
+    c = _Cdr()
+    c.header(stamp_ns, "")
+    c.u32(len(statuses))
+    for s in statuses:
+        c.buf.append(int(s.level) & 0xFF)  # byte: no alignment
+        c.string(s.name)
+        c.string(s.message)
+        c.string(s.hardware_id)
+        c.u32(len(s.values))
+        for k, v in s.values.items():
+            c.string(k)
+            c.string(str(v))
+    return c.bytes()
+
+
+_EYE4 = np.eye(4)
+_UNIT_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
+
+
+def markers_cdr(
+    shape: ShapeEstimate,
+    *,
+    ns: str = "shape",
+    frame_prefix: str = "",
+    rgba: tuple[float, float, float, float] = (0.1, 0.6, 0.9, 0.6),
+    n_sigma: float = 2.0,
+) -> bytes:
+    """visualization_msgs/MarkerArray of :func:`~shape_sensing.messages.common.shape_markers` (same defaults)."""
+    from shape_sensing.messages.common import (
+        MARKER_LINE_STRIP,
+        MARKER_SPHERE,
+        MARKER_SPHERE_LIST,
+        MARKER_TRIANGLE_LIST,
+        _decimate,
+    )
+
+    head = _header_bytes(shape.stamp_ns, frame_prefix + shape.parent_frame)
+    vertices, corners = tube_mesh_indexed(_decimate(shape.backbone, 48), shape.radius, 8)
+    body = np.asarray(vertices, dtype=float).reshape(-1, 3)[corners]
+    markers: list[tuple[Any, ...]] = [
+        (f"{ns}/body", MARKER_TRIANGLE_LIST, None, (1.0, 1.0, 1.0), rgba, body),
+        (f"{ns}/backbone", MARKER_LINE_STRIP, None, (0.005, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0), shape.backbone),
+        (f"{ns}/frames", MARKER_SPHERE_LIST, None, (0.02, 0.02, 0.02), (1.0, 0.5, 0.0, 1.0), shape.poses[:, :3, 3]),
+    ]
+    if shape.position_covariance is not None:
+        scale, R = covariance_ellipsoid(shape.position_covariance[-1], n_sigma)
+        pose = make_transform(R, shape.poses[-1, :3, 3])
+        markers.append((f"{ns}/tip_covariance", MARKER_SPHERE, pose, scale, (1.0, 0.2, 0.2, 0.35), None))
+    c = _Cdr()
+    c.u32(len(markers))
+    for name, mtype, pose, scale, color, points in markers:
+        c.align(4)
+        c.buf += head
+        c.string(name)
+        c.align(4)
+        c.buf += _3I.pack(0, mtype, 0)  # id, type, action
+        values = _pose_values(_EYE4, _UNIT_QUAT) if pose is None else _pose_values(np.asarray(pose, dtype=float))
+        c.f64(values)
+        c.f64(np.array([float(scale[0]), float(scale[1]), float(scale[2])]))
+        c.buf += _4F.pack(*color)  # ColorRGBA float32, 4-aligned after float64s
+        c.buf += _TIME.pack(0, 0)  # lifetime
+        c.buf.append(0)  # frame_locked
+        pts = np.zeros((0, 3)) if points is None else np.asarray(points, dtype=float).reshape(-1, 3)
+        c.u32(len(pts))
+        if len(pts):
+            c.f64(np.ascontiguousarray(pts))  # Points: three float64 each, no padding between them
+        c.u32(0)  # colors
+        c.string("")  # texture_resource
+        c.header(0, "")  # texture: CompressedImage header, format, data
+        c.string("")
+        c.u32(0)
+        c.u32(0)  # uv_coordinates
+        c.string("")  # text
+        c.string("")  # mesh_resource
+        c.string("")  # mesh_file: filename, data
+        c.u32(0)
+        c.buf.append(0)  # mesh_use_embedded_materials
+    return c.bytes()
