@@ -42,14 +42,14 @@ setup(
         "scipy>=1.10,<2",
         "matplotlib>=3.6,<4",
         "PyYAML>=6.0,<7",
-        "rosbags>=0.10.4,<0.12",
-        "mcap>=1.1,<2",
-        "mcap-ros2-support>=0.5,<0.7",
+        "threadpoolctl>=3.1,<4",
+        "rosbags>=0.11.9,<0.12",
+        "mcap>=1.6,<2",
     ],
     extras_require={
         # drivers on real buses and their simulated twins (smbus2 I2C, pyserial pty, python-can virtual bus)
         "hardware": ["python-can>=4.1,<5", "pyserial>=3.5,<4", "smbus2>=0.4.2,<0.7"],
-        "test": ["pytest>=7.2", "hypothesis>=6.67", "easydubins>=1.3,<2"],
+        "test": ["pytest>=7.2", "hypothesis>=6.67", "easydubins>=1.3.1,<2", "mcap-ros2-support>=0.6,<0.7"],
     },
     zip_safe=False,
     maintainer="shape_sensing maintainers",

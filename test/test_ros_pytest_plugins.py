@@ -1,0 +1,72 @@
+"""The suite under ROS 2's pytest plugins (launch_testing, launch_pytest), which load wherever ROS 2 is sourced.
+
+launch_testing imports every test module from its own collection hook, outside pytest's per-module guard, so a
+module-level skip or import error ends the whole session with nothing run (``collected 0 items / 1 skipped``).
+Importing ``launch`` sets a logger class whose loggers do not propagate, which empties ``caplog``. These checks run
+everywhere; the ROS stage of .ci/run runs the whole suite with the plugins loaded.
+"""
+
+from __future__ import annotations
+
+import ast
+import logging
+from pathlib import Path
+
+import pytest
+from conftest import propagate_package_loggers
+
+TEST_DIR = Path(__file__).resolve().parent
+MODULE_LEVEL_SKIPS = {"importorskip", "skip"}
+
+
+def _module_level_skips(path: Path) -> list[str]:
+    """``pytest.importorskip``/``pytest.skip`` calls executed when the module is imported (outside any def)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        for node in ast.walk(stmt):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in MODULE_LEVEL_SKIPS
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "pytest"
+            ):
+                found.append(f"{path.name}:{node.lineno}")
+    return found
+
+
+def test_the_scan_finds_a_module_level_importorskip(tmp_path: Path) -> None:
+    bad = tmp_path / "test_bad.py"
+    bad.write_text('import pytest\nmod = pytest.importorskip("nope")\n\ndef test_x():\n    pytest.skip("fine")\n')
+    assert _module_level_skips(bad) == ["test_bad.py:2"]
+
+
+def test_no_test_module_skips_at_import() -> None:
+    offenders = [hit for path in sorted(TEST_DIR.glob("*.py")) for hit in _module_level_skips(path)]
+    assert offenders == [], "skip per test (a fixture or skipif mark), not at module level: " + ", ".join(offenders)
+
+
+def test_package_loggers_reach_caplog_under_a_non_propagating_logger_class(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    class NonPropagating(logging.Logger):  # what launch.logging installs with logging.setLoggerClass
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            self.propagate = False
+
+    name = "shape_sensing._probe_under_launch_logging"
+    monkeypatch.setattr(logging.root.manager, "loggerClass", NonPropagating)
+    monkeypatch.delitem(logging.root.manager.loggerDict, name, raising=False)
+    logger = logging.getLogger(name)
+    assert isinstance(logger, NonPropagating) and not logger.propagate
+    with caplog.at_level("WARNING"):
+        logger.warning("lost")
+    assert "lost" not in caplog.text  # what happened to three tests under launch_pytest
+    assert name in propagate_package_loggers()
+    with caplog.at_level("WARNING"):
+        logger.warning("seen")
+    assert "seen" in caplog.text
+    monkeypatch.delitem(logging.root.manager.loggerDict, name)
