@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
+# SHAPE_SENSING_TEST_INSTALLED=1 (the ROS stage of .ci/run, on a sourced colcon install): test the installed package
+# (which holds the rosidl-generated shape_sensing.msg) instead of this source tree.
+TEST_INSTALLED = os.environ.get("SHAPE_SENSING_TEST_INSTALLED") == "1"
+if not TEST_INSTALLED and str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    import shape_sensing
+
+    where = Path(shape_sensing.__file__).absolute().parent  # not resolved: a symlink install links to ROOT
+    if TEST_INSTALLED and where.parent == ROOT:
+        raise pytest.UsageError(f"SHAPE_SENSING_TEST_INSTALLED=1 but shape_sensing imports from the source tree {where}")
+    return f"shape_sensing from {where}"
 
 SHARED = ROOT.parent / "shared"
 
