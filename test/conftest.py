@@ -22,7 +22,7 @@ def pytest_report_header(config: pytest.Config) -> str:
 
     where = Path(shape_sensing.__file__).absolute().parent  # not resolved: a symlink install links to ROOT
     if TEST_INSTALLED and where.parent == ROOT:
-        raise pytest.UsageError(f"SHAPE_SENSING_TEST_INSTALLED=1 but shape_sensing imports from the source tree {where}")
+        raise pytest.UsageError(f"SHAPE_SENSING_TEST_INSTALLED=1 but shape_sensing imports from the sources {where}")
     return f"shape_sensing from {where}"
 
 SHARED = ROOT.parent / "shared"
