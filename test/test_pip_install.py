@@ -30,7 +30,8 @@ pytestmark = [
 
 
 def _clean_env(venv: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "AMENT", "ROS_", "COLCON"))}
+    drop = ("PYTHON", "VIRTUAL_ENV", "AMENT", "ROS_", "COLCON")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}/usr/bin{os.pathsep}/bin"
     return env
 
