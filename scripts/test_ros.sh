@@ -10,9 +10,10 @@
 #    matplotlib, ... so those are what is tested (Debian 12: numpy 1.24, scipy 1.10, matplotlib 3.6).
 # 2. `colcon build` plain and `--symlink-install`, each into its own build/install under $ROS_WS (default .ros-ws).
 # 3. On each sourced install, with the venv's interpreter and the installed package (not the source tree):
-#    the plain build runs the WHOLE suite (ROS-free tests on the distribution's stack under ROS's pytest plugins, the
-#    rclpy node tests, launch tests, rclpy-vs-rosbags serialisation); the symlink build runs the tests that need
-#    ROS 2. A run that collects nothing, or skips a test for want of rclpy, fails.
+#    the plain build runs the WHOLE suite with pytest (ROS-free tests on the distribution's stack under ROS's pytest
+#    plugins, the rclpy node tests, launch tests, rclpy-vs-rosbags serialisation); the symlink build runs the tests
+#    that need ROS 2 with pytest, then the whole suite again through `colcon test` (CMakeLists.txt registers it) and
+#    `colcon test-result`. A run that collects nothing, fails a test or skips one for want of rclpy fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -121,7 +122,8 @@ for mode in plain symlink; do
   # the venv's interpreter builds, so the console scripts run on it (distribution stack + requirements-ros.txt)
   VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" colcon --log-base "$base/log" build --paths "$ROOT" \
     --build-base "$base/build" --install-base "$base/install" "${extra[@]}" \
-    --event-handlers console_cohesion- summary+ --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python3" -DBUILD_TESTING=OFF
+    --event-handlers console_cohesion- summary+ \
+    --cmake-args -DPython3_EXECUTABLE="$VENV/bin/python3" -DBUILD_TESTING="$([ "$mode" = symlink ] && echo ON || echo OFF)"
   note "colcon build ($mode): [$(( $(clock) - t0 )) s]"
   (
     set +u
@@ -142,8 +144,26 @@ print("shape_sensing and shape_sensing.msg from", where)'
     if [ "$mode" = plain ]; then
       run_pytest "$mode-all" test/
     else
+      # the tests that need ROS 2, directly; then the whole suite the way a ROS user runs it: colcon test
       mapfile -t files < <(ros_test_files)
       run_pytest "$mode-ros" "${files[@]}"
+      t0=$(clock)
+      VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" colcon --log-base "$base/log" test --paths "$ROOT" \
+        --build-base "$base/build" --install-base "$base/install" --event-handlers console_cohesion- summary+
+      set +e
+      colcon test-result --test-result-base "$base/build" --all > "$WS/colcon-test-result.txt" 2>&1
+      set -e
+      tail -n 3 "$WS/colcon-test-result.txt"
+      result="$(grep -E '^Summary: [0-9]+ tests' "$WS/colcon-test-result.txt" || true)"
+      read -r n_tests n_errors n_failures < <(echo "$result" | sed -E 's/^Summary: ([0-9]+) tests, ([0-9]+) errors, ([0-9]+) failures.*/\1 \2 \3/')
+      xml="$base/build/shape_sensing/test_results/shape_sensing/shape_sensing_pytest.xunit.xml"
+      if [ -z "$result" ] || [ "${n_tests:-0}" -eq 0 ]; then echo "colcon test ran no test" >&2; exit 1; fi
+      if [ "$n_errors" -ne 0 ] || [ "$n_failures" -ne 0 ]; then
+        colcon test-result --test-result-base "$base/build" --verbose >&2 || true
+        exit 1
+      fi
+      if grep -q "needs rclpy" "$xml"; then echo "colcon test: tests skipped for want of rclpy" >&2; exit 1; fi
+      note "colcon test ($mode, whole suite): $result [$(( $(clock) - t0 )) s]"
     fi
   )
 done
