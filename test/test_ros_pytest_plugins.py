@@ -21,27 +21,33 @@ MODULE_LEVEL_SKIPS = {"importorskip", "skip"}
 
 def _module_level_skips(path: Path) -> list[str]:
     """``pytest.importorskip``/``pytest.skip`` calls executed when the module is imported (outside any def)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
     found = []
-    for stmt in tree.body:
-        if isinstance(stmt, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            continue
-        for node in ast.walk(stmt):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in MODULE_LEVEL_SKIPS
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "pytest"
-            ):
-                found.append(f"{path.name}:{node.lineno}")
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda | ast.ClassDef):
+            return  # runs when called, not at import (also inside an ``if`` at module level)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in MODULE_LEVEL_SKIPS
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "pytest"
+        ):
+            found.append(f"{path.name}:{node.lineno}")
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
     return found
 
 
 def test_the_scan_finds_a_module_level_importorskip(tmp_path: Path) -> None:
     bad = tmp_path / "test_bad.py"
-    bad.write_text('import pytest\nmod = pytest.importorskip("nope")\n\ndef test_x():\n    pytest.skip("fine")\n')
-    assert _module_level_skips(bad) == ["test_bad.py:2"]
+    bad.write_text(
+        'import pytest\nmod = pytest.importorskip("nope")\n\ndef test_x():\n    pytest.skip("fine")\n'
+        'if mod is None:\n    def test_y():\n        pytest.skip("fine")\nelse:\n    pytest.skip("not fine")\n'
+    )
+    assert _module_level_skips(bad) == ["test_bad.py:2", "test_bad.py:10"]
 
 
 def test_no_test_module_skips_at_import() -> None:
