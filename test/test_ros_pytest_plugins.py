@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import logging
+import os
 from pathlib import Path
 
 import pytest
@@ -76,3 +77,36 @@ def test_package_loggers_reach_caplog_under_a_non_propagating_logger_class(
         logger.warning("seen")
     assert "seen" in caplog.text
     monkeypatch.delitem(logging.root.manager.loggerDict, name)
+
+
+_IMPORTING_PLUGIN = '''
+import importlib.util, pytest
+
+def pytest_pycollect_makemodule(module_path, parent):
+    # as launch_testing's hook does: import the module itself, outside pytest's per-module guard
+    spec = importlib.util.spec_from_file_location(module_path.stem, module_path)
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+    return pytest.Module.from_parent(parent, path=module_path)
+'''
+
+
+def test_a_run_that_collects_nothing_fails(tmp_path: Path) -> None:
+    """A module-level importorskip under a plugin that imports test modules itself (launch_testing does) ends the
+    session with nothing collected; pytest says exit 5, which colcon test accepts; this suite's conftest makes it 1."""
+    import subprocess
+    import sys
+
+    (tmp_path / "importing_plugin.py").write_text(_IMPORTING_PLUGIN)
+    (tmp_path / "test_a.py").write_text('import pytest\npytest.importorskip("no_such_module_x")\n\ndef test_a():\n'
+                                        '    pass\n')
+    (tmp_path / "test_b.py").write_text("def test_b():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if k != "SHAPE_SENSING_TEST_INSTALLED"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path), str(TEST_DIR), os.environ.get("PYTHONPATH")]))
+    base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "importing_plugin", str(tmp_path)]
+    plain = subprocess.run([*base, "--rootdir", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
+                           env=env, check=False)
+    assert plain.returncode == 5, plain.stdout  # test_b never ran: the whole session was skipped
+    ours = subprocess.run([*base, "-p", "conftest", "--rootdir", str(tmp_path)], cwd=tmp_path, capture_output=True,
+                          text=True, env=env, check=False)
+    assert ours.returncode == 1, ours.stdout
+    assert "no test was collected; that is a failure" in ours.stdout
