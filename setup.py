@@ -20,6 +20,12 @@ NODES = {
     "bno055_chain": "bno055_chain",
     "continuum_estimator": "continuum_estimator",
     "growth_planner": "growth_planner",
+    "tof_ring": "tof_ring",
+    "base_station": "base_station",
+    "contact_cap": "contact_cap",
+    "netft": "netft",
+    "collision_pivot_estimator": "collision_pivot_estimator",
+    "vine_collision_simulator": "vine_collision_simulator",
 }
 
 setup(
@@ -48,7 +54,8 @@ setup(
     ],
     extras_require={
         # drivers on real buses and their simulated twins (smbus2 I2C, pyserial pty, python-can virtual bus)
-        "hardware": ["python-can>=4.1,<5", "pyserial>=3.5,<4", "smbus2>=0.4.2,<0.7"],
+        # and ST's VL53L5CX firmware image, shipped in SparkFun's package (read as data)
+        "hardware": ["python-can>=4.1,<5", "pyserial>=3.5,<4", "smbus2>=0.4.2,<0.7", "sparkfun-qwiic-vl53l5cx>=2.0,<3"],
         "test": ["pytest>=7.2", "hypothesis>=6.67", "easydubins>=1.3.1,<2", "mcap-ros2-support>=0.6,<0.7"],
     },
     zip_safe=False,

@@ -22,6 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "eval-continuum": ("shape_sensing.eval_continuum", "score the continuum estimator on a space_time_continuum trial"),
     "calibrate-bno055": ("shape_sensing.calibrate_bno055", "capture the BNO055 chain's calibration profiles to YAML"),
     "figure4": ("shape_sensing.figure4", "growth planner: the seed paper's Figure 4 (robot A), open and closed loop"),
+    "calibrate-base-station": (
+        "shape_sensing.calibrate_base_station",
+        "vine robot base station: metres per encoder count from tape-measured growth trials",
+    ),
 }
 
 

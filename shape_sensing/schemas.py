@@ -21,6 +21,12 @@ NODE_SCHEMAS: dict[str, str] = {
     "bno055_chain": "shape_sensing.drivers.bno055_chain:SCHEMA",
     "continuum_estimator": "shape_sensing.estimators.continuum.online:SCHEMA",
     "growth_planner": "shape_sensing.planning.growth_planner:SCHEMA",
+    "tof_ring": "shape_sensing.drivers.tof_ring:SCHEMA",
+    "base_station": "shape_sensing.drivers.base_station:SCHEMA",
+    "contact_cap": "shape_sensing.drivers.contact_cap:SCHEMA",
+    "netft": "shape_sensing.drivers.netft:SCHEMA",
+    "collision_pivot_estimator": "shape_sensing.estimators.collision_pivot:SCHEMA",
+    "vine_collision_simulator": "shape_sensing.sim.vine_collision:SCHEMA",
 }
 
 

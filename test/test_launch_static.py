@@ -732,7 +732,7 @@ def used_by_source(source: str) -> dict[str, str]:
             names = [node.args[0].value]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             m = _TYPE_NAME.fullmatch(node.value)
-            if m:
+            if m and m.group(1) != PACKAGE:  # the package's own msg/ interfaces are built with it
                 found.setdefault(m.group(1), f"type {node.value}")
         for name in names:
             top = name.split(".")[0]

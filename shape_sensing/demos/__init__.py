@@ -14,5 +14,13 @@ DEMOS: dict[str, tuple[str, str]] = {
         "shape_sensing.demos.hyper_redundant",
         "hyper-redundant robot of 2-DoF modules with WT901 sensors, rigid-module shape estimate",
     ),
+    "tof-rings": (
+        "shape_sensing.demos.tof_rings",
+        "3 sensor rings (9 VL53L5CX ToF, 3 ISM330BX IMUs) through the real drivers and register-level simulators",
+    ),
     "growing": ("shape_sensing.demos.growing", "tip-growing robot planned with 3D Dubins paths, open and closed loop"),
+    "vine-collision": (
+        "shape_sensing.demos.vine_collision",
+        "vine robot localised from collisions (base station, contact cap, force sensor, pivot Kalman filter)",
+    ),
 }

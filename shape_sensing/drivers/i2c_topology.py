@@ -115,7 +115,15 @@ class Topology:
             address on one segment.
     """
 
-    def __init__(self, muxes: Sequence[MuxSpec], sensors: Sequence[SensorSpec]) -> None:
+    def __init__(
+        self,
+        muxes: Sequence[MuxSpec],
+        sensors: Sequence[SensorSpec],
+        *,
+        sensor_addresses: Sequence[int] | None = BNO055_ADDRESSES,
+        sensor_kind: str = "BNO055",
+    ) -> None:
+        allowed = tuple(range(0x08, 0x78)) if sensor_addresses is None else tuple(sensor_addresses)
         self.muxes: dict[str, MuxSpec] = {}
         for m in muxes:
             if not m.name:
@@ -138,9 +146,10 @@ class Topology:
             if s.name in names:
                 raise TopologyError(f"sensor name {s.name!r} is used twice")
             names.add(s.name)
-            if s.address not in BNO055_ADDRESSES:
+            if s.address not in allowed:
+                expected = " or ".join(f"{a:#04x}" for a in allowed) if len(allowed) <= 4 else "0x08-0x77"
                 raise TopologyError(
-                    f"sensor {s.name!r}: address {s.address:#04x} is not a BNO055 address (expected 0x28 or 0x29)"
+                    f"sensor {s.name!r}: address {s.address:#04x} is not a {sensor_kind} address (expected {expected})"
                 )
             self._check_attachment(f"sensor {s.name!r}", s.mux, s.channel)
             self.sensors.append(s)
@@ -149,8 +158,8 @@ class Topology:
 
     # -- construction ----------------------------------------------------------
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> Topology:
-        """Build from the parallel-array parameters (see the module docstring)."""
+    def from_params(cls, params: Mapping[str, Any], **kwargs: Any) -> Topology:
+        """Build from the parallel-array parameters (see the module docstring); ``kwargs`` go to the constructor."""
 
         def arr(name: str) -> list[Any]:
             value = params.get(name, [])
@@ -177,7 +186,7 @@ class Topology:
             SensorSpec(str(n), str(f) or str(n), int(a), str(m), int(c))
             for n, f, a, m, c in zip(*sensor_fields, strict=True)
         ]
-        return cls(muxes, sensors)
+        return cls(muxes, sensors, **kwargs)
 
     def to_params(self) -> dict[str, list[Any]]:
         """The parallel-array parameters of this topology (inverse of :meth:`from_params`)."""

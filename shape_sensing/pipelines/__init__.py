@@ -27,4 +27,5 @@ PIPELINES: dict[str, str] = {
     "vine-imu": "shape_sensing.pipelines.vine_imu",
     "hyper-redundant": "shape_sensing.pipelines.hyper_redundant",
     "continuum": "shape_sensing.pipelines.continuum",
+    "vine-collision": "shape_sensing.pipelines.vine_collision",
 }

@@ -61,9 +61,9 @@ _IMU = "sensor_msgs/msg/Imu"
 def matches(topics: dict[str, str]) -> bool:
     """Whether a bag holds this pipeline's inputs: PoseWithCovarianceStamped topics that are no estimate
     (``shape/``), or Imu topics that the IMU-only pipelines do not claim (``imu_NN/data``, ``imu/platform_N``)."""
-    from shape_sensing.pipelines import hyper_redundant, vine_imu
+    from shape_sensing.pipelines import hyper_redundant, vine_collision, vine_imu
 
-    others = (vine_imu.IMU_TOPIC_RE, hyper_redundant.IMU_TOPIC_RE)
+    others = (vine_imu.IMU_TOPIC_RE, hyper_redundant.IMU_TOPIC_RE, vine_collision.IMU_TOPIC_RE)
     return any(
         (ty == _POSE and "/shape/" not in t) or (ty == _IMU and not any(r.search(t) for r in others))
         for t, ty in topics.items()

@@ -19,11 +19,12 @@ devices' own faults (a dead or stuck mux, a sensor reset).
 
 from __future__ import annotations
 
+import ctypes
 import errno
 from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -186,6 +187,27 @@ class SimI2CBus:
             raise ValueError(f"Data length cannot exceed 32 bytes: {len(data)}")
         self._transfer("write_i2c_block_data", i2c_addr, bytes([register & 0xFF, *[d & 0xFF for d in data]]), 0)
 
+    def i2c_rdwr(self, *msgs: Any) -> None:
+        """Combined transfer (Linux ``I2C_RDWR``): the messages of ``smbus2.i2c_msg`` joined by repeated STARTs.
+
+        Each message is ``addr``, ``flags`` (bit 0: read), ``len`` and ``buf``; read messages are filled in
+        place, as the kernel fills them. All messages must go to one address (the drivers never mix them).
+        """
+        if not msgs:
+            raise ValueError("i2c_rdwr needs at least one message")
+        address = int(msgs[0].addr)
+        if any(int(m.addr) != address for m in msgs):
+            raise ValueError(f"i2c_rdwr messages to several addresses: {[hex(int(m.addr)) for m in msgs]}")
+        parts: list[tuple[bool, bytes | int]] = []
+        for m in msgs:
+            if int(m.flags) & 0x0001:
+                parts.append((True, int(m.len)))
+            else:
+                parts.append((False, ctypes.string_at(m.buf, int(m.len))))
+        replies = self._transfer_msgs("i2c_rdwr", address, parts)
+        for m, reply in zip((m for m in msgs if int(m.flags) & 0x0001), replies, strict=True):
+            ctypes.memmove(m.buf, reply, len(reply))
+
     def sleep(self, seconds: float) -> None:
         """Advance the virtual clock (inject as the drivers' ``sleep``)."""
         self.now_ns += int(seconds * 1e9)
@@ -243,6 +265,45 @@ class SimI2CBus:
         self.stats.conflicts += conflict
         self._log(Transaction(t0, op, address, len(written), nread, nbytes, nbits, True, conflict))
         return data
+
+    def _transfer_msgs(self, op: str, address: int, parts: list[tuple[bool, bytes | int]]) -> list[bytes]:
+        """One START ... STOP with several messages (``(is_read, data or length)``), Sr between them."""
+        if self.closed:
+            raise OSError(errno.EBADF, "bus is closed")
+        if not 0 <= address <= 0x7F:
+            raise ValueError(f"I2C address {address!r} out of range 0-0x7f")
+        devices = [d for d in self.routes().get(address, []) if d.acks()]
+        t0 = self.now_ns
+        if not devices or (address in self.nack_rate and self.rng.random() < self.nack_rate[address]):
+            self._log(Transaction(t0, op, address, 0, 0, 1, 1 + 9 + 1, False, error="nack"))
+            self.stats.nacks += 1
+            raise OSError(errno.EREMOTEIO, f"Remote I/O error (no ACK from {address:#04x})")
+        written = sum(len(p) for _, p in parts if isinstance(p, bytes))
+        nread = sum(p for _, p in parts if isinstance(p, int))
+        nbytes = len(parts) + written + nread  # one address byte per message
+        nbits = 1 + (len(parts) - 1) + 1 + 9 * nbytes  # START, Sr per extra message, STOP
+        if address in self.timeout_rate and self.rng.random() < self.timeout_rate[address]:
+            self._log(Transaction(t0, op, address, written, nread, nbytes, nbits, False, error="timeout"))
+            self.stats.timeouts += 1
+            self.now_ns += int(self.timeout_s * 1e9)
+            raise TimeoutError(errno.ETIMEDOUT, f"Connection timed out (clock stretched by {address:#04x})")
+        replies: list[bytes] = []
+        for _, p in parts:
+            if isinstance(p, int):
+                got = [d.i2c_read(p, t0) for d in devices]
+                data = got[0]
+                if len(got) > 1:
+                    data = bytes(np.bitwise_and.reduce(np.frombuffer(b"".join(got), np.uint8).reshape(len(got), -1)))
+                replies.append(data)
+            else:
+                for d in devices:
+                    d.i2c_write(p, t0)
+                if any(hasattr(d, "open_segments") or d.address != address for d in devices):
+                    self._routes = None  # a mux switched, or a device took a new address
+        conflict = len(devices) > 1
+        self.stats.conflicts += conflict
+        self._log(Transaction(t0, op, address, written, nread, nbytes, nbits, True, conflict))
+        return replies
 
     def _log(self, tx: Transaction) -> None:
         self.log.append(tx)

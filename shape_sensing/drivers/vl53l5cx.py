@@ -1,0 +1,791 @@
+"""ST VL53L5CX multi-zone time-of-flight sensor on an smbus2-like I2C bus (the ST "ULD" sequence, in Python).
+
+This is our own implementation of the sequence of ST's Ultra Lite Driver
+(VL53L5CX_ULD_API, ``vl53l5cx_api.c``) over ``smbus2`` combined transfers
+with 16-bit register indices: boot with the firmware uploaded to the chip in
+three pages, the boot-ROM and MCU handshake polls, the NVM offset and default
+crosstalk buffers, the default configuration, the DCI (device configuration
+interface) reads and writes, ranging with an explicit output list, data-ready
+from the stream counter, and the frame's block headers. What ST ships as
+binary data (the 84 kB firmware image, the 972-byte default configuration,
+the 776-byte default crosstalk and the 40-byte NVM command) is loaded by
+:class:`UldBuffers` from the pinned ``sparkfun-qwiic-vl53l5cx`` package (or a
+directory given by the user); see the README for that choice.
+
+Every operation that waits on the chip is a *step generator*: it yields the
+seconds to wait before its next bus access, so a scheduler can interleave
+several sensors (:mod:`shape_sensing.drivers.tof_ring`) and no sensor holds
+the bus longer than one transfer (firmware chunks are ``upload_chunk`` bytes).
+:func:`run_steps` runs one to the end with ``sleep`` for simple uses.
+
+Register facts used (vl53l5cx_api.h / .c):
+
+* page select 0x7FFF; page 0: device id 0x0000 = 0xF0, revision 0x0001 = 0x02,
+  I2C address 0x0004 (7-bit), GO2 status 0x0006/0x0007; page 1: 0x0021
+  firmware-access flag 0x10; firmware pages 0x09, 0x0A, 0x0B (0x8000,
+  0x8000, 0x5000 bytes); page 2: results from 0x0000, UI command area
+  0x2C00-0x2FFF (status 0x2C00, data from 0x2C04, a command ends at 0x2FFF).
+* DCI indices: zone config 0x5450, frequency 0x5458, integration time 0x545C,
+  ranging mode 0xAD30, DSS config 0xAD38, target order 0xAE64, sharpener
+  0xAED8, single range 0xD964, output config 0xD968, output enables 0xD970,
+  output list 0xD980, pipe control 0xDB80, glare filter 0xE108; range data
+  content 0x5440.
+* Block headers (type 4 bits, size 12 bits, index 16 bits): metadata
+  0x54B400C0, common 0x54C00040, ambient 0x54D00104, SPAD count 0x55D00404,
+  targets detected 0xCF7C0401, signal 0xCFBC0404, sigma 0xD2BC0402,
+  distance 0xD33C0402, reflectance 0xD43C0401, status 0xD47C0401, motion
+  0xCC5008C0. Units: distance /4 mm, sigma /128 mm, signal and ambient /2048
+  kcps per SPAD, silicon temperature int8 at byte 8 of the metadata block.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import struct
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from shape_sensing.drivers.errors import DriverConfigError, DriverError
+from shape_sensing.geometry import FloatArray
+
+__all__ = [
+    "BH",
+    "DCI",
+    "DEFAULT_OUTPUTS",
+    "FIRMWARE_PAGES",
+    "FIRMWARE_SIZE",
+    "VL53L5CX_DEFAULT_ADDRESS",
+    "TofReading",
+    "UldBuffers",
+    "Vl53l5cx",
+    "Vl53l5cxError",
+    "frame_size",
+    "parse_frame",
+    "run_steps",
+    "swap_words",
+]
+
+_log = logging.getLogger(__name__)
+
+VL53L5CX_DEFAULT_ADDRESS = 0x29  # 0x52 in ST's 8-bit notation
+DEVICE_ID = 0xF0
+REVISION_ID = 0x02
+FIRMWARE_SIZE = 0x15000
+FIRMWARE_PAGES = ((0x09, 0x0000, 0x8000), (0x0A, 0x8000, 0x8000), (0x0B, 0x10000, 0x5000))
+CONFIGURATION_SIZE = 972
+XTALK_BUFFER_SIZE = 776
+OFFSET_BUFFER_SIZE = 488
+NVM_DATA_SIZE = 492
+NVM_CMD_SIZE = 40
+TEMPORARY_BUFFER_SIZE = 1452
+UI_CMD_STATUS = 0x2C00
+UI_CMD_START = 0x2C04
+UI_CMD_END = 0x2FFF
+PAGE = 0x7FFF
+MAX_MESSAGE = 8192  # Linux i2c-dev message limit
+
+
+class DCI:
+    """DCI indices (firmware variables)."""
+
+    RANGE_DATA_CONTENT = 0x5440
+    ZONE_CONFIG = 0x5450
+    FREQ_HZ = 0x5458
+    INT_TIME = 0x545C
+    FW_NB_TARGET = 0x5478
+    RANGING_MODE = 0xAD30
+    DSS_CONFIG = 0xAD38
+    TARGET_ORDER = 0xAE64
+    SHARPENER = 0xAED8
+    SINGLE_RANGE = 0xD964
+    OUTPUT_CONFIG = 0xD968
+    OUTPUT_ENABLES = 0xD970
+    OUTPUT_LIST = 0xD980
+    PIPE_CONTROL = 0xDB80
+    GLARE_FILTER = 0xE108
+
+
+class BH:
+    """Block headers of the output list, in the ULD's order (bit ``i`` of the enables word selects entry ``i``)."""
+
+    START = 0x0000000D
+    METADATA = 0x54B400C0
+    COMMONDATA = 0x54C00040
+    AMBIENT_RATE = 0x54D00104
+    SPAD_COUNT = 0x55D00404
+    NB_TARGET_DETECTED = 0xCF7C0401
+    SIGNAL_RATE = 0xCFBC0404
+    RANGE_SIGMA_MM = 0xD2BC0402
+    DISTANCE = 0xD33C0402
+    REFLECTANCE = 0xD43C0401
+    TARGET_STATUS = 0xD47C0401
+    MOTION_DETECT = 0xCC5008C0
+    ORDER = (
+        START, METADATA, COMMONDATA, AMBIENT_RATE, SPAD_COUNT, NB_TARGET_DETECTED, SIGNAL_RATE,
+        RANGE_SIGMA_MM, DISTANCE, REFLECTANCE, TARGET_STATUS, MOTION_DETECT,
+    )  # fmt: skip
+
+
+# Outputs read by default: the three mandatory blocks plus what TofFrame carries (ambient, targets
+# detected, signal, sigma, distance, status); SPAD count, reflectance and motion are left out (bus time).
+DEFAULT_OUTPUTS = ("AMBIENT_RATE", "NB_TARGET_DETECTED", "SIGNAL_RATE", "RANGE_SIGMA_MM", "DISTANCE", "TARGET_STATUS")
+_OUTPUT_BIT = {name: i for i, name in enumerate(
+    ("START", "METADATA", "COMMONDATA", "AMBIENT_RATE", "SPAD_COUNT", "NB_TARGET_DETECTED", "SIGNAL_RATE",
+     "RANGE_SIGMA_MM", "DISTANCE", "REFLECTANCE", "TARGET_STATUS", "MOTION_DETECT"))}  # fmt: skip
+
+TARGET_ORDER_CLOSEST = 1
+TARGET_ORDER_STRONGEST = 2
+FIELD_OF_VIEW_RAD = float(np.deg2rad(45.0))  # square field of view (datasheet: 45 deg horizontal and vertical)
+
+
+class Vl53l5cxError(DriverError):
+    """The chip did not answer a handshake as the ULD expects (timeout, MCU error, bad frame size)."""
+
+
+class I2cBus(Protocol):
+    """The part of ``smbus2.SMBus`` the driver uses."""
+
+    def i2c_rdwr(self, *msgs: Any) -> None: ...
+
+
+@dataclass(frozen=True)
+class UldBuffers:
+    """ST's binary buffers of the ULD: firmware image, default configuration, default crosstalk, NVM command."""
+
+    firmware: bytes
+    default_configuration: bytes
+    default_xtalk: bytes
+    get_nvm_cmd: bytes
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        for name, data, size in (
+            ("firmware", self.firmware, FIRMWARE_SIZE),
+            ("default_configuration", self.default_configuration, CONFIGURATION_SIZE),
+            ("default_xtalk", self.default_xtalk, XTALK_BUFFER_SIZE),
+            ("get_nvm_cmd", self.get_nvm_cmd, NVM_CMD_SIZE),
+        ):
+            if len(data) != size:
+                raise DriverConfigError(
+                    f"VL53L5CX {name} from {self.source or 'memory'} has {len(data)} bytes, expected {size}"
+                )
+
+    @classmethod
+    def from_dir(cls, path: str | os.PathLike[str]) -> UldBuffers:
+        """Load ``firmware.bin``, ``default_configuration.bin``, ``default_xtalk.bin``, ``get_nvm_cmd.bin``."""
+        p = Path(path)
+        names = ("firmware.bin", "default_configuration.bin", "default_xtalk.bin", "get_nvm_cmd.bin")
+        missing = [n for n in names if not (p / n).is_file()]
+        if missing:
+            raise DriverConfigError(f"VL53L5CX firmware directory {str(p)!r} lacks {missing}")
+        fw, cfg, xtalk, nvm = ((p / n).read_bytes() for n in names)
+        return cls(fw, cfg, xtalk, nvm, source=str(p))
+
+    @classmethod
+    def from_package(cls) -> UldBuffers:
+        """The buffers shipped in the pinned ``sparkfun-qwiic-vl53l5cx`` distribution (read as files, not imported)."""
+        try:
+            dist = importlib.metadata.distribution("sparkfun_qwiic_vl53l5cx")
+        except importlib.metadata.PackageNotFoundError as exc:
+            raise DriverConfigError(
+                "VL53L5CX firmware: the package sparkfun-qwiic-vl53l5cx is not installed "
+                "(pip install sparkfun-qwiic-vl53l5cx==2.0.0) and no firmware_dir was given"
+            ) from exc
+        return cls.from_dir(Path(str(dist.locate_file("qwiic_vl53l5cx/vl53l5cx_bin"))))
+
+
+def load_buffers(firmware_dir: str = "") -> UldBuffers:
+    """From ``firmware_dir`` when given, else from the package."""
+    return UldBuffers.from_dir(firmware_dir) if firmware_dir else UldBuffers.from_package()
+
+
+def swap_words(data: bytes | bytearray) -> bytes:
+    """Reverse the bytes of every 4-byte word (the ULD's ``SwapBuffer``; the chip's words are big-endian)."""
+    n = len(data) - len(data) % 4
+    a = np.frombuffer(bytes(data[:n]), np.uint8).reshape(-1, 4)[:, ::-1]
+    return a.tobytes() + bytes(data[n:])
+
+
+def _bh_fields(bh: int) -> tuple[int, int, int]:
+    return bh & 0xF, (bh >> 4) & 0xFFF, bh >> 16
+
+
+def output_list(resolution: int, outputs: tuple[str, ...] = DEFAULT_OUTPUTS) -> tuple[list[int], list[int], int]:
+    """The output list, the enables words and the frame size in bytes, as ``vl53l5cx_start_ranging`` computes them.
+
+    ``resolution`` is the number of zones (16 or 64); one target per zone.
+    """
+    unknown = [o for o in outputs if o not in _OUTPUT_BIT or _OUTPUT_BIT[o] < 3]
+    if unknown:
+        raise DriverConfigError(f"VL53L5CX outputs {unknown} invalid: expected among {list(_OUTPUT_BIT)[3:]}")
+    enables = [0x7, 0, 0, 0xC0000000]
+    for o in outputs:
+        enables[0] |= 1 << _OUTPUT_BIT[o]
+    lst = list(BH.ORDER)
+    size = 0
+    for i, bh in enumerate(lst):
+        if bh == 0 or not enables[i // 32] & (1 << (i % 32)):
+            continue
+        typ, sz, idx = _bh_fields(bh)
+        if 0x1 <= typ < 0x0D:
+            sz = resolution  # one target per zone (ambient and SPAD count are per zone anyway)
+            lst[i] = (idx << 16) | (sz << 4) | typ
+            size += typ * sz
+        else:
+            size += sz
+        size += 4
+    size += 24
+    return lst, enables, size
+
+
+def frame_size(resolution: int, outputs: tuple[str, ...] = DEFAULT_OUTPUTS) -> int:
+    """Bytes of one ranging frame (what one results read moves)."""
+    return output_list(resolution, outputs)[2]
+
+
+@dataclass
+class TofReading:
+    """One frame as the chip reports it (first target per zone)."""
+
+    stamp_ns: int
+    resolution: int  # zones: 16 or 64
+    stream_count: int
+    silicon_temp_degc: float
+    distance_mm: FloatArray  # along the boresight; 0 where the chip clamps negatives
+    range_sigma_mm: FloatArray
+    target_status: np.ndarray  # uint8
+    nb_target_detected: np.ndarray  # uint8
+    signal_per_spad: FloatArray  # kcps/SPAD
+    ambient_per_spad: FloatArray  # kcps/SPAD
+    bytes_read: int = 0
+
+    @property
+    def zones_per_side(self) -> int:
+        return 8 if self.resolution == 64 else 4
+
+    def valid(self) -> np.ndarray:
+        """Zones with a target and status 5 or 9 (UM2884: the fully valid ones)."""
+        return (self.nb_target_detected > 0) & np.isin(self.target_status, (5, 9))
+
+
+def _parse_blocks(buf: bytes, z: int, out: TofReading) -> bool:
+    """Walk the block headers from byte 16, filling ``out``; returns whether the targets block was present."""
+    n = len(buf)
+    i = 16
+    have_targets = False
+    while i < n:
+        (bh,) = struct.unpack_from("<I", buf, i)
+        typ, size, idx = _bh_fields(bh)
+        msize = typ * size if 0x1 < typ < 0x0D else size
+        p = i + 4
+        if idx == 0x54B4:
+            out.silicon_temp_degc = float(struct.unpack_from("<b", buf, i + 12)[0])
+        elif idx == 0x54D0:
+            out.ambient_per_spad = np.frombuffer(buf, "<u4", z, p) / 2048.0
+        elif idx == 0xCF7C:
+            out.nb_target_detected = np.frombuffer(buf, "u1", z, p).copy()
+            have_targets = True
+        elif idx == 0xCFBC:
+            out.signal_per_spad = np.frombuffer(buf, "<u4", z, p) / 2048.0
+        elif idx == 0xD2BC:
+            out.range_sigma_mm = np.frombuffer(buf, "<u2", z, p) / 128.0
+        elif idx == 0xD33C:
+            out.distance_mm = np.maximum(np.frombuffer(buf, "<i2", z, p) / 4.0, 0.0)
+        elif idx == 0xD47C:
+            out.target_status = np.frombuffer(buf, "u1", z, p).copy()
+        i = p + msize
+    return have_targets
+
+
+def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
+    """Parse a results buffer read from page 2 address 0 (device byte order), as ``vl53l5cx_get_ranging_data``.
+
+    Units as the ULD converts them, but kept fractional (the ULD truncates to integers): distance raw/4 mm
+    (negative clamped to 0), sigma raw/128 mm, signal and ambient raw/2048 kcps/SPAD; zones without a target
+    get status 255.
+
+    Raises:
+        Vl53l5cxError: the header and footer frame ids differ (a torn or corrupted frame).
+    """
+    stream = raw[0]
+    buf = swap_words(raw)
+    n = len(buf)
+    header_id = (buf[8] << 8) | buf[9]
+    footer_id = (buf[n - 4] << 8) | buf[n - 3]
+    if header_id != footer_id:
+        raise Vl53l5cxError(f"corrupted frame: header id {header_id:#06x} != footer id {footer_id:#06x}")
+    z = resolution
+    out = TofReading(
+        stamp_ns, z, stream, 0.0, np.zeros(z), np.zeros(z), np.full(z, 255, np.uint8), np.zeros(z, np.uint8),
+        np.zeros(z), np.zeros(z), len(raw),
+    )  # fmt: skip
+    try:
+        have_targets = _parse_blocks(buf, z, out)
+    except (ValueError, struct.error) as exc:  # a block header pointing past the buffer: a malformed frame
+        raise Vl53l5cxError(f"malformed frame ({exc})") from exc
+    if have_targets:
+        out.target_status[out.nb_target_detected == 0] = 255  # as the ULD: no target detected -> status 255
+    else:
+        out.nb_target_detected[:] = 1  # not read: every zone counts as having its (first) target
+    return out
+
+
+Steps = Generator[float, None, Any]
+
+
+def run_steps(steps: Steps, sleep: Callable[[float], None] = time.sleep) -> Any:
+    """Run a step generator to its end, sleeping the waits it asks for; returns its value."""
+    try:
+        while True:
+            wait = next(steps)
+            if wait > 0:
+                sleep(wait)
+    except StopIteration as stop:
+        return stop.value
+
+
+class Vl53l5cx:
+    """One VL53L5CX.
+
+    Args:
+        bus: ``smbus2.SMBus``-like with ``i2c_rdwr``.
+        address: 7-bit address (0x29 at power-up).
+        buffers: ST's binary buffers (:meth:`UldBuffers.from_package`).
+        clock: host clock in ns; inject the simulated bus clock in simulation.
+        i2c_msg: the ``smbus2.i2c_msg`` class (default imported from smbus2).
+        upload_chunk: bytes per firmware/buffer write transfer (<= 8190: 2 index bytes + data <= 8192).
+        outputs: optional output blocks read per frame (see :data:`DEFAULT_OUTPUTS`).
+        poll_timeout: seconds before a handshake poll gives up (the ULD uses 2 s).
+        retries: times a transfer that was not acknowledged (or timed out) is sent again before the error
+            propagates. Every transfer of the sequence is idempotent (the same bytes to the same index), so a
+            NACK on the bus costs one transfer, not a new 90 kB boot; :attr:`retried` counts them.
+    """
+
+    def __init__(
+        self,
+        bus: I2cBus,
+        address: int = VL53L5CX_DEFAULT_ADDRESS,
+        buffers: UldBuffers | None = None,
+        *,
+        clock: Callable[[], int] = time.monotonic_ns,
+        i2c_msg: Any = None,
+        upload_chunk: int = 1024,
+        outputs: tuple[str, ...] = DEFAULT_OUTPUTS,
+        poll_timeout: float = 2.0,
+        retries: int = 2,
+    ) -> None:
+        if not 0x08 <= address <= 0x77:
+            raise DriverConfigError(f"VL53L5CX address {address:#04x} invalid: expected 0x08-0x77")
+        if not 16 <= upload_chunk <= MAX_MESSAGE - 2:
+            raise DriverConfigError(f"VL53L5CX upload_chunk {upload_chunk} invalid: expected 16-{MAX_MESSAGE - 2}")
+        if i2c_msg is None:
+            from smbus2 import i2c_msg as _msg
+
+            i2c_msg = _msg
+        output_list(64, outputs)  # validates the names
+        self.bus = bus
+        self.address = address
+        self.buffers = buffers if buffers is not None else UldBuffers.from_package()
+        self.clock = clock
+        self.i2c_msg = i2c_msg
+        self.upload_chunk = upload_chunk
+        self.outputs = tuple(outputs)
+        self.poll_timeout = poll_timeout
+        self.resolution = 16
+        self.data_read_size = 0
+        self.stream_count = 255
+        self.offset_data = bytes(OFFSET_BUFFER_SIZE)
+        self.xtalk_data = self.buffers.default_xtalk
+        self.ranging = False
+        self.retries = max(0, int(retries))
+        self.retried = 0
+
+    # -- transfers ---------------------------------------------------------------
+    def _xfer(self, *msgs: Any) -> None:
+        for attempt in range(self.retries + 1):
+            try:
+                self.bus.i2c_rdwr(*msgs)
+                return
+            except OSError:  # NACK (EREMOTEIO), timeout (TimeoutError is an OSError), arbitration lost
+                if attempt == self.retries:
+                    raise
+                self.retried += 1
+
+    def wr_multi(self, index: int, data: bytes | bytearray) -> None:
+        """Write ``data`` from 16-bit ``index`` on (one transfer per ``upload_chunk`` bytes)."""
+        for k in range(0, len(data), self.upload_chunk):
+            part = bytes(data[k : k + self.upload_chunk])
+            i = index + k
+            self._xfer(self.i2c_msg.write(self.address, bytes([(i >> 8) & 0xFF, i & 0xFF]) + part))
+
+    def rd_multi(self, index: int, n: int) -> bytes:
+        """Read ``n`` bytes from ``index`` (index write, repeated START, read; split at 8192 bytes)."""
+        out = bytearray()
+        for k in range(0, n, MAX_MESSAGE):
+            i = index + k
+            w = self.i2c_msg.write(self.address, [(i >> 8) & 0xFF, i & 0xFF])
+            r = self.i2c_msg.read(self.address, min(MAX_MESSAGE, n - k))
+            self._xfer(w, r)
+            out += bytes(r)
+        return bytes(out)
+
+    def wr_byte(self, index: int, value: int) -> None:
+        """Write one byte at ``index``."""
+        self._xfer(self.i2c_msg.write(self.address, [(index >> 8) & 0xFF, index & 0xFF, value & 0xFF]))
+
+    def rd_byte(self, index: int) -> int:
+        """Read one byte at ``index``."""
+        return self.rd_multi(index, 1)[0]
+
+    # -- handshakes ----------------------------------------------------------------
+    def _poll(self, size: int, pos: int, index: int, mask: int, expected: int, what: str) -> Steps:
+        """``_vl53l5cx_poll_for_answer``: read ``size`` bytes at ``index`` every 10 ms until byte ``pos`` matches."""
+        deadline = self.clock() + int(self.poll_timeout * 1e9)
+        while True:
+            buf = self.rd_multi(index, size)
+            if (buf[pos] & mask) == expected:
+                return
+            if size >= 4 and buf[2] >= 0x7F:
+                raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: MCU error {buf[2]:#04x} while {what}")
+            if self.clock() > deadline:
+                raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: timeout while {what}")
+            yield 0.010
+
+    def _poll_mcu_boot(self) -> Steps:
+        """``_vl53l5cx_poll_for_mcu_boot``: GO2 status 0 bit 7, then status 1 bit 0 (500 ms; the ULD ignores the
+        timeout, here it is an error)."""
+        deadline = self.clock() + int(0.5 * 1e9)
+        while True:
+            s0 = self.rd_byte(0x06)
+            if s0 & 0x80 and self.rd_byte(0x07) & 0x01:
+                return
+            if s0 & 0x01:
+                return  # as the ULD: status bit 0 ends the wait (the firmware handshakes that follow check the rest)
+            if self.clock() > deadline:
+                raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: timeout waiting for the MCU to boot")
+            yield 0.001
+
+    def is_alive(self) -> bool:
+        """Device id 0xF0 and revision 0x02 on page 0 (``vl53l5cx_is_alive``)."""
+        self.wr_byte(PAGE, 0x00)
+        ident = self.rd_multi(0x0000, 2)
+        self.wr_byte(PAGE, 0x02)
+        return ident[0] == DEVICE_ID and ident[1] == REVISION_ID
+
+    def set_i2c_address(self, address: int) -> None:
+        """Move the chip to a new 7-bit address (``vl53l5cx_set_i2c_address``; lost at power-off)."""
+        if not 0x08 <= address <= 0x77:
+            raise DriverConfigError(f"VL53L5CX address {address:#04x} invalid: expected 0x08-0x77")
+        self.wr_byte(PAGE, 0x00)
+        self.wr_byte(0x0004, address)
+        self.address = address
+        self.wr_byte(PAGE, 0x02)
+
+    # -- boot ------------------------------------------------------------------
+    def init_steps(self) -> Steps:
+        """``vl53l5cx_init``: reboot, firmware upload, MCU boot, offsets, crosstalk, default configuration."""
+        self.ranging = False
+        w, r = self.wr_byte, self.rd_byte
+        # SW reboot sequence
+        w(PAGE, 0x00)
+        w(0x0009, 0x04)
+        w(0x000F, 0x40)
+        w(0x000A, 0x03)
+        r(PAGE)
+        w(0x000C, 0x01)
+        for idx, v in ((0x0101, 0x00), (0x0102, 0x00), (0x010A, 0x01), (0x4002, 0x01), (0x4002, 0x00),
+                       (0x010A, 0x03), (0x0103, 0x01), (0x000C, 0x00), (0x000F, 0x43)):  # fmt: skip
+            w(idx, v)
+        yield 0.001
+        w(0x000F, 0x40)
+        w(0x000A, 0x01)
+        yield 0.100
+        # Wait for the boot ROM
+        w(PAGE, 0x00)
+        yield from self._poll(1, 0, 0x06, 0xFF, 1, "waiting for the boot ROM")
+        w(0x000E, 0x01)
+        w(PAGE, 0x02)
+        # Enable FW access
+        w(0x0003, 0x0D)
+        w(PAGE, 0x01)
+        yield from self._poll(1, 0, 0x21, 0x10, 0x10, "enabling firmware access")
+        w(PAGE, 0x00)
+        # Enable host access to GO1
+        r(PAGE)
+        w(0x000C, 0x01)
+        # Power ON status
+        w(PAGE, 0x00)
+        for idx, v in ((0x0101, 0x00), (0x0102, 0x00), (0x010A, 0x01), (0x4002, 0x01), (0x4002, 0x00),
+                       (0x010A, 0x03), (0x0103, 0x01), (0x400F, 0x00), (0x021A, 0x43), (0x021A, 0x03),
+                       (0x021A, 0x01), (0x021A, 0x00), (0x0219, 0x00), (0x021B, 0x00)):  # fmt: skip
+            w(idx, v)
+        # Wake up MCU
+        w(PAGE, 0x00)
+        r(PAGE)
+        w(0x000C, 0x00)
+        w(PAGE, 0x01)
+        w(0x0020, 0x07)
+        w(0x0020, 0x06)
+        # Download the firmware, page by page, in chunks the scheduler can interleave with other sensors
+        fw = self.buffers.firmware
+        for page, start, size in FIRMWARE_PAGES:
+            w(PAGE, page)
+            for k in range(0, size, self.upload_chunk):
+                n = min(self.upload_chunk, size - k)
+                self.wr_multi(k, fw[start + k : start + k + n])
+                yield 0.0
+        w(PAGE, 0x01)
+        # Check the firmware was downloaded correctly
+        w(PAGE, 0x02)
+        w(0x0003, 0x0D)
+        w(PAGE, 0x01)
+        yield from self._poll(1, 0, 0x21, 0x10, 0x10, "checking the firmware download")
+        w(PAGE, 0x00)
+        r(PAGE)
+        w(0x000C, 0x01)
+        # Reset MCU and wait for it to boot
+        w(PAGE, 0x00)
+        for idx, v in ((0x0114, 0x00), (0x0115, 0x00), (0x0116, 0x42), (0x0117, 0x00), (0x000B, 0x00)):
+            w(idx, v)
+        r(PAGE)
+        w(0x000C, 0x00)
+        w(0x000B, 0x01)
+        yield from self._poll_mcu_boot()
+        w(PAGE, 0x02)
+        # Offset data from the NVM
+        self.wr_multi(0x2FD8, self.buffers.get_nvm_cmd)
+        yield from self._poll(4, 0, UI_CMD_STATUS, 0xFF, 2, "reading the NVM")
+        nvm = self.rd_multi(UI_CMD_START, NVM_DATA_SIZE)
+        self.offset_data = nvm[:OFFSET_BUFFER_SIZE]
+        yield from self._send_offset_data(16)
+        # Default crosstalk
+        self.xtalk_data = self.buffers.default_xtalk
+        yield from self._send_xtalk_data(16)
+        # Default configuration
+        self.wr_multi(0x2C34, self.buffers.default_configuration)
+        yield from self._poll(4, 1, UI_CMD_STATUS, 0xFF, 0x03, "loading the default configuration")
+        yield from self.dci_write(DCI.PIPE_CONTROL, bytes([1, 0x00, 0x01, 0x00]))  # one target per zone
+        yield from self.dci_write(DCI.SINGLE_RANGE, struct.pack("<I", 1))
+        yield from self.dci_replace(DCI.GLARE_FILTER, 40, 0x26, b"\x01")
+        yield from self.dci_replace(DCI.GLARE_FILTER, 40, 0x25, b"\x01")
+        self.resolution = 16
+
+    def _send_offset_data(self, resolution: int) -> Steps:
+        """``_vl53l5cx_send_offset_data``: the NVM offsets (4x4: averaged over 2x2 zones), to 0x2E18."""
+        buf = bytearray(self.offset_data)
+        if resolution == 16:
+            buf[0x10:0x18] = bytes([0x0F, 0x04, 0x04, 0x00, 0x08, 0x10, 0x10, 0x07])
+            sw = bytearray(swap_words(buf))
+            sig = np.frombuffer(bytes(sw[0x3C : 0x3C + 256]), "<u4").astype(np.int64)
+            rng = np.frombuffer(bytes(sw[0x140 : 0x140 + 128]), "<i2").astype(np.int64)
+            sig2, rng2 = np.zeros(64, np.int64), np.zeros(64, np.int64)
+            for j in range(4):
+                for i in range(4):
+                    k = 2 * i + 16 * j
+                    sig2[i + 4 * j] = (sig[k] + sig[k + 1] + sig[k + 8] + sig[k + 9]) // 4
+                    s = int(rng[k] + rng[k + 1] + rng[k + 8] + rng[k + 9])
+                    rng2[i + 4 * j] = int(s / 4)  # C integer division truncates toward zero
+            sw[0x3C : 0x3C + 256] = sig2.astype("<u4").tobytes()
+            sw[0x140 : 0x140 + 128] = rng2.astype("<i2").tobytes()
+            buf = bytearray(swap_words(sw))
+        out = bytearray(OFFSET_BUFFER_SIZE)
+        out[: OFFSET_BUFFER_SIZE - 8] = buf[8:OFFSET_BUFFER_SIZE]
+        out[0x1E0:0x1E8] = bytes([0x00, 0x00, 0x00, 0x0F, 0x03, 0x01, 0x01, 0xE4])
+        self.wr_multi(0x2E18, out)
+        yield from self._poll(4, 1, UI_CMD_STATUS, 0xFF, 0x03, "sending the offsets")
+
+    def _send_xtalk_data(self, resolution: int) -> Steps:
+        """``_vl53l5cx_send_xtalk_data``: the crosstalk buffer (4x4: averaged), to 0x2CF8."""
+        buf = bytearray(self.xtalk_data)
+        if resolution == 16:
+            buf[0x08:0x10] = bytes([0x0F, 0x04, 0x04, 0x17, 0x08, 0x10, 0x10, 0x07])
+            buf[0x20:0x28] = bytes([0x00, 0x78, 0x00, 0x08, 0x00, 0x00, 0x00, 0x08])
+            sw = bytearray(swap_words(buf))
+            sig = np.frombuffer(bytes(sw[0x34 : 0x34 + 256]), "<u4").astype(np.int64)
+            sig2 = np.zeros(64, np.int64)
+            for j in range(4):
+                for i in range(4):
+                    k = 2 * i + 16 * j
+                    sig2[i + 4 * j] = (sig[k] + sig[k + 1] + sig[k + 8] + sig[k + 9]) // 4
+            sw[0x34 : 0x34 + 256] = sig2.astype("<u4").tobytes()
+            buf = bytearray(swap_words(sw))
+            buf[0x134:0x138] = bytes([0xA0, 0xFC, 0x01, 0x00])
+            buf[0x078:0x07C] = bytes(4)
+        self.wr_multi(0x2CF8, buf)
+        yield from self._poll(4, 1, UI_CMD_STATUS, 0xFF, 0x03, "sending the crosstalk data")
+
+    # -- DCI -----------------------------------------------------------------------
+    def dci_read(self, index: int, size: int) -> Steps:
+        """``vl53l5cx_dci_read_data``: returns ``size`` bytes in host (little-endian word) order."""
+        if size + 12 > TEMPORARY_BUFFER_SIZE:
+            raise DriverConfigError(f"DCI read of {size} bytes exceeds the ULD buffer")
+        cmd = bytes([index >> 8, index & 0xFF, (size & 0xFF0) >> 4, (size & 0xF) << 4,
+                     0, 0, 0, 0x0F, 0x00, 0x02, 0x00, 0x08])  # fmt: skip
+        self.wr_multi(UI_CMD_END - 11, cmd)
+        yield from self._poll(4, 1, UI_CMD_STATUS, 0xFF, 0x03, f"reading DCI {index:#06x}")
+        raw = swap_words(self.rd_multi(UI_CMD_START, size + 12))
+        return raw[4 : 4 + size]
+
+    def dci_write(self, index: int, data: bytes) -> Steps:
+        """``vl53l5cx_dci_write_data``: ``data`` in host order (swapped to the chip's order here)."""
+        size = len(data)
+        if size + 12 > TEMPORARY_BUFFER_SIZE:
+            raise DriverConfigError(f"DCI write of {size} bytes exceeds the ULD buffer")
+        header = bytes([index >> 8, index & 0xFF, (size & 0xFF0) >> 4, (size & 0xF) << 4])
+        footer = bytes([0, 0, 0, 0x0F, 0x05, 0x01, (size + 8) >> 8, (size + 8) & 0xFF])
+        self.wr_multi(UI_CMD_END - (size + 12) + 1, header + swap_words(data) + footer)
+        yield from self._poll(4, 1, UI_CMD_STATUS, 0xFF, 0x03, f"writing DCI {index:#06x}")
+
+    def dci_replace(self, index: int, size: int, pos: int, new: bytes) -> Steps:
+        """``vl53l5cx_dci_replace_data``: read, patch ``new`` at ``pos``, write back."""
+        data = bytearray((yield from self.dci_read(index, size)))
+        data[pos : pos + len(new)] = new
+        yield from self.dci_write(index, bytes(data))
+
+    # -- settings --------------------------------------------------------------------
+    def set_resolution(self, zones_per_side: int) -> Steps:
+        """4 (4x4) or 8 (8x8): DSS and zone configuration, then offsets and crosstalk for it."""
+        if zones_per_side not in (4, 8):
+            raise DriverConfigError(f"VL53L5CX resolution {zones_per_side!r} invalid: expected 4 or 8 zones per side")
+        dss = bytearray((yield from self.dci_read(DCI.DSS_CONFIG, 16)))
+        zone = bytearray((yield from self.dci_read(DCI.ZONE_CONFIG, 8)))
+        if zones_per_side == 4:
+            dss[0x04], dss[0x06], dss[0x09] = 64, 64, 4
+            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 4, 4, 8, 8
+        else:
+            dss[0x04], dss[0x06], dss[0x09] = 16, 16, 1
+            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 8, 8, 4, 4
+        yield from self.dci_write(DCI.DSS_CONFIG, bytes(dss))
+        yield from self.dci_write(DCI.ZONE_CONFIG, bytes(zone))
+        res = zones_per_side * zones_per_side
+        yield from self._send_offset_data(res)
+        yield from self._send_xtalk_data(res)
+        self.resolution = res
+
+    def get_resolution(self) -> Steps:
+        """Zones (16 or 64) as the firmware holds them."""
+        zone = yield from self.dci_read(DCI.ZONE_CONFIG, 8)
+        return int(zone[0]) * int(zone[1])
+
+    def set_ranging_frequency_hz(self, hz: int) -> Steps:
+        """1-15 Hz at 8x8, 1-60 Hz at 4x4 (datasheet)."""
+        top = 15 if self.resolution == 64 else 60
+        if not 1 <= int(hz) <= top or int(hz) != hz:
+            raise DriverConfigError(f"VL53L5CX ranging frequency {hz!r} invalid: expected an integer 1-{top} Hz")
+        yield from self.dci_replace(DCI.FREQ_HZ, 4, 0x01, bytes([int(hz)]))
+
+    def get_ranging_frequency_hz(self) -> Steps:
+        """The ranging frequency (Hz) the firmware holds."""
+        data = yield from self.dci_read(DCI.FREQ_HZ, 4)
+        return int(data[0x01])
+
+    def set_integration_time_ms(self, ms: int) -> Steps:
+        """2-1000 ms (used in autonomous ranging mode)."""
+        if not 2 <= int(ms) <= 1000 or int(ms) != ms:
+            raise DriverConfigError(f"VL53L5CX integration time {ms!r} invalid: expected an integer 2-1000 ms")
+        yield from self.dci_replace(DCI.INT_TIME, 20, 0x00, struct.pack("<I", int(ms) * 1000))
+
+    def get_integration_time_ms(self) -> Steps:
+        """Integration time (ms)."""
+        data = yield from self.dci_read(DCI.INT_TIME, 20)
+        return struct.unpack_from("<I", data, 0)[0] // 1000
+
+    def set_sharpener_percent(self, percent: int) -> Steps:
+        """0-99 % (stored as percent * 255 / 100)."""
+        if not 0 <= int(percent) < 100 or int(percent) != percent:
+            raise DriverConfigError(f"VL53L5CX sharpener {percent!r} invalid: expected an integer 0-99 %")
+        yield from self.dci_replace(DCI.SHARPENER, 16, 0x0D, bytes([(int(percent) * 255) // 100]))
+
+    def get_sharpener_percent(self) -> Steps:
+        """Sharpener (percent)."""
+        data = yield from self.dci_read(DCI.SHARPENER, 16)
+        return (int(data[0x0D]) * 100) // 255
+
+    def set_target_order(self, order: str) -> Steps:
+        """``"closest"`` or ``"strongest"`` first."""
+        codes = {"closest": TARGET_ORDER_CLOSEST, "strongest": TARGET_ORDER_STRONGEST}
+        if order not in codes:
+            raise DriverConfigError(f"VL53L5CX target order {order!r} invalid: expected 'closest' or 'strongest'")
+        yield from self.dci_replace(DCI.TARGET_ORDER, 4, 0x00, bytes([codes[order]]))
+
+    def get_target_order(self) -> Steps:
+        """``"closest"`` or ``"strongest"``."""
+        data = yield from self.dci_read(DCI.TARGET_ORDER, 4)
+        return {TARGET_ORDER_CLOSEST: "closest", TARGET_ORDER_STRONGEST: "strongest"}.get(int(data[0]), "unknown")
+
+    # -- ranging --------------------------------------------------------------------
+    def start_ranging(self) -> Steps:
+        """``vl53l5cx_start_ranging``: output list and enables, start command, check the frame size the chip reports."""
+        self.resolution = yield from self.get_resolution()
+        lst, enables, size = output_list(self.resolution, self.outputs)
+        self.data_read_size = size
+        self.stream_count = 255
+        yield from self.dci_write(DCI.OUTPUT_LIST, struct.pack("<12I", *lst))
+        yield from self.dci_write(DCI.OUTPUT_CONFIG, struct.pack("<2I", size, len(lst) + 1))
+        yield from self.dci_write(DCI.OUTPUT_ENABLES, struct.pack("<4I", *enables))
+        self.wr_byte(PAGE, 0x00)
+        self.wr_byte(0x0009, 0x05)
+        self.wr_byte(PAGE, 0x02)
+        self.wr_multi(UI_CMD_END - 3, bytes([0x00, 0x03, 0x00, 0x00]))
+        yield from self._poll(4, 1, UI_CMD_STATUS, 0xFF, 0x03, "starting ranging")
+        content = yield from self.dci_read(DCI.RANGE_DATA_CONTENT, 12)
+        reported = struct.unpack_from("<H", content, 8)[0]
+        if reported != size:
+            raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: chip frame size {reported} != expected {size}")
+        self.ranging = True
+
+    def stop_ranging(self) -> Steps:
+        """``vl53l5cx_stop_ranging``: provoke an MCU stop, wait for it, undo, stop the xshut bypass."""
+        flag = struct.unpack("<I", self.rd_multi(0x2FFC, 4))[0]
+        if flag != 0x4FF:
+            self.wr_byte(PAGE, 0x00)
+            self.wr_byte(0x0015, 0x16)
+            self.wr_byte(0x0014, 0x01)
+            deadline = self.clock() + int(0.5 * 1e9)
+            while not self.rd_byte(0x0006) & 0x80:
+                if self.clock() > deadline:
+                    raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: timeout stopping the MCU")
+                yield 0.010
+        s0 = self.rd_byte(0x0006)
+        if s0 & 0x80:
+            s1 = self.rd_byte(0x0007)
+            if s1 not in (0x84, 0x85, 0x00):
+                _log.debug("VL53L5CX at %#04x: GO2 status 1 %#04x after stop", self.address, s1)
+        self.wr_byte(PAGE, 0x00)
+        self.wr_byte(0x0014, 0x00)
+        self.wr_byte(0x0015, 0x00)
+        self.wr_byte(0x0009, 0x04)
+        self.wr_byte(PAGE, 0x02)
+        self.ranging = False
+
+    def check_data_ready(self) -> bool:
+        """One 4-byte read of the result header: a new stream count and the ready flags (``vl53l5cx_check_data_ready``).
+
+        Raises:
+            Vl53l5cxError: the GO2 error flag is set.
+        """
+        b = self.rd_multi(0x0000, 4)
+        if b[0] != self.stream_count and b[0] != 255 and b[1] == 0x05 and (b[2] & 0x05) == 0x05 and b[3] & 0x10:
+            return True
+        if b[3] & 0x80:
+            raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: GO2 error status {b[2]:#04x}")
+        return False
+
+    def get_ranging_data(self) -> TofReading:
+        """Read and parse one frame (one transfer of the frame size)."""
+        stamp = self.clock()
+        raw = self.rd_multi(0x0000, self.data_read_size)
+        reading = parse_frame(raw, self.resolution, stamp)
+        self.stream_count = raw[0]
+        return reading
+
+    def page(self) -> int:
+        """The page register (2 while ranging; 0 after a power-on reset)."""
+        return self.rd_byte(PAGE)
