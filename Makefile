@@ -41,7 +41,7 @@ test-ros:
 	bash scripts/test_ros.sh
 
 bench: $(STAMP)
-	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) -u $$b || exit 1; done
 
 clean:
 	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache out .venv-ros .ros-ws

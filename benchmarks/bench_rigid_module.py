@@ -13,6 +13,7 @@ Run: ``.venv/bin/python benchmarks/bench_rigid_module.py``
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -21,7 +22,8 @@ from pathlib import Path
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+if "PYTHONPATH" not in os.environ:  # (the baseline comparison runs children with PYTHONPATH set)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from shape_sensing.drivers.wt901 import Wt901Parser
 from shape_sensing.estimators.rigid_module import RigidModuleConfig, RigidModuleEstimator
@@ -119,6 +121,67 @@ def bench_parser() -> None:
     print(f"  {'one read per frame':<34} {rate:10.0f} frames/s = x{rate / LINE_FRAMES_PER_S:6.1f} the line rate")
 
 
+def measure_pipeline() -> dict[str, float]:
+    """Per reading (decode, checks, store) and per estimate of the pipeline the node runs (child process)."""
+    from shape_sensing.estimators.rigid_module import SCHEMA
+    from shape_sensing.messages import common as msgs
+    from shape_sensing.messages.factory import default_factory
+    from shape_sensing.pipelines.hyper_redundant import EstimateMessages, HyperRedundantTracker
+    from shape_sensing.types import ImuSample
+
+    f = default_factory()
+    tracker = HyperRedundantTracker(SCHEMA.defaults() | {"n_modules": N_MODULES}, rods_s=0.0)
+    q = Rotation.random(tracker.n, random_state=0).as_quat()
+    imu = [msgs.imu_to_msg(ImuSample(1_000_000, f"imu_{i}", q[i]), f) for i in range(tracker.n)]
+    tracker.ticker.due(0)  # started; nothing is due while timing readings
+
+    def readings() -> None:
+        for i, m in enumerate(imu):
+            tracker.push_imu(msgs.imu_from_msg(m), i)
+
+    per_msg = best_of(readings, number=100) / tracker.n
+    estimate = best_of(lambda: tracker.estimator.estimate(1_000_000), number=20)
+    builder = EstimateMessages(f)
+    ests = [tracker.estimator.estimate(1_000_000 + k * 50_000_000) for k in range(20)]  # one second at 20 Hz
+    build = best_of(lambda: [builder.build(e) for e in ests], repeat=3, number=1) / len(ests)
+    return {"per_msg": per_msg, "estimate": estimate, "build": build}
+
+
+def bench_pipeline(base: str, rounds: int) -> None:
+    import _baseline
+
+    cur, old = _baseline.compare(Path(__file__).resolve(), ["pipeline"], base, rounds=rounds)
+    print(f"rigid-module pipeline (node path), {N_MODULES} modules: this checkout vs {base}, best of {rounds}")
+    print(f"{'':52s}{'now us':>9}{'before us':>11}{'speed-up':>10}")
+    for label, key in (
+        ("per reading (decode, checks, Euler angles, store)", "per_msg"),
+        ("estimate (20 modules, covariance as configured)", "estimate"),
+        ("messages of one estimate (markers 5 Hz of 20 Hz)", "build"),
+    ):
+        print(f"{label:52s}{cur[key] * 1e6:9.1f}{old[key] * 1e6:11.1f}{old[key] / cur[key]:9.1f}x")
+
+    def share(d: dict[str, float]) -> float:
+        return 100.0 * ((N_MODULES + 1) * 100.0 * d["per_msg"] + 20.0 * (d["estimate"] + d["build"]))
+
+    print(f"share of one core, {N_MODULES + 1} IMUs at 100 Hz + estimates at 20 Hz: {share(cur):.1f} % "
+          f"(before {share(old):.1f} %)")  # fmt: skip
+
+
 if __name__ == "__main__":
-    bench_estimator()
-    bench_parser()
+    import argparse
+    import json
+
+    sys.path.insert(1, str(Path(__file__).resolve().parent))
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--measure", nargs="*", help=argparse.SUPPRESS)
+    parser.add_argument("--base", default=None, help="git revision to compare the pipeline with")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if args.measure is not None:
+        print(json.dumps(measure_pipeline()))
+    else:
+        import _baseline
+
+        bench_pipeline(args.base or _baseline.DEFAULT_BASE, args.rounds)
+        bench_estimator()
+        bench_parser()

@@ -25,10 +25,33 @@ from typing import Any
 
 import numpy as np
 
+from shape_sensing.demos.common import positive_float
 from shape_sensing.drivers.bno055_chain import SCHEMA, Bno055Chain, CalibrationStore, ChainOptions
 from shape_sensing.drivers.i2c_topology import Topology
 
-__all__ = ["add_arguments", "run"]
+__all__ = ["MOTIONS", "add_arguments", "motions_needed", "run"]
+
+#: What to do for each calibration level that is not yet 3 (BNO055 datasheet 3.11 "Calibration"), in the order
+#: of CALIB_STAT: system, gyroscope, accelerometer, magnetometer.
+MOTIONS: dict[str, str] = {
+    "gyr": "hold the robot still for a few seconds",
+    "acc": (
+        "hold still in 6 different poses for a few seconds each, moving slowly between them, with each axis "
+        "once up and once down (as the faces of a cube)"
+    ),
+    "mag": "move the sensor in figure-eights (random movements in all directions) away from steel and magnets",
+    "sys": "keep going: system reaches 3 once gyroscope, accelerometer and magnetometer are calibrated",
+}
+
+
+def motions_needed(levels: tuple[int, int, int, int] | list[int]) -> list[str]:
+    """The motions still to make for calibration levels ``(sys, gyr, acc, mag)``, in the datasheet's order."""
+    sys_l, gyr, acc, mag = levels
+    sensors = (("gyr", gyr), ("acc", acc), ("mag", mag))
+    out = [f"{name} {level}/3: {MOTIONS[name]}" for name, level in sensors if level < 3]
+    if sys_l < 3 and not out:
+        out.append(f"sys {sys_l}/3: {MOTIONS['sys']}")
+    return out
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -36,8 +59,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, required=True, help="calibration YAML to write (kept profiles are merged)")
     parser.add_argument("--config", type=Path, help="bno055_chain parameter file (default: the 18-sensor example tree)")
     parser.add_argument("--bus", type=int, help="I2C adapter number, overrides the config's 'bus'")
-    parser.add_argument("--timeout", type=float, default=300.0, help="give up after this many seconds (default 300)")
-    parser.add_argument("--rate", type=float, default=20.0, help="sweep rate while calibrating, Hz (default 20)")
+    parser.add_argument(
+        "--timeout", type=positive_float, default=300.0, help="give up after this many seconds (default 300)"
+    )
+    parser.add_argument(
+        "--rate", type=positive_float, default=20.0, help="sweep rate while calibrating, Hz (default 20)"
+    )
     parser.add_argument("--simulate", action="store_true", help="use simulated chips that calibrate over a few seconds")
     parser.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
 
@@ -85,7 +112,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         import smbus2
 
-        bus = smbus2.SMBus(params["bus"])
+        try:
+            bus = smbus2.SMBus(params["bus"])
+        except FileNotFoundError:
+            raise RuntimeError(
+                f"no I2C adapter /dev/i2c-{params['bus']} on this machine: give the adapter number with --bus "
+                "(ls /dev/i2c-*; on a Raspberry Pi enable I2C first), or run with --simulate to try the "
+                "calibration on simulated chips"
+            ) from None
+        except PermissionError:
+            raise RuntimeError(
+                f"no permission to open /dev/i2c-{params['bus']}: add your user to the 'i2c' group "
+                "(sudo usermod -aG i2c $USER, then log in again)"
+            ) from None
         clock, sleep = time.monotonic_ns, time.sleep
 
         def advance(elapsed: float) -> None:
@@ -98,6 +137,9 @@ def run(args: argparse.Namespace) -> int:
     shown: dict[str, str] = {}
     t0 = clock()
     period = 1.0 / args.rate
+    print("BNO055 calibration (datasheet 3.11); for each level below 3:")
+    for name in ("gyr", "acc", "mag", "sys"):
+        print(f"  {name}: {MOTIONS[name]}")
     try:
         while True:
             elapsed = (clock() - t0) / 1e9
@@ -117,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
                 )
                 if shown.get(name) != text:
                     shown[name] = text
-                    print(f"{elapsed:7.1f} s  {name}: {text}")
+                    todo = motions_needed(cal.as_list()) if cal is not None and not h.stale else []
+                    print(f"{elapsed:7.1f} s  {name}: {text}" + (f"  -> next: {todo[0]}" if todo else ""))
             if captured >= set(names) or elapsed >= args.timeout:
                 break
             sleep(max(0.0, period - (clock() - tick) / 1e9))

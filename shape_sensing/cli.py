@@ -21,7 +21,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("shape_sensing.replay", "re-estimate a recorded bag and write the same topics as a live run"),
     "eval-continuum": ("shape_sensing.eval_continuum", "score the continuum estimator on a space_time_continuum trial"),
     "calibrate-bno055": ("shape_sensing.calibrate_bno055", "capture the BNO055 chain's calibration profiles to YAML"),
+    "eval-tof": ("shape_sensing.eval_tof", "score a ToF continuum run (bag or demo output) at the rings, as Table II"),
+    "capture-reference": (
+        "shape_sensing.capture_reference",
+        "vine robot: capture the hinge-arc straight reference from a recording of the robot everted and straight",
+    ),
     "figure4": ("shape_sensing.figure4", "growth planner: the seed paper's Figure 4 (robot A), open and closed loop"),
+    "reanalyse": ("shape_sensing.reanalyse", "vine-IMU recording: tip error per sensor subset, drift, error vs length"),
     "calibrate-base-station": (
         "shape_sensing.calibrate_base_station",
         "vine robot base station: metres per encoder count from tape-measured growth trials",
@@ -57,6 +63,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args._run(args))
+    except KeyboardInterrupt as exc:
+        # Ctrl-C: what each command has written is closed by its own handlers; no traceback.
+        print("shape-sensing: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
+        return 130
     except (ValueError, RuntimeError, OSError) as exc:
         # Library errors name what was wrong; show them without a traceback.
         print(f"shape-sensing: error: {exc}", file=sys.stderr)

@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ConfigError", "Param", "Schema", "flatten", "load_param_file"]
+__all__ = ["ConfigError", "Param", "Schema", "flatten", "load_node_params", "load_param_file", "param_file_text"]
 
 
 class ConfigError(ValueError):
@@ -173,8 +173,8 @@ class Schema:
         return out
 
     def load_yaml(self, path: str | os.PathLike[str]) -> dict[str, Any]:
-        """Validate a YAML parameter file for this node (see :func:`load_param_file`)."""
-        return self.validate(load_param_file(path, self.node), where=str(path))
+        """Validate a YAML parameter file for this node (see :func:`load_node_params`)."""
+        return self.validate(load_node_params(path, self), where=str(path))
 
 
 def flatten(values: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -221,3 +221,47 @@ def load_param_file(path: str | os.PathLike[str], node: str | None = None) -> di
     if node is not None and not merged:
         raise ConfigError(f"config file {p} has no section for node '{node}' (sections: {sorted(map(str, sections))})")
     return merged
+
+
+def load_node_params(path: str | os.PathLike[str], schema: Schema) -> dict[str, Any]:
+    """The parameters a file gives ``schema``'s node, checked as ROS 2 would load them.
+
+    As :func:`load_param_file`, and also: an empty file (or one with no parameters for the
+    node) is an error, not "all defaults"; and an integer where the node declares a float
+    (``publish_rate: 30``) is refused as ROS 2 refuses it at node start, so a file that
+    replays is a file the node accepts.
+
+    Raises:
+        ConfigError: naming the file, the parameter, the value and what was expected.
+    """
+    values = load_param_file(path, schema.node)
+    if not values:
+        raise ConfigError(
+            f"config file {path} holds no parameters for node '{schema.node}': expected "
+            f"'{schema.node}: {{ros__parameters: {{...}}}}' (or '/**/{schema.node}') or a flat mapping; "
+            "leave out --config to use the defaults"
+        )
+    for name, value in flatten(values).items():
+        if name not in schema.names():
+            continue  # unknown names are reported by validate()
+        p = schema[name]
+        kind = p.type if isinstance(p.type, str) else None
+        is_float = p.type is float or kind == "float[]"
+        items = value if isinstance(value, list) else [value]
+        if is_float and any(isinstance(v, int) and not isinstance(v, bool) for v in items):
+            raise ConfigError(
+                f"{path}: parameter '{name}' = {value!r}: expected {p.expected()} (write floating-point "
+                "values with a decimal point, e.g. 30.0: ROS 2 refuses an integer for a float parameter)"
+            )
+    return values
+
+
+def param_file_text(node: str, params: Mapping[str, Any], comment: str = "") -> str:
+    """A ROS 2 parameter file (``/**/node: ros__parameters: ...``) holding ``params``.
+
+    Floats stay floats (``30.0``), so the file loads in the node as it loads here.
+    """
+    body = yaml.safe_dump(
+        {f"/**/{node}": {"ros__parameters": dict(params)}}, sort_keys=False, width=110, default_flow_style=None
+    )
+    return "".join(f"# {line}\n" for line in comment.splitlines()) + body

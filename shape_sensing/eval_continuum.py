@@ -20,12 +20,14 @@ from __future__ import annotations
 import argparse
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from shape_sensing.demos.common import positive_float
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.estimators.continuum.errors import ContinuumError
@@ -221,8 +223,11 @@ def run_estimator(
     t_end: float | None = None,
     marginal: str = "chain",
     band: int = 1,
+    progress: Callable[[float, float], None] | None = None,
 ) -> EvalResult:
     """Run the batch or window estimator over the trial window (optionally cut at ``t_end``).
+
+    ``progress(done, total)``: after each batch iteration (of at most the cap) or window step.
 
     ``iterations`` caps Gauss-Newton: per window step (default 1), or for the whole batch (default
     :data:`BATCH_ITERATIONS`).
@@ -254,7 +259,8 @@ def run_estimator(
         if estimator == "batch":
             est = BatchEstimator(w, s, rate, max_iterations=BATCH_ITERATIONS if iterations is None else iterations)
             tic = time.perf_counter()
-            res = est.solve(meas, t0, t1)
+            cap = est.max_iterations
+            res = est.solve(meas, t0, t1, progress=None if progress is None else lambda it: progress(it, cap))
             runtime = time.perf_counter() - tic
             tip_cov = None
             if covariance and res.ab is not None:
@@ -277,7 +283,7 @@ def run_estimator(
                 band=band,
             )
             tic = time.perf_counter()
-            state = win.run(meas, t1)
+            state = win.run(meas, t1, progress=progress)
             runtime = time.perf_counter() - tic
             tip_cov = None
             if win.final_cov:
@@ -340,6 +346,7 @@ def evaluate_trial(
     marginal: str = "chain",
     band: int = 1,
     robot: str | None = None,
+    progress: Callable[[float, float], None] | None = None,
 ) -> tuple[dict[str, Any], Trial, EvalResult]:
     """Load, estimate, score; returns the metrics, the trial and the raw result."""
     trial = load_trial(dataset_dir, trial_name, robot)
@@ -357,6 +364,7 @@ def evaluate_trial(
         covariance=covariance,
         marginal=marginal,
         band=band,
+        progress=progress,
     )
     t0 = trial.config.start_time
     t1 = float(res.state.t[-1])
@@ -376,6 +384,13 @@ def evaluate_trial(
         "final_update_max": res.final_update_max,
         "saturated_gyro_axes": res.saturated_gyro_axes,
         "skipped_sensor_rows": sum(st.skipped for st in trial.streams.values()),
+        # Which measurement files went in: a trial folder missing one is scored without it, so say which.
+        "sensors_used": [
+            f"{st.name}@{float(st.s[0]):g}m"
+            for kind, use in (("aurora", trial.config.use_aurora), ("gyro", trial.config.use_gyro))
+            if use
+            for st in trial.of_kind(kind)
+        ],
         "nodes": trial.robot.N,
         "slices": int(res.state.K),
         **sc,
@@ -463,6 +478,7 @@ def write_bag(
     distro: str = "jazzy",
     frame_prefix: str = "",
     namespace: str = "/continuum",
+    params: dict[str, Any] | None = None,
 ) -> int:
     """Write the inputs, the estimate (one message set per slice) and the Vicon path to a rosbag2 MCAP.
 
@@ -470,25 +486,37 @@ def write_bag(
     :func:`input_topics` under ``namespace``) let ``ros2 bag play`` feed the node and
     ``shape-sensing replay`` re-estimate the bag (with :func:`node_params`). Returns messages written.
     """
+    from shape_sensing.estimators.continuum.online import SCHEMA as NODE_SCHEMA
     from shape_sensing.io.bag import BagWriter
     from shape_sensing.messages import common as mc
     from shape_sensing.types import ImuSample, ShapeEstimate, TransformStamped
 
     state = res.state
-    names = [f"node_{n}" for n in range(state.N)]
+    # The node's frame convention (its parameters when given): continuum_base -> continuum_node_NN, so the bag
+    # connects in RViz with the launch file's world -> continuum_base transform, which the bag carries too.
+    frames = NODE_SCHEMA.defaults() | {
+        k: v for k, v in (params or {}).items() if k in ("base_frame", "node_frame_prefix", "frame_prefix")
+    }
+    frame_prefix = frames["frame_prefix"] or frame_prefix
+    base = frame_prefix + frames["base_frame"]
+    names = [f"{frames['node_frame_prefix']}{n:02d}" for n in range(state.N)]
     count = 0
     s_fine = np.linspace(state.s[0], state.s[-1], 30)
     t_lo, t_hi = float(state.t[0]), float(state.t[-1])
     with BagWriter(path, distro=distro, overwrite=True) as bag:
+        if params is not None:  # replay uses them unless told otherwise
+            bag.record_parameters("continuum_estimator", params)
+        bag.write("/tf_static", mc.tf_message([TransformStamped(0, "world", base, np.eye(4))]), 0, qos="static")
+        count += 1
         for name, topic in input_topics(trial).items():
             st = trial.streams[name].window(t_lo, t_hi)
             full = f"{namespace}/{topic}"
             for t, v in zip(st.t, st.values, strict=True):
                 stamp = round(t * 1e9)
                 if st.kind == "gyro":
-                    msg = mc.imu_to_msg(ImuSample(stamp, frame_prefix + name, None, angular_velocity=v))
+                    msg = mc.imu_to_msg(ImuSample(stamp, f"{frame_prefix}continuum_{name}", None, angular_velocity=v))
                 else:
-                    msg = mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", lie.exp(v[None])[0])
+                    msg = mc.pose_with_covariance_stamped(stamp, base, lie.exp(v[None])[0])
                 bag.write(full, msg, stamp, qos="sensor")
                 count += 1
         for k in range(state.K):
@@ -501,13 +529,14 @@ def write_bag(
                 R = poses[-1, :3, :3]
                 pos_cov = np.zeros((state.N, 3, 3))
                 pos_cov[-1] = R @ cov[:3, :3] @ R.T
-            shape = ShapeEstimate(stamp, "base", names, poses, pos_cov, backbone, 0.01, float(state.s[-1]))
+            length = float(state.s[-1])
+            shape = ShapeEstimate(stamp, frames["base_frame"], names, poses, pos_cov, backbone, 0.01, length)
             tfs = [
-                TransformStamped(stamp, frame_prefix + "base", frame_prefix + n, T)
+                TransformStamped(stamp, base, frame_prefix + n, T)
                 for n, T in zip(names, poses, strict=True)
             ]
             bag.write("/tf", mc.tf_message(tfs), stamp)
-            bag.write(f"{namespace}/shape/path", mc.path_msg(stamp, frame_prefix + "base", backbone), stamp)
+            bag.write(f"{namespace}/shape/path", mc.path_msg(stamp, base, backbone), stamp)
             bag.write(f"{namespace}/shape/markers", mc.shape_markers(shape, frame_prefix=frame_prefix), stamp)
             cov6 = None
             if cov is not None:
@@ -516,7 +545,7 @@ def write_bag(
                 cov6 = A @ cov @ A.T
             bag.write(
                 f"{namespace}/shape/tip",
-                mc.pose_with_covariance_stamped(stamp, frame_prefix + "base", poses[-1], cov6),
+                mc.pose_with_covariance_stamped(stamp, base, poses[-1], cov6),
                 stamp,
             )
             count += 4
@@ -526,7 +555,7 @@ def write_bag(
             if tip.t.size:
                 Tv = lie.exp(tip.values)
                 stamp = round(tip.t[-1] * 1e9)
-                bag.write(f"{namespace}/vicon/path", mc.path_msg(stamp, frame_prefix + "base", Tv), stamp)
+                bag.write(f"{namespace}/vicon/path", mc.path_msg(stamp, base, Tv), stamp)
                 count += 1
     return count
 
@@ -649,7 +678,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--band", type=int, default=1, help="Markov order along s of the chain marginal prior (default 1)"
     )
-    parser.add_argument("--duration", type=float, default=None, help="only the first DURATION seconds of the trial")
+    parser.add_argument(
+        "--duration", type=positive_float, default=None, help="only the first DURATION seconds of the trial"
+    )
     parser.add_argument("--no-outputs", action="store_true", help="skip the plot and the bag")
     parser.add_argument(
         "--robot",
@@ -685,18 +716,23 @@ def run(args: argparse.Namespace) -> int:
     elif args.in_sample:
         probe = trial_probe or load_trial(args.dataset_dir, args.trial, args.robot)
         tuning = default_tuning("", probe.robot.name)[0]
-    metrics, trial, res = evaluate_trial(
-        args.dataset_dir,
-        args.trial,
-        args.estimator,
-        tuning=tuning,
-        window_size=args.window_size,
-        iterations=args.iterations,
-        t_end=t_end,
-        marginal=args.marginal,
-        band=args.band,
-        robot=args.robot,
-    )
+    from shape_sensing.demos.common import Progress
+
+    unit = "iteration" if args.estimator == "batch" else "step"
+    with Progress(f"eval-continuum {args.trial} ({args.estimator})", 0, enabled=not args.json, unit=unit) as bar:
+        metrics, trial, res = evaluate_trial(
+            args.dataset_dir,
+            args.trial,
+            args.estimator,
+            tuning=tuning,
+            window_size=args.window_size,
+            iterations=args.iterations,
+            t_end=t_end,
+            marginal=args.marginal,
+            band=args.band,
+            robot=args.robot,
+            progress=bar.report,
+        )
     metrics["tuned"] = not args.untuned
     if args.in_sample:
         metrics["weights"] = "in sample: " + default_tuning("", metrics["robot"])[1]
@@ -705,12 +741,13 @@ def run(args: argparse.Namespace) -> int:
         png = args.out / f"{args.trial}_{args.estimator}.png"
         _plot(png, trial, res, metrics)
         bag = args.out / f"{args.trial}_{args.estimator}_bag"
-        write_bag(bag, trial, res)
         params = args.out / f"{args.trial}_{args.estimator}_params.yaml"
         used = tuning if tuning is not None else default_tuning(trial.config.name, trial.robot.name)[0]
+        node_values = node_params(trial, weights_from_trial(trial, used), window_options(args))
+        write_bag(bag, trial, res, params=node_values)
         write_params_file(
             params,
-            node_params(trial, weights_from_trial(trial, used), window_options(args)),
+            node_values,
             f"continuum_estimator parameters for the inputs in {bag.name} (trial {args.trial}, {metrics['weights']}).\n"
             f"ros2 launch shape_sensing continuum_estimator.launch.xml config:={params.resolve()} use_sim_time:=true\n"
             f"shape-sensing replay {bag} --config {params} --out OUT",

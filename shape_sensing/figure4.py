@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,8 +66,8 @@ def _stats(values: list[float]) -> dict[str, float]:
     return {"mean": float(a.mean()), "sd": float(a.std(ddof=1)) if len(a) > 1 else 0.0, "median": float(np.median(a))}
 
 
-def figure4(seed: int = 0, pairs: int = 50) -> dict[str, Any]:
-    """Run the Figure 4 groups; return per group and mode the error statistics."""
+def figure4(seed: int = 0, pairs: int = 50, progress: Callable[[], None] | None = None) -> dict[str, Any]:
+    """Run the Figure 4 groups; return per group and mode the error statistics (``progress()`` after each pair)."""
     rng = np.random.default_rng(seed)
     exact = StepModel(ROBOT_A.step_length)
     groups: dict[str, Any] = {}
@@ -79,6 +80,8 @@ def figure4(seed: int = 0, pairs: int = 50) -> dict[str, Any]:
             runs["closed"].append(execute(T0, pe, ve, RC, ROBOT_A, closed_loop=True).errors)
             runs["open_exact_radius"].append(execute(T0, pe, ve, RC, exact).errors)
             lengths.append(o.plan.length / RC)
+            if progress is not None:
+                progress()
         groups[str(k)] = {
             mode: {m: _stats([e[m] for e in errs]) for m in _METRICS} for mode, errs in runs.items()
         } | {"path_length_rc": _stats(lengths)}
@@ -86,7 +89,12 @@ def figure4(seed: int = 0, pairs: int = 50) -> dict[str, Any]:
         ROBOT_A.bend_per_step or 0.0), "pairs": pairs, "seed": seed, "groups": groups}  # fmt: skip
 
 
-def error_vs_k(seed: int = 0, pairs: int = 15, k_values: tuple[float, ...] = K_VALUES) -> list[dict[str, Any]]:
+def error_vs_k(
+    seed: int = 0,
+    pairs: int = 15,
+    k_values: tuple[float, ...] = K_VALUES,
+    progress: Callable[[], None] | None = None,
+) -> list[dict[str, Any]]:
     """Mean normalised position error against ``k = g t / Rc`` (groups 8, 16, 32 Rc pooled)."""
     out = []
     for kk in k_values:
@@ -97,6 +105,8 @@ def error_vs_k(seed: int = 0, pairs: int = 15, k_values: tuple[float, ...] = K_V
             for T0, pe, ve in _pairs(pairs, group, rng):
                 o.append(execute(T0, pe, ve, RC, model).errors["position_norm"])
                 c.append(execute(T0, pe, ve, RC, model, closed_loop=True).errors["position_norm"])
+                if progress is not None:
+                    progress()
         out.append({"k": kk, "open": _stats(o), "closed": _stats(c)})
     return out
 
@@ -155,7 +165,9 @@ def _plot(result: dict[str, Any], trend: list[dict[str, Any]], path: Path) -> No
     fig, axes = plt.subplots(1, 4, figsize=(16, 3.8))
     x = [int(k) for k in result["groups"]]
     for ax, metric, title in zip(
-        axes[:3], ("position_norm", "heading_deg", "pitch_deg"), ("position error / l", "heading (deg)", "pitch (deg)"),
+        axes[:3],
+        ("position_norm", "heading_deg", "pitch_deg"),
+        ("position error / l", "heading (deg)", "pitch (deg)"),
         strict=True,
     ):
         for mode, color in (("open", "tab:red"), ("closed", "tab:blue"), ("open_exact_radius", "tab:gray")):
@@ -199,8 +211,18 @@ def run(args: argparse.Namespace) -> int:
     """Run the reproduction and print the table (or JSON)."""
     if args.pairs < 2 or args.k_pairs < 2:
         raise ValueError(f"--pairs = {args.pairs}, --k-pairs = {args.k_pairs}: expected at least 2 each")
-    result = figure4(args.seed, args.pairs)
-    trend = error_vs_k(args.seed, args.k_pairs)
+    from shape_sensing.demos.common import Progress
+
+    total = len(GROUPS) * args.pairs + len(K_VALUES) * len(GROUPS[1:]) * args.k_pairs
+    with Progress("figure4", total, enabled=not args.json, unit="pair") as bar:
+        done = [0]
+
+        def step() -> None:
+            done[0] += 1
+            bar.update(done[0])
+
+        result = figure4(args.seed, args.pairs, step)
+        trend = error_vs_k(args.seed, args.k_pairs, progress=step)
     payload = {"figure4": result, "error_vs_k": trend, "paper": PAPER}
     if args.json:
         print(json.dumps(payload, sort_keys=True))

@@ -6,7 +6,7 @@ import numpy as np
 
 from shape_sensing.geometry import FloatArray
 
-__all__ = ["covariance_ellipsoid", "tube_mesh"]
+__all__ = ["covariance_ellipsoid", "tube_mesh", "tube_mesh_indexed"]
 
 
 def _frames_along(points: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -33,9 +33,19 @@ def tube_mesh(points: FloatArray, radius: float, sides: int = 12) -> FloatArray:
     Suited to a visualization_msgs/Marker TRIANGLE_LIST. Frames are parallel
     transported so the tube does not twist.
     """
+    vertices, index = tube_mesh_indexed(points, radius, sides)
+    return vertices[index]
+
+
+def tube_mesh_indexed(points: FloatArray, radius: float, sides: int = 12) -> tuple[FloatArray, np.ndarray]:
+    """:func:`tube_mesh` as its distinct vertices ``(V, 3)`` and the ``(3*K,)`` vertex index of each corner.
+
+    ``vertices[index]`` is the triangle soup; a message builder makes one point per vertex and lists the
+    corners by reference (six corners share each vertex).
+    """
     points = np.asarray(points, dtype=float)
     if len(points) < 2:
-        return np.zeros((0, 3))
+        return np.zeros((0, 3)), np.zeros(0, dtype=np.intp)
     normals, binormals = _frames_along(points)
     ang = np.linspace(0.0, 2 * np.pi, sides, endpoint=False)
     ring = (
@@ -43,12 +53,13 @@ def tube_mesh(points: FloatArray, radius: float, sides: int = 12) -> FloatArray:
         + radius * np.cos(ang)[None, :, None] * normals[:, None, :]
         + radius * np.sin(ang)[None, :, None] * binormals[:, None, :]
     )
-    a = ring[:-1]
-    b = ring[1:]
+    ids = np.arange(ring.shape[0] * sides).reshape(ring.shape[0], sides)
+    a = ids[:-1]
+    b = ids[1:]
     a2 = np.roll(a, -1, axis=1)
     b2 = np.roll(b, -1, axis=1)
-    tris = np.stack([a, b, b2, a, b2, a2], axis=2)  # (segments, sides, 6, 3)
-    return tris.reshape(-1, 3)
+    tris = np.stack([a, b, b2, a, b2, a2], axis=2)  # (segments, sides, 6)
+    return ring.reshape(-1, 3), tris.reshape(-1)
 
 
 def covariance_ellipsoid(cov: FloatArray, n_sigma: float = 2.0) -> tuple[FloatArray, FloatArray]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sys
 import types
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -41,6 +41,31 @@ class ParameterType(str):
     """What the stand-in ``Parameter.Type`` members are (a declared type, not a value)."""
 
 
+class StandInParameter:
+    """The stand-in ``rclpy.parameter.Parameter``: only what the nodes use (setting typed empty arrays)."""
+
+    Type: Any = None
+
+    def __init__(self, name: str, type_: Any, value: Any) -> None:
+        self.name, self.type, self.value = name, type_, value
+
+
+class StandInTfBuffer:
+    """The stand-in ``tf2_ros.Buffer``: ``transforms[(target, source)]`` holds geometry_msgs/TransformStamped."""
+
+    instances: ClassVar[list[StandInTfBuffer]] = []
+
+    def __init__(self) -> None:
+        self.transforms: dict[tuple[str, str], Any] = {}
+        StandInTfBuffer.instances.append(self)
+
+    def lookup_transform(self, target: str, source: str, time: Any, timeout: Any = None) -> Any:
+        try:
+            return self.transforms[(target, source)]
+        except KeyError:
+            raise LookupError(f'"{source}" passed to lookupTransform argument source_frame does not exist.') from None
+
+
 class FakeNode:
     """Records what a node object is asked to create."""
 
@@ -60,6 +85,10 @@ class FakeNode:
     def declare_parameter(self, name: str, default: Any, descriptor: Any) -> Any:
         value = self._parameter_overrides.get(name, default)
         return types.SimpleNamespace(value=None if isinstance(value, ParameterType) else value)
+
+    def set_parameters(self, parameters: list[Any]) -> None:
+        for param in parameters:
+            self._parameter_overrides.setdefault(param.name, param.value)
 
     def create_publisher(self, cls: Any, topic: str, qos: Any) -> Publisher:
         self.publishers[topic] = Publisher(cls, topic, qos)
@@ -97,11 +126,16 @@ def install(
     module("rclpy")
     module("rclpy.exceptions")
     declared = types.SimpleNamespace(**{n: ParameterType(n) for n in PARAMETER_TYPES})
-    module("rclpy.parameter", Parameter=types.SimpleNamespace(Type=declared))
+    parameter = type("Parameter", (StandInParameter,), {"Type": declared})
+    module("rclpy.parameter", Parameter=parameter)
     module("rclpy.qos", qos_profile_sensor_data="sensor_data", QoSProfile=lambda **kw: kw,
            DurabilityPolicy=types.SimpleNamespace(VOLATILE="volatile", TRANSIENT_LOCAL="transient_local"),
            HistoryPolicy=types.SimpleNamespace(KEEP_LAST="keep_last"),
            ReliabilityPolicy=types.SimpleNamespace(RELIABLE="reliable"))  # fmt: skip
+    module("rclpy.duration", Duration=lambda **kw: kw)
+    module("rclpy.time", Time=lambda **kw: kw)
+    StandInTfBuffer.instances.clear()
+    module("tf2_ros", Buffer=StandInTfBuffer, TransformListener=lambda *args, **kwargs: None)
     module("rcl_interfaces")
     codes = types.SimpleNamespace(**{f"PARAMETER_{n}": i for i, n in enumerate(PARAMETER_TYPES)})
     module("rcl_interfaces.msg", ParameterDescriptor=lambda **kw: kw, ParameterType=codes)

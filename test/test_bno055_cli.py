@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from shape_sensing.cli import main
 from shape_sensing.drivers.bno055_chain import CalibrationStore, example_topology_params
 from shape_sensing.drivers.i2c_topology import Topology
@@ -29,5 +31,7 @@ def test_calibrate_command_timeout_and_bad_arguments(tmp_path, capsys):
     assert main(["calibrate-bno055", "--simulate", "--timeout", "0.3", "--out", str(out)]) == 1
     assert "not fully calibrated within 0.3 s" in capsys.readouterr().err
     assert CalibrationStore.load(out).profiles == {}
-    assert main(["calibrate-bno055", "--simulate", "--rate", "0", "--out", str(out)]) == 2
-    assert "--rate 0.0 must be > 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["calibrate-bno055", "--simulate", "--rate", "0", "--out", str(out)])
+    assert exc.value.code == 2
+    assert "argument --rate: '0': expected a finite number > 0" in capsys.readouterr().err

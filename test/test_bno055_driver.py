@@ -329,3 +329,80 @@ def test_plan_reads_is_optimal_against_brute_force():
         for f in chosen:
             k, off = plan.offsets[f]
             assert off + FIELDS[f][1] <= plan.reads[k].length
+
+
+def _remap_chip(axis_map: tuple[int, int]) -> tuple[SimI2CBus, SimBNO055, BNO055]:
+    bus = SimI2CBus()
+    sim = bus.host.attach(SimBNO055(0x28))
+    chip = BNO055(bus, 0x28, sleep=bus.sleep)
+    chip.configure(Mode.NDOF, axis_map=axis_map)
+    return bus, sim, chip
+
+
+@pytest.mark.parametrize("axis_map", [(0x21, 0x01), (0x24, 0x06), (0x12, 0x00), (0x09, 0x05)])
+def test_axis_remap_reaches_the_fused_orientation(axis_map: tuple[int, int]) -> None:
+    """Section 3.4: the remap changes the sensor frame of every output, the fused orientation included.
+
+    Checked against an independent reading of the same chip: the gravity vector it reports must be
+    the world's gravity seen through the quaternion it reports, and the Euler angles must be that
+    quaternion's heading/roll/pitch (0x21/0x01 was the case seen: gravity (4.61, 3.35, -7.98) against
+    (3.35, 4.61, 7.98) from the quaternion).
+    """
+    from scipy.spatial.transform import Rotation
+
+    _bus, sim, chip = _remap_chip(axis_map)
+    q_world_sensor = Rotation.from_euler("xyz", [0.4, -0.3, 1.1]).as_quat()
+    sim.set_motion(q_world_sensor)
+    d = chip.read(plan_reads(["orientation", "gravity", "euler"]))
+    R = Rotation.from_quat(d.orientation)
+    np.testing.assert_allclose(R.inv().apply([0.0, 0.0, 9.80665]), d.extra["gravity"], atol=0.02)
+    heading, roll, pitch = d.extra["euler"]
+    yaw_e, pitch_e, roll_e = R.as_euler("ZYX")
+    np.testing.assert_allclose([heading, roll, pitch], [yaw_e, roll_e, pitch_e], atol=2e-3)
+    # And the remapped frame is the old one with its axes picked and signed as the registers say.
+    P = sim._remap_matrix()
+    np.testing.assert_allclose(R.as_matrix(), Rotation.from_quat(q_world_sensor).as_matrix() @ P.T, atol=1e-3)
+
+
+def test_page1_sensor_configuration_is_stored_read_back_and_applied() -> None:
+    """Page 1 (table 4-3): ACC_Config 0x08, MAG_Config 0x09, GYR_Config_0/1 0x0A/0x0B; CONFIGMODE-only writes."""
+    bus = SimI2CBus()
+    sim = bus.host.attach(SimBNO055(0x28))
+    chip = BNO055(bus, 0x28, sleep=bus.sleep)
+    chip.configure(Mode.AMG)  # non-fusion: the user's sensor configuration applies
+    bus.sleep(0.05)
+    bus.write_byte_data(0x28, Reg.PAGE_ID, 1)
+    assert bus.read_byte_data(0x28, Reg.PAGE_ID) == 1
+    # Reset values (datasheet): ACC 0x0D (4 G), MAG 0x6D, GYR_0 0x38 (2000 dps), GYR_1 0x00.
+    assert bus.read_i2c_block_data(0x28, 0x08, 4) == [0x0D, 0x6D, 0x38, 0x00]
+    bus.write_byte_data(0x28, 0x08, 0x0C)  # outside CONFIGMODE: ignored
+    assert bus.read_byte_data(0x28, 0x08) == 0x0D and sim.ignored_writes >= 1
+    bus.write_byte_data(0x28, Reg.PAGE_ID, 0)
+    chip.set_mode(Mode.CONFIG)
+    bus.sleep(0.05)
+    bus.write_byte_data(0x28, Reg.PAGE_ID, 1)
+    bus.write_byte_data(0x28, 0x08, 0x0C)  # 2 G
+    bus.write_byte_data(0x28, 0x09, 0x6F)  # magnetometer 30 Hz
+    bus.write_byte_data(0x28, 0x0A, 0x3C)  # 125 dps
+    bus.write_byte_data(0x28, 0x0B, 0x01)
+    assert bus.read_i2c_block_data(0x28, 0x08, 4) == [0x0C, 0x6F, 0x3C, 0x01]
+    bus.write_byte_data(0x28, Reg.PAGE_ID, 0)
+    assert bus.read_byte_data(0x28, 0x00) == 0xA0  # page 0 again
+    chip.set_mode(Mode.AMG)
+    bus.sleep(0.05)
+    sim.set_motion([0, 0, 0, 1], [3.0, -0.5, 0.1], [45.0, -5.0, 9.0])
+    d = chip.read(plan_reads(["angular_velocity", "linear_acceleration"]))
+    two_g, dps125 = 2 * 9.80665, math.radians(125.0)
+    np.testing.assert_allclose(d.linear_acceleration, [two_g, -5.0, 9.0], atol=0.01)
+    np.testing.assert_allclose(d.angular_velocity, [dps125, -0.5, 0.1], atol=2e-3)
+    # In a fusion mode the fusion sets 4 G and 2000 dps itself, whatever page 1 holds.
+    chip.set_mode(Mode.NDOF)
+    bus.sleep(0.05)
+    d = chip.read(plan_reads(["angular_velocity", "linear_acceleration"]))
+    np.testing.assert_allclose(d.linear_acceleration, [4 * 9.80665, -5.0, 9.0], atol=0.01)
+    np.testing.assert_allclose(d.angular_velocity, [3.0, -0.5, 0.1], atol=2e-3)
+    # A reset restores the page-1 defaults.
+    bus.write_byte_data(0x28, Reg.SYS_TRIGGER, 0x20)
+    bus.sleep(0.7)
+    bus.write_byte_data(0x28, Reg.PAGE_ID, 1)
+    assert bus.read_i2c_block_data(0x28, 0x08, 4) == [0x0D, 0x6D, 0x38, 0x00]

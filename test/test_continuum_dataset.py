@@ -200,3 +200,34 @@ def test_real_dataset_conventions() -> None:
     tip = lie.exp(tr.streams["vicon4"].window(19, 29).values)
     assert np.all(np.linalg.norm(tip[:, :3, 3], axis=1) < 0.466 + 0.01)
     assert load_trial(DATASET, "extensible").robot.name == "robot1"
+
+
+def _dataset_root() -> Path | None:
+    """The shared dataset, from this checkout or a worktree of it (any parent's shared/datasets)."""
+    rel = Path("shared") / "datasets" / "space_time_continuum"
+    for root in (DATASET, *(p / rel for p in Path(__file__).resolve().parents)):
+        if root.is_dir():
+            return root
+    return None
+
+
+def test_trial_missing_the_sensor_files_its_config_enables_is_reported(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``gyro: true`` with no gyro file used to be scored without gyroscopes, silently; now it is said (a warning,
+    since the published ``extensible`` trial itself sets ``gyro: true`` without any gyroscope)."""
+    import logging
+
+    root = _dataset_root()
+    if root is None:
+        pytest.skip("shared dataset not present")
+    (tmp_path / "config").symlink_to(root / "config")
+    folder = tmp_path / "data" / "fast_contact"
+    folder.mkdir(parents=True)
+    for f in (root / "data" / "fast_contact").glob("*.csv"):
+        if not f.name.startswith("gyro"):
+            (folder / f.name).symlink_to(f)
+    with caplog.at_level(logging.WARNING):
+        trial = load_trial(tmp_path, "fast_contact")
+    assert trial.of_kind("gyro") == []
+    assert "sets data.gyro: true but there is no gyro*.csv file" in caplog.text

@@ -71,6 +71,7 @@ def test_bag_holds_tf_path_markers_and_tip(tmp_path: Path) -> None:
     topics = bag_topics(tmp_path / "bag")
     assert topics == {
         "/tf": "tf2_msgs/msg/TFMessage",
+        "/tf_static": "tf2_msgs/msg/TFMessage",  # world -> continuum_base, as the launch file
         "/continuum/shape/path": "nav_msgs/msg/Path",
         "/continuum/shape/markers": "visualization_msgs/msg/MarkerArray",
         "/continuum/shape/tip": "geometry_msgs/msg/PoseWithCovarianceStamped",
@@ -120,8 +121,10 @@ def test_cli_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     if DATASET.is_dir():
         assert cli_main(["eval-continuum", str(DATASET), "nope", "--no-outputs"]) == 2
         assert "unknown trial 'nope'" in capsys.readouterr().err
-        assert cli_main(["eval-continuum", str(DATASET), "impulse_1", "--duration", "-1", "--no-outputs"]) == 2
-        assert "--duration must be > 0" in capsys.readouterr().err
+        with pytest.raises(SystemExit) as exc:  # argparse refuses it and names the option
+            cli_main(["eval-continuum", str(DATASET), "impulse_1", "--duration", "-1", "--no-outputs"])
+        assert exc.value.code == 2
+        assert "argument --duration: '-1': expected a finite number > 0" in capsys.readouterr().err
         short = ["eval-continuum", str(DATASET), "impulse_1", "--duration", "0.5", "--no-outputs"]
         for est in ("batch", "window"):
             assert cli_main([*short, "--estimator", est, "--iterations", "0"]) == 2

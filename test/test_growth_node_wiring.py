@@ -107,3 +107,39 @@ def test_unstamped_goal_gets_one_stamp_for_topics_and_response(ros_stand_ins: No
         stamps.add(ns(node.publishers[topic].sent[-1].header))
     stamps |= {ns(m.header) for m in node.publishers["plan/markers"].sent[-1].markers}
     assert len(stamps) == 1 and 7_000_000_000 <= stamps.pop() < 8_000_000_000
+
+
+def test_goal_in_world_is_transformed_with_tf2(ros_stand_ins: None) -> None:
+    """A goal stamped in ``world`` plans like the same goal expressed in the plan frame (tf2's transform)."""
+    import numpy as np
+    from ros_stand_ins import StandInTfBuffer
+
+    from shape_sensing.geometry import make_transform, rotvec_to_matrix
+    from shape_sensing.messages.common import transform_stamped
+    from shape_sensing.nodes.growth_planner import GrowthPlannerNode
+    from shape_sensing.types import TransformStamped
+
+    node = _node({"plan_frame": "growing_base"})
+    GrowthPlannerNode(node)
+    # the plan frame sits in the world 1 m along x, turned 90 deg about z: T_world_base
+    T_world_base = make_transform(rotvec_to_matrix([0.0, 0.0, np.pi / 2]), [1.0, 0.0, 0.0])
+    T_base_world = np.linalg.inv(T_world_base)
+    f = default_factory()
+    (buffer,) = StandInTfBuffer.instances
+    buffer.transforms[("growing_base", "world")] = transform_stamped(
+        TransformStamped(0, "growing_base", "world", T_base_world), f
+    )
+    goal_base = tip_frame([0.4, 0.3, 0.1], 0.3, 0.2)
+    plans = []
+    for frame, T in (("growing_base", goal_base), ("world", T_world_base @ goal_base)):
+        request = types.SimpleNamespace(
+            start=f.make("geometry_msgs/msg/PoseStamped"), goal=pose_stamped_msg(0, frame, T)
+        )
+        plans.append(node.services["plan"](request, types.SimpleNamespace(plan=None)).plan)
+    assert len(plans[0].poses) > 10
+    assert len(plans[1].poses) == len(plans[0].poses)
+    end = [
+        np.array([p.poses[-1].pose.position.x, p.poses[-1].pose.position.y, p.poses[-1].pose.position.z]) for p in plans
+    ]
+    np.testing.assert_allclose(end[1], end[0], atol=1e-9)
+    np.testing.assert_allclose(end[0], goal_base[:3, 3], atol=1e-6)

@@ -277,3 +277,42 @@ def test_skew_is_the_exact_cross_product_matrix() -> None:
     # entries are the components themselves, exactly
     assert np.array_equal(S, -np.swapaxes(S, 1, 2)) and not S[:, [0, 1, 2], [0, 1, 2]].any()
     assert np.array_equal(np.stack([S[:, 2, 1], S[:, 0, 2], S[:, 1, 0]], axis=1), v)
+
+
+def test_straight_robot_with_first_sensor_at_base_reports_no_bend_past_l_over_d() -> None:
+    """With ``first_sensor: 0`` the base-to-sensor-0 segment has zero length: noise there is not a bend.
+
+    Today's bug: ``over_at = 0 / D = 0``, so 0.05 deg of noise on sensor 0 made every estimate WARN.
+    """
+    est = _estimator(6, first_sensor=0.0)
+    _offset(est)
+    rng = np.random.default_rng(3)
+    noise = Rotation.from_rotvec(rng.normal(0.0, np.deg2rad(0.05), (6, 3)))
+    shape = est.update((noise * Rotation.from_quat(_quats(np.zeros(6)))).as_quat(), np.ones(6, dtype=bool), 0)
+    diag = shape.diagnostics[0]
+    assert diag.values["segments_past_L_over_D"] == "0"
+    assert diag.level == DiagnosticLevel.OK, diag.message
+    # A real bend past L/D between two spaced sensors still warns.
+    angles = np.array([0, 0, 1.2, 1.2, 1.2, 1.2])  # 1.2 rad > L/D = 0.79
+    shape = est.update(_quats(angles), np.ones(6, dtype=bool), 0)
+    assert shape.diagnostics[0].values["segments_past_L_over_D"] == "1"
+    assert shape.diagnostics[0].level == DiagnosticLevel.WARN
+
+
+@pytest.mark.parametrize("params", [{"every_k": 50}, {"every_k": 40}, {"every_k": 18}, {"use_sensors": [0]}])
+def test_subsets_that_see_no_bend_are_refused(params: dict[str, object]) -> None:
+    """18 IMUs, the first at the base: a subset holding only sensor 0 estimates a straight line whatever happens."""
+    p = SCHEMA.defaults() | {"imu_topics": [f"imu_{i}/data" for i in range(18)]} | params
+    with pytest.raises(ValueError, match=r"expected at least one used IMU beyond the base"):
+        HingeArcConfig.from_params(p)
+    # Just inside the limit still works: sensors 0 and 17.
+    cfg = HingeArcConfig.from_params(SCHEMA.defaults() | {"imu_topics": p["imu_topics"], "every_k": 17})
+    assert np.flatnonzero(cfg.used).tolist() == [0, 17]
+
+
+def test_demo_with_an_unusable_subset_exits_non_zero(tmp_path, capsys) -> None:
+    from shape_sensing.cli import main
+
+    assert main(["demo", "vine-imu", "--every-k", "40", "--duration", "1", "--out", str(tmp_path)]) == 2
+    assert "'every_k' = 40" in capsys.readouterr().err
+    assert not (tmp_path / "vine-imu.mcap").exists()

@@ -516,6 +516,25 @@ def test_launch_args_rviz_record_driver_default_false() -> None:
     assert (robot["rviz"], robot["record"], robot["driver"]) == ("false", "false", "false")
 
 
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_rviz_is_off_by_default_and_only_behind_its_argument(path: Path) -> None:
+    """RViz is not installed on a robot or in CI: no launch file may start rviz2 unless asked (rviz:=true)."""
+    root = ET.parse(path).getroot()
+    rviz_nodes = [n for n in root.iter("node") if n.get("pkg") == "rviz2"]
+    for node in rviz_nodes:
+        assert node.get("if") == "$(var rviz)", f"{path.name}: rviz2 started unconditionally"
+    if rviz_nodes:
+        assert launch_args(root)["rviz"] == "false"
+
+
+def test_vine_launch_can_start_the_driver_simulated() -> None:
+    root = ET.parse(ROOT / "launch" / "vine_imu.launch.xml").getroot()
+    assert launch_args(root)["simulate"] == "false"
+    driver = next(n for n in root.iter("node") if n.get("exec") == "bno055_chain")
+    params = {p.get("name"): p.get("value") for p in driver.iter("param") if p.get("name")}
+    assert params["simulate"] == "$(var simulate)"
+
+
 def test_vine_rviz_shows_the_slice() -> None:
     path = ROOT / "rviz" / "vine_imu.rviz"
     data = yaml.safe_load(path.read_text())
@@ -701,6 +720,8 @@ ROSDEP_KEYS = {
     "serial": "python3-serial",
     "smbus2": "python3-smbus2",
     "threadpoolctl": "python3-threadpoolctl",
+    "trimesh": "python3-trimesh",
+    "tqdm": "python3-tqdm",
 }
 
 _TYPE_NAME = re.compile(r"([a-z][a-z0-9_]*)/(?:msg|srv|action)/[A-Z][A-Za-z0-9]*")
@@ -761,6 +782,8 @@ def used_by_package() -> dict[str, str]:
     used: dict[str, str] = {}
     for path in sorted((ROOT / PACKAGE).rglob("*.py")):
         for dep, why in used_by_source(path.read_text()).items():
+            if dep == PACKAGE:  # its own interfaces (msg/), built with it
+                continue
             used.setdefault(dep, f"{path.relative_to(ROOT)}: {why}")
     for path in sorted((ROOT / "launch").glob("*.launch.xml")):
         for dep, why in used_by_launch(path.read_text()).items():

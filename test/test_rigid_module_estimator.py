@@ -158,7 +158,8 @@ def test_covariance_matches_monte_carlo() -> None:
     theta = np.array([[0.3, -0.2], [0.2, 0.3], [-0.25, 0.1], [0.15, 0.2]])
     eulers, _ = independent_chain(theta, Rotation.from_euler("ZYX", [0.5, 0.05, 0.02]), np.eye(4))
     for mode in ("full", "roll_pitch"):
-        est = _estimator(n, mode)
+        # The readings' white noise alone (no mounting error, no heading disturbance): what the draws below hold.
+        est = _estimator(n, mode, mounting_stddev_deg=0.0, heading_disturbance_deg=0.0)
         for i, e in enumerate(eulers):
             est.push_euler(i, e, 0)
         P = est.estimate(0).tip_covariance
@@ -257,3 +258,17 @@ def test_ill_conditioned_heading_falls_back_to_the_magnetometer() -> None:
     for i, e in enumerate(eulers):
         pure.push_euler(i, e, 0)
     np.testing.assert_allclose(pure.estimate(0).shape.poses, poses, atol=1e-7)
+
+
+def test_quat_to_euler_gives_the_matrix_paths_bits() -> None:
+    """The per-message shortcut equals matrix_to_euler_zyx(quat_to_matrix(q)) bit for bit (kept reference)."""
+    from shape_sensing.estimators.rigid_module import matrix_to_euler_zyx, quat_to_euler_zyx
+    from shape_sensing.geometry import quat_to_matrix
+
+    rng = np.random.default_rng(11)
+    qs = rng.normal(size=(5000, 4))
+    qs *= rng.uniform(0.6, 1.4, (5000, 1)) / np.linalg.norm(qs, axis=1, keepdims=True)
+    half = np.linspace(-np.pi, np.pi, 40)
+    qs[:40] = np.column_stack([np.zeros(40), np.sin(half), np.zeros(40), np.cos(half)])  # pitch through +-90 deg
+    for q in qs:
+        assert quat_to_euler_zyx(q).tobytes() == matrix_to_euler_zyx(quat_to_matrix(q)).tobytes()

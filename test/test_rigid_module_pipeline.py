@@ -252,3 +252,25 @@ def test_simulator_node_waits_for_the_clock(monkeypatch: pytest.MonkeyPatch) -> 
     truth = HyperRedundantSim(n_modules=4, amplitude_deg=30.0, rods_s=1.0, seed=3)
     np.testing.assert_allclose(positions[1], truth.joint_angles(1.5).reshape(-1), atol=1e-12)
     assert np.abs(positions[1]).max() > 1e-3
+
+
+@pytest.mark.parametrize("heading_mode", ["roll_pitch", "full"])
+def test_tip_covariance_is_consistent_on_a_monte_carlo(heading_mode: str, tmp_path) -> None:
+    """Mean tip-position NEES over independent runs inside the 95 % band of a consistent 3-DoF estimate.
+
+    The covariance held only the readings' white noise: NEES 39.6 (roll_pitch) and 164 (full) on the demo. The
+    errors the simulator has beyond that (mounting yaw the gravity-aligning calibration cannot see, the magnetic
+    heading disturbance, and in full mode that disturbance frozen into the calibration) are now in it.
+    """
+    from scipy.stats import chi2
+
+    from shape_sensing.demos.hyper_redundant import run_demo
+
+    runs = 4
+    nees = [
+        run_demo(tmp_path / str(s), duration=4.0, seed=10 + s, heading_mode=heading_mode, progress=False,
+                 picture=False)["tip_position_nees_mean"]
+        for s in range(runs)
+    ]  # fmt: skip
+    lo, hi = chi2.ppf([0.025, 0.975], 3 * runs) / runs
+    assert lo < float(np.mean(nees)) < hi, (nees, lo, hi)

@@ -103,5 +103,50 @@ def test_replay_reproduces_the_live_estimates(demo: tuple[Path, dict], tmp_path:
 
 
 def test_demo_refuses_a_bad_rate(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "vine-collision", "--rate", "-1", "--out", str(tmp_path)]) == 2
-    assert "--rate -1.0: expected a positive frame rate" in capsys.readouterr().err
+    from shape_sensing.demos.vine_collision import run_demo
+
+    with pytest.raises(SystemExit):  # the option's own check (test_cli_errors covers inf/nan/0 of every option)
+        main(["demo", "vine-collision", "--rate", "-1", "--out", str(tmp_path)])
+    assert "argument --rate: '-1': expected a finite number > 0" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="--rate -1.0: expected a positive frame rate"):
+        run_demo(tmp_path, rate=-1.0, progress=False)
+    with pytest.raises(ValueError, match="--duration nan: expected a finite positive"):
+        run_demo(tmp_path, duration=float("nan"), progress=False)
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+def test_replay_uses_the_parameters_recorded_in_the_bag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Round trip: the demo's (non-default) estimator parameters go into the bag's metadata and the file beside
+    it; replay reproduces the live estimates from the bag alone, and differs when told to ignore them."""
+    from shape_sensing.config import load_node_params
+    from shape_sensing.demos.vine_collision import _params
+    from shape_sensing.estimators.collision_pivot import SCHEMA
+    from shape_sensing.io.bag import bag_parameters
+    from shape_sensing.sim.vine_collision import SensorFaults
+
+    out = tmp_path / "demo"
+    assert main(["demo", "vine-collision", "--course", "single", "--no-sweep", "--duration", "3",
+                 "--out", str(out), "--json"]) == 0  # fmt: skip
+    live = json.loads(capsys.readouterr().out)
+    bag, beside = out / "vine-collision.mcap", out / "vine-collision.params.yaml"
+    assert Path(live["bag"]) == bag and Path(live["params"]) == beside
+    recorded = bag_parameters(bag, SCHEMA.node)
+    assert recorded is not None and recorded == beside.read_text()
+    expected = SCHEMA.validate(_params(SensorFaults()))
+    assert expected != SCHEMA.defaults()  # the demo's run is not a default run
+    assert SCHEMA.validate(load_node_params(beside, SCHEMA)) == expected
+    beside.unlink()  # the bag alone carries them
+
+    def replay(*extra: str) -> dict:
+        assert main(["replay", str(bag), "--out", str(tmp_path / f"r{len(extra)}.mcap"), "--json", *extra]) == 0
+        return json.loads(capsys.readouterr().out)
+
+    again = replay()
+    assert again["parameters"] == "recorded in the bag"
+    assert {k: again[k] for k in ("filter_improved", "filter_paper")} == {
+        k: live[k] for k in ("filter_improved", "filter_paper")
+    }
+    assert bag_parameters(tmp_path / "r0.mcap", SCHEMA.node) == recorded  # and the replay's own bag records them
+    defaults = replay("--ignore-bag-parameters")
+    assert defaults["parameters"] == "defaults (--ignore-bag-parameters)"
+    assert defaults["filter_improved"]["tip_rmse_cm"] != live["filter_improved"]["tip_rmse_cm"]

@@ -54,7 +54,11 @@ def test_replay_of_sqlite3_bag_prints_same_metrics(
 ) -> None:
     bag, metrics = demo_bag
     sqlite_bag = tmp_path / "sq"
+    from shape_sensing.io.bag import bag_metadata
+
     with BagWriter(sqlite_bag, storage="sqlite3") as w:
+        for key, value in bag_metadata(bag).items():  # the recorded estimator parameters travel with the bag
+            w.set_metadata(key, value)
         for m in read_bag(bag):
             if not m.topic.startswith(("/vine/shape", "/tf", "/diagnostics")) or m.topic == "/tf_static":
                 w.copy(m)
@@ -86,8 +90,10 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         w.write("/chatter", c.header(0, "x"), 0)
     assert main(["replay", str(empty), "--out", str(tmp_path / "o2.mcap")]) == 2
     assert "no pipeline recognises the bag's topics (/chatter [std_msgs/msg/Header])" in capsys.readouterr().err
-    assert main(["demo", "vine-imu", "--duration", "-1", "--out", str(tmp_path)]) == 2
-    assert "--duration -1.0: expected a positive number" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["demo", "vine-imu", "--duration", "-1", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "argument --duration: '-1': expected a finite number > 0" in capsys.readouterr().err
     bad_cfg = tmp_path / "bad.yaml"
     bad_cfg.write_text("hinge_arc_estimator:\n  ros__parameters:\n    spacing: 0\n")
     assert (
@@ -123,3 +129,96 @@ def test_other_scenarios_run(scenario: str, tmp_path: Path) -> None:
     metrics = run_demo(tmp_path, scenario=scenario, duration=2.0, progress=False, picture=False)
     assert metrics["estimates_scored"] > 40
     assert metrics["tip_error_max_m"] < 1.0
+
+
+def test_replay_refuses_configs_that_cannot_work(
+    demo_bag: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each of these ran to ``estimates_scored 0`` (or silently on defaults) with exit 0."""
+    bag, _ = demo_bag
+    cases = {
+        # topics of another robot's layout: never in this bag
+        "topics": "hinge_arc_estimator:\n  ros__parameters:\n    imu_topics: [left/imu_00/data, imu_01/data]\n",
+        "empty": "",
+        "int": "hinge_arc_estimator:\n  ros__parameters:\n    publish_rate: 30\n",
+        "other node": "growth_planner:\n  ros__parameters:\n    frame_prefix: a_\n",
+    }
+    expected = {
+        "topics": r"used IMU topic\(s\) \['/vine/left/imu_00/data'\] are not in the bag",
+        "empty": r"holds no parameters for node 'hinge_arc_estimator'",
+        "int": r"parameter 'publish_rate' = 30: expected float >= 0.1 <= 1000.0 \(write floating-point values with a "
+        r"decimal point",
+        "other node": r"has no section for node 'hinge_arc_estimator'",
+    }
+    import re
+
+    for name, text in cases.items():
+        cfg = tmp_path / f"{name.replace(' ', '_')}.yaml"
+        cfg.write_text(text)
+        out = tmp_path / f"{cfg.stem}.mcap"
+        assert main(["replay", str(bag), "--out", str(out), "--config", str(cfg)]) == 2, name
+        err = capsys.readouterr().err
+        assert re.search(expected[name], err), (name, err)
+        assert not out.exists()
+
+
+def test_node_and_replay_refuse_the_same_int_for_a_float() -> None:
+    """The node's parameter declaration (rclpy) refuses ``publish_rate: 30``; the file loader now does too."""
+    import tempfile
+
+    from shape_sensing.config import ConfigError
+    from shape_sensing.estimators.hinge_arc import SCHEMA
+
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        f.write("/**/hinge_arc_estimator:\n  ros__parameters:\n    publish_rate: 30\n    spacing: 0.1\n")
+    with pytest.raises(ConfigError, match=r"'publish_rate' = 30: expected float"):
+        SCHEMA.load_yaml(f.name)
+    Path(f.name).write_text("/**/hinge_arc_estimator:\n  ros__parameters:\n    publish_rate: 30.0\n")
+    assert SCHEMA.load_yaml(f.name)["publish_rate"] == 30.0
+    Path(f.name).unlink()
+
+
+@pytest.mark.parametrize(
+    ("demo", "options", "topics"),
+    [
+        ("vine-imu", ["--every-k", "2"], ["/vine/shape/tip", "/tf"]),
+        ("hyper-redundant", ["--heading-mode", "full"], ["/hyper_redundant/shape/end_effector", "/tf"]),
+    ],
+)
+def test_replay_reproduces_non_default_runs_from_the_parameters_in_the_bag(
+    demo: str, options: list[str], topics: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bags stored no parameters: replaying ``--every-k 2`` gave 31.3 mm instead of 28.3 mm, and the full-heading
+    hyper-redundant bag 10.9 mm instead of 56.7 mm. Now the parameters are in the bag's metadata and in a ROS 2
+    parameter file beside it, and replay uses them unless told otherwise."""
+    from shape_sensing.config import load_param_file
+    from shape_sensing.io.bag import bag_parameters
+
+    out = tmp_path / "demo"
+    assert main(["demo", demo, "--duration", "2", "--out", str(out), "--json", *options]) == 0
+    capsys.readouterr()
+    bag = out / f"{demo}.mcap"
+    node = "hinge_arc_estimator" if demo == "vine-imu" else "rigid_module_estimator"
+    beside = load_param_file(out / f"{demo}.params.yaml", node)
+    text = bag_parameters(bag, node)
+    assert text is not None and load_param_file_text(text, node, tmp_path) == beside
+    key, value = ("every_k", 2) if demo == "vine-imu" else ("heading_mode", "full")
+    assert beside[key] == value
+    replayed = tmp_path / "r.mcap"
+    assert main(["replay", str(bag), "--out", str(replayed), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["parameters"] == "recorded in the bag"
+    live = [(m.topic, m.stamp_ns, m.raw) for m in read_bag(bag, topics)]
+    again = [(m.topic, m.stamp_ns, m.raw) for m in read_bag(replayed, topics)]
+    assert len(live) > 20 and live == again
+    # Told otherwise, replay uses the defaults and differs.
+    other = tmp_path / "d.mcap"
+    assert main(["replay", str(bag), "--out", str(other), "--ignore-bag-parameters"]) == 0
+    assert [(m.topic, m.stamp_ns, m.raw) for m in read_bag(other, topics)] != live
+
+
+def load_param_file_text(text: str, node: str, tmp: Path) -> dict:
+    from shape_sensing.config import load_param_file
+
+    f = tmp / "from_bag.yaml"
+    f.write_text(text)
+    return load_param_file(f, node)

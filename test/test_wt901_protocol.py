@@ -211,3 +211,69 @@ def test_corrupted_stream_never_raises_and_loses_only_hit_frames() -> None:
     assert 0 < p.stats.frames < sent
     assert p.stats.bad_checksum > 0
     assert c.flipped > 0 and c.dropped > 0 and c.garbage_bursts > 0
+
+
+def test_stray_header_that_checksums_does_not_swallow_the_next_frame() -> None:
+    """Bytes seen on a corrupted stream: a stray 0x55 and 10 bytes that pass the checksum as type 0x55.
+
+    Taking them as a frame consumed the real gyro frame's header (``55 52`` at the end) and lost it.
+    """
+    gyro = encode_frame(FrameType.GYRO, [100, -200, 300, 2500])
+    stray = bytes.fromhex("55550b8255a11b2ed906")
+    assert (sum(stray) & 0xFF) == gyro[0]  # the real header is the stray's checksum
+    for chunk in (None, 1):  # all at once, and byte by byte
+        p = Wt901Parser()
+        data = stray + gyro + ANGLE_FRAME
+        if chunk is None:
+            frames = p.feed(data)
+        else:
+            frames = [f for k in range(len(data)) for f in p.feed(data[k : k + 1])]
+        assert [f.type for f in frames] == [FrameType.GYRO, FrameType.ANGLE]
+        assert frames[0].raw == (100, -200, 300, 2500)
+        assert p.stats.ignored_type == 0
+
+
+_UNKNOWN_TYPES = [t for t in range(0x50, 0x60) if t not in {int(x) for x in FrameType}]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    ftype=st.sampled_from([FrameType.ACCEL, FrameType.GYRO, FrameType.ANGLE, FrameType.MAG, FrameType.QUATERNION]),
+    values=st.lists(st.integers(-32768, 32767), min_size=4, max_size=4),
+    stray_type=st.sampled_from(_UNKNOWN_TYPES + [int(FrameType.ANGLE), int(FrameType.MAG)]),
+    overlap=st.integers(1, 8),
+    filler=st.binary(min_size=8, max_size=8),
+)
+def test_spurious_checksummed_frame_never_hides_a_real_one(
+    ftype: int, values: list[int], stray_type: int, overlap: int, filler: bytes
+) -> None:
+    """A stray 0x55 whose 11 bytes checksum and end ``overlap`` bytes into a real frame.
+
+    Built so that the stray passes the checksum (one filler byte is chosen for it); the real frame and
+    the one after it must both come out, whatever the stray's type.
+    """
+    real = encode_frame(ftype, values)
+    after = encode_frame(FrameType.ANGLE, [1, 2, 3, 4])
+    body = bytearray([0x55, stray_type]) + bytearray(filler[: 9 - overlap]) + real[:overlap]
+    assert len(body) == 11
+    # Make bytes 0..9 sum to byte 10 by choosing the last filler byte (index 10 - overlap).
+    k = 10 - overlap
+    body[k] = 0
+    body[k] = (body[10] - sum(body[:10])) & 0xFF
+    if k == 1 or 0x55 in body[2:k]:  # the fix-up landed on the type byte, or the filler holds another header
+        return
+    assert (sum(body[:10]) & 0xFF) == body[10]
+    if stray_type in {int(x) for x in FrameType} and real[overlap] == 0x55:
+        return  # a known-type stray followed by a header looks like a real frame
+    frames = Wt901Parser().feed(bytes(body[: 11 - overlap]) + real + after)
+    assert [(f.type, f.raw) for f in frames][-2:] == [(ftype, tuple(values)), (FrameType.ANGLE, (1, 2, 3, 4))]
+
+
+def test_header_followed_by_a_non_type_byte_is_skipped_without_consuming_a_frame() -> None:
+    """0x55 then a byte outside 0x50-0x5F cannot start a WitMotion frame, even if the bytes checksum."""
+    real = encode_frame(FrameType.GYRO, [5, 6, 7, 8])
+    head = bytearray([0x55, 0x01, 0, 0, 0, 0, 0, 0, 0, 0])
+    head[-1] = (real[0] - sum(head)) & 0xFF  # with the real header as its byte 11, the 11 bytes checksum
+    assert (sum(head) & 0xFF) == real[0]
+    frames = Wt901Parser().feed(bytes(head) + real)
+    assert [f.raw for f in frames] == [(5, 6, 7, 8)]

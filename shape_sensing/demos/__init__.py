@@ -19,6 +19,10 @@ DEMOS: dict[str, tuple[str, str]] = {
         "3 sensor rings (9 VL53L5CX ToF, 3 ISM330BX IMUs) through the real drivers and register-level simulators",
     ),
     "growing": ("shape_sensing.demos.growing", "tip-growing robot planned with 3D Dubins paths, open and closed loop"),
+    "tof-continuum": (
+        "shape_sensing.demos.tof_continuum",
+        "continuum robot with ToF rings, gyros and strain localised against a prior map in a compressor duct",
+    ),
     "vine-collision": (
         "shape_sensing.demos.vine_collision",
         "vine robot localised from collisions (base station, contact cap, force sensor, pivot Kalman filter)",

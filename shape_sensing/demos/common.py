@@ -4,26 +4,198 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import shutil
+import signal
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["Progress", "add_common_arguments", "prepare_out_dir", "print_metrics"]
+if TYPE_CHECKING:
+    from shape_sensing.io.bag import BagWriter
+
+__all__ = [
+    "DemoInterrupted",
+    "DemoOutputs",
+    "Progress",
+    "StopSignals",
+    "add_common_arguments",
+    "finite_float",
+    "positive_float",
+    "positive_int",
+    "prepare_out_dir",
+    "print_metrics",
+]
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, *, default_out: str, default_duration: float) -> None:
-    """``--out``, ``--duration``, ``--seed``, ``--json``, ``--overwrite``, ``--distro``."""
+def finite_float(text: str) -> float:
+    """argparse type: a finite number (argparse names the option in its error)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a finite number > 0 (argparse names the option in its error)."""
+    value = finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number > 0")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+    return value
+
+
+def add_common_arguments(
+    parser: argparse.ArgumentParser, *, default_out: str, default_duration: float | None, whole: str = ""
+) -> None:
+    """``--out``, ``--duration``, ``--seed``, ``--json``, ``--distro``.
+
+    ``default_duration`` ``None``: the run's natural length (``whole`` says what it is), ``--duration`` cuts it.
+    """
     parser.add_argument("--out", type=Path, default=Path(default_out), help=f"output directory (default {default_out})")
     parser.add_argument(
-        "--duration", type=float, default=default_duration, help=f"simulated seconds (default {default_duration})"
+        "--duration",
+        type=positive_float,
+        default=default_duration,
+        help=f"simulated seconds (default {default_duration if default_duration is not None else whole})",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument(
         "--distro", default="jazzy", help="ROS 2 distro whose message definitions the bag uses (default jazzy)"
     )
+
+
+class DemoInterrupted(KeyboardInterrupt):
+    """A demo stopped by SIGINT/SIGTERM after finishing a readable partial bag (the message says where)."""
+
+
+class StopSignals:
+    """While active, SIGINT and SIGTERM ask a loop to stop instead of killing it mid-write.
+
+    The first signal sets :attr:`requested` (its name); the loop checks it between steps, stops,
+    and closes its bag, which is then readable. A second SIGINT raises ``KeyboardInterrupt`` (the
+    user insists). Handlers are installed only in the main thread and restored on exit.
+    """
+
+    def __init__(self) -> None:
+        self.requested: str = ""
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: object) -> None:
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
+
+    def __enter__(self) -> StopSignals:
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def mark_partial(self, writer: BagWriter, t: float) -> bool:
+        """If a stop was requested, say so in the bag (custom_data ``shape_sensing.partial``); returns whether."""
+        if self.requested:
+            writer.set_metadata("shape_sensing.partial", f"stopped by {self.requested} at t = {t:.3f} s")
+        return bool(self.requested)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old.clear()
+
+
+class DemoOutputs:
+    """A demo's output files, written under temporary names and moved into place together at the end.
+
+    Files are written in a hidden temporary directory inside ``out``; :meth:`commit` moves each into
+    ``out/<stem><suffix>`` (``os.replace``: atomic on one filesystem) and removes a previous output the
+    new run did not produce, so a bag never sits beside an older run's picture. Until then the previous
+    outputs stay untouched: a crash or a signal leaves them as they were, and :meth:`keep_partial` saves
+    what was recorded as ``out/<stem>.partial.mcap``.
+    """
+
+    def __init__(self, out: Path, stem: str, suffixes: tuple[str, ...] = (".mcap", ".png")) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.out = out
+        self.stem = stem
+        self.suffixes = suffixes
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=out))
+
+    def path(self, suffix: str) -> Path:
+        """Where to write the output with this suffix during the run."""
+        return self.tmp / f"{self.stem}{suffix}"
+
+    def final(self, suffix: str) -> Path:
+        """Where that output ends up."""
+        return self.out / f"{self.stem}{suffix}"
+
+    def record_parameters(self, writer: BagWriter, node: str, params: Mapping[str, Any]) -> None:
+        """``node``'s parameters in the bag (custom_data) and beside it (``<stem>.params.yaml``, a ROS 2
+        parameter file): replay and the node reproduce the run."""
+        comment = f"{node} parameters of {self.stem}.mcap (shape-sensing demo {self.stem})"
+        self.path(".params.yaml").write_text(writer.record_parameters(node, dict(params), comment))
+
+    def commit(self) -> None:
+        """Move every output into place and drop the previous run's outputs this run did not write."""
+        for suffix in self.suffixes:
+            src, dst = self.path(suffix), self.final(suffix)
+            if src.exists():
+                os.replace(src, dst)
+            elif dst.exists():
+                dst.unlink()
+        self.cleanup()
+
+    def keep_partial(self) -> Path | None:
+        """Move a closed, readable partial bag to ``out/<stem>.partial.mcap``; ``None`` if nothing was written."""
+        src = self.path(".mcap")
+        if not src.is_file():
+            return None
+        dst = self.out / f"{self.stem}.partial.mcap"
+        os.replace(src, dst)
+        return dst
+
+    def cleanup(self) -> None:
+        """Remove the temporary directory (idempotent)."""
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def __enter__(self) -> DemoOutputs:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        """On an error, keep what was recorded (``keep_partial``); always remove the temporary directory."""
+        if exc_type is not None and not issubclass(exc_type, DemoInterrupted):
+            self.keep_partial()
+        self.cleanup()
+
+    def interrupted(self, signal_name: str, t: float, duration: float) -> DemoInterrupted:
+        """Keep the partial bag and describe it; the caller raises the result."""
+        partial = self.keep_partial()
+        previous = [str(self.final(s)) for s in self.suffixes if self.final(s).exists()]
+        text = f"stopped by {signal_name} at t = {t:.2f} s of {duration:g} s"
+        if partial is not None:
+            text += f": partial bag {partial} (readable; custom_data shape_sensing.partial says so)"
+        if previous:
+            text += f"; {', '.join(previous)} are from the previous complete run"
+        return DemoInterrupted(text)
 
 
 def prepare_out_dir(out: Path) -> Path:
@@ -33,25 +205,71 @@ def prepare_out_dir(out: Path) -> Path:
 
 
 class Progress:
-    """Progress on stderr for long runs: at most one line every ``every`` seconds."""
+    """A progress bar on stderr (tqdm) for anything longer than a couple of seconds; quiet when disabled.
 
-    def __init__(self, label: str, total: float, *, every: float = 2.0, enabled: bool = True) -> None:
+    ``update(done)`` takes the amount done so far (not an increment); ``close()`` ends the bar (also on
+    exit of a ``with`` block). Without tqdm installed (a bare ROS system Python) it prints a line every
+    ``every`` seconds instead.
+    """
+
+    def __init__(self, label: str, total: float, *, every: float = 2.0, enabled: bool = True, unit: str = "it") -> None:
         self.label = label
         self.total = total
         self.every = every
         self.enabled = enabled
         self._start = time.monotonic()
         self._last = self._start
+        self._bar: Any = None
+        if enabled:
+            try:
+                from tqdm import tqdm
+            except ImportError:  # pragma: no cover - tqdm is a dependency; a ROS system Python may lack it
+                tqdm = None
+            if tqdm is not None:
+                self._bar = tqdm(
+                    total=total or None, desc=label, unit=unit, file=sys.stderr, mininterval=0.5, dynamic_ncols=True
+                )
 
     def update(self, done: float) -> None:
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            step = done - self._bar.n
+            if step > 0:
+                self._bar.update(step)
+            return
         now = time.monotonic()
-        if not self.enabled or now - self._last < self.every:
+        if now - self._last < self.every:
             return
         self._last = now
         frac = done / self.total if self.total else 1.0
         elapsed = now - self._start
         eta = elapsed * (1 - frac) / frac if frac > 0 else float("nan")
         print(f"{self.label}: {100 * frac:5.1f}%  ({elapsed:.0f} s elapsed, ~{eta:.0f} s left)", file=sys.stderr)
+
+    def set_total(self, total: float) -> None:
+        """Change the total (known only once the work has started)."""
+        self.total = total
+        if self._bar is not None and self._bar.total != (total or None):
+            self._bar.total = total or None
+            self._bar.refresh()
+
+    def report(self, done: float, total: float) -> None:
+        """``update`` with the total alongside, for callbacks ``(done, total)``."""
+        self.set_total(total)
+        self.update(done)
+
+    def close(self) -> None:
+        """End the bar (idempotent)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def print_metrics(metrics: Mapping[str, Any], as_json: bool, title: str = "metrics") -> None:

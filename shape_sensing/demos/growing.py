@@ -25,7 +25,14 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import (
+    DemoOutputs,
+    Progress,
+    StopSignals,
+    add_common_arguments,
+    positive_float,
+    print_metrics,
+)
 from shape_sensing.estimators.growth import direction_from_angles, tip_frame
 from shape_sensing.figure4 import RC, ROBOT_A
 from shape_sensing.io.bag import BagWriter
@@ -44,8 +51,10 @@ BODY_RADIUS = 0.022  # m, the seed robot's rt
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the growing demo."""
     add_common_arguments(parser, default_out="out/growing", default_duration=30.0)
-    parser.add_argument("--distance", type=float, default=8.0, help="start-goal distance in Rc (default 8)")
-    parser.add_argument("--rate", type=float, default=50.0, help="TF rate of the tip in bag time, Hz (default 50)")
+    parser.add_argument("--distance", type=positive_float, default=8.0, help="start-goal distance in Rc (default 8)")
+    parser.add_argument(
+        "--rate", type=positive_float, default=50.0, help="TF rate of the tip in bag time, Hz (default 50)"
+    )
 
 
 def _random_goal(seed: int, distance: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -75,7 +84,6 @@ def run_demo(
         raise ValueError(f"--distance {distance}: expected 0 < distance <= 100 (in Rc)")
     if not (math.isfinite(rate) and 1 <= rate <= 1000):
         raise ValueError(f"--rate {rate}: expected 1..1000 Hz")
-    out = prepare_out_dir(out)
     T0, pe, ve = _random_goal(seed, distance)
     base = SCHEMA.defaults() | {
         "radius": RC, "step_length": ROBOT_A.step_length, "bend_per_step": ROBOT_A.bend_per_step,
@@ -91,53 +99,65 @@ def run_demo(
     stamps = (np.arange(len(poses)) * (duration / max(n_steps, 1)) * 1e9).astype(np.int64)
     tf_every = max(1, round(len(poses) / (duration * rate)))
     body_every = tf_every * max(1, round(rate))  # about once per second of bag time
-    bag_path = out / "growing.mcap"
     prog = Progress("growing demo", len(poses), enabled=progress)
-    with BagWriter(bag_path, distro=distro, overwrite=True) as writer:
-        f = writer.factory
-        writer.write(f"{NS}/plan/path", msgs.path_msg(0, BASE, grown.frames, f), 0)
-        markers = gmsgs.plan_markers(0, BASE, grown.plan, executed=poses[:, :3, 3], factory=f)
-        writer.write(f"{NS}/plan/markers", markers, 0)
-        indices = list(range(0, len(poses), tf_every))
-        if indices[-1] != len(poses) - 1:
-            indices.append(len(poses) - 1)  # the tip at the end of growth is always in the bag
-        for i in indices:
-            stamp = int(stamps[i])
-            tf = TransformStamped(stamp, BASE, TIP, poses[i])
-            writer.write("/tf", msgs.tf_message([tf], f), stamp)
-            if i % body_every == 0 or i == len(poses) - 1:
-                body = poses[: i + 1 : max(1, (i + 1) // 300)]
-                if len(body) >= 2:
-                    writer.write(f"{NS}/body/path", msgs.path_msg(stamp, BASE, body, f), stamp)
-                    shape = ShapeEstimate(
-                        stamp_ns=stamp, parent_frame=BASE, frame_ids=[TIP], poses=poses[i][None],
-                        position_covariance=None, backbone=body[:, :3, 3], radius=BODY_RADIUS,
-                        length=float(i * ROBOT_A.step_length),
-                    )  # fmt: skip
-                    writer.write(f"{NS}/body/markers", msgs.shape_markers(shape, ns="body", factory=f), stamp)
-            prog.update(i)
-    metrics: dict[str, Any] = {
-        "word": grown.plan.word,
-        "case": grown.plan.case,
-        "path_length_m": grown.plan.length,
-        "path_length_rc": grown.plan.length / RC,
-        "planning_time_ms": grown.planning_time_s * 1e3,
-        "steps": grown.execution.steps,
-        "k": ROBOT_A.k(RC),
-    }
-    for mode, res in results.items():
-        e = res.execution.errors
-        metrics |= {
-            f"{mode}_position_norm": e["position_norm"],
-            f"{mode}_position_mm": e["position"] * 1e3,
-            f"{mode}_heading_deg": e["heading_deg"],
-            f"{mode}_pitch_deg": e["pitch_deg"],
+    # Written under temporary names and moved into place at the end: a crash or a signal leaves the previous
+    # outputs as they were and what was recorded as a readable growing.partial.mcap.
+    with DemoOutputs(out, "growing") as outputs:
+        with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
+            f = writer.factory
+            # The launch file's world -> growing_base placement, so the bag connects in RViz.
+            static = TransformStamped(0, "world", BASE, np.eye(4))
+            writer.write("/tf_static", msgs.tf_message([static], f), 0, qos="static")
+            writer.write(f"{NS}/plan/path", msgs.path_msg(0, BASE, grown.frames, f), 0)
+            markers = gmsgs.plan_markers(0, BASE, grown.plan, executed=poses[:, :3, 3], factory=f)
+            writer.write(f"{NS}/plan/markers", markers, 0)
+            indices = list(range(0, len(poses), tf_every))
+            if indices[-1] != len(poses) - 1:
+                indices.append(len(poses) - 1)  # the tip at the end of growth is always in the bag
+            stamp = 0
+            for i in indices:
+                if stop.mark_partial(writer, stamp * 1e-9):
+                    break
+                stamp = int(stamps[i])
+                tf = TransformStamped(stamp, BASE, TIP, poses[i])
+                writer.write("/tf", msgs.tf_message([tf], f), stamp)
+                if i % body_every == 0 or i == len(poses) - 1:
+                    body = poses[: i + 1 : max(1, (i + 1) // 300)]
+                    if len(body) >= 2:
+                        writer.write(f"{NS}/body/path", msgs.path_msg(stamp, BASE, body, f), stamp)
+                        shape = ShapeEstimate(
+                            stamp_ns=stamp, parent_frame=BASE, frame_ids=[TIP], poses=poses[i][None],
+                            position_covariance=None, backbone=body[:, :3, 3], radius=BODY_RADIUS,
+                            length=float(i * ROBOT_A.step_length),
+                        )  # fmt: skip
+                        writer.write(f"{NS}/body/markers", msgs.shape_markers(shape, ns="body", factory=f), stamp)
+                prog.update(i)
+        prog.close()
+        if stop.requested:
+            raise outputs.interrupted(stop.requested, stamp * 1e-9, duration)
+        metrics: dict[str, Any] = {
+            "word": grown.plan.word,
+            "case": grown.plan.case,
+            "path_length_m": grown.plan.length,
+            "path_length_rc": grown.plan.length / RC,
+            "planning_time_ms": grown.planning_time_s * 1e3,
+            "steps": grown.execution.steps,
+            "k": ROBOT_A.k(RC),
         }
-    metrics["replans"] = grown.execution.replans
-    metrics["bag"] = str(bag_path)
-    if picture:
-        metrics["picture"] = str(out / "growing.png")
-        _draw(out / "growing.png", results, pe, ve, T0)
+        for mode, res in results.items():
+            e = res.execution.errors
+            metrics |= {
+                f"{mode}_position_norm": e["position_norm"],
+                f"{mode}_position_mm": e["position"] * 1e3,
+                f"{mode}_heading_deg": e["heading_deg"],
+                f"{mode}_pitch_deg": e["pitch_deg"],
+            }
+        metrics["replans"] = grown.execution.replans
+        metrics["bag"] = str(outputs.final(".mcap"))
+        if picture:
+            metrics["picture"] = str(outputs.final(".png"))
+            _draw(outputs.path(".png"), results, pe, ve, T0)
+        outputs.commit()
     return metrics
 
 

@@ -10,13 +10,21 @@ holds the raw IMU topics, the estimates and the ground truth, so
 from __future__ import annotations
 
 import argparse
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import (
+    DemoOutputs,
+    Progress,
+    StopSignals,
+    add_common_arguments,
+    positive_float,
+    print_metrics,
+)
 from shape_sensing.drivers.wt901 import RATE_CODES
 from shape_sensing.estimators.rigid_module import SCHEMA as ESTIMATOR_SCHEMA
 from shape_sensing.estimators.rigid_module import RigidModuleEstimate
@@ -31,6 +39,7 @@ from shape_sensing.pipelines.hyper_redundant import (
     resolve_topic,
 )
 from shape_sensing.sim.hyper_redundant import EmulatedSensors, HyperRedundantSim, SimSnapshot
+from shape_sensing.types import TransformStamped
 
 __all__ = ["add_arguments", "run", "run_demo"]
 
@@ -39,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the hyper-redundant demo."""
     add_common_arguments(parser, default_out="out/hyper-redundant", default_duration=20.0)
     parser.add_argument("--modules", type=int, default=4, help="number of modules, 4..20 (default 4, the seed's rig)")
-    parser.add_argument("--rate", type=float, default=100.0, help="WT901 output rate in Hz (default 100)")
+    parser.add_argument("--rate", type=positive_float, default=100.0, help="WT901 output rate in Hz (default 100)")
     parser.add_argument(
         "--heading-mode", choices=("roll_pitch", "full"), default="roll_pitch",
         help="ignore the magnetometer yaw and solve headings from the joints (default), or use it",
@@ -64,15 +73,14 @@ def run_demo(
     picture: bool = True,
 ) -> dict[str, Any]:
     """Run the demo; return the metrics. Writes ``out/hyper-redundant.mcap`` and ``out/hyper-redundant.png``."""
-    if duration <= 0:
-        raise ValueError(f"--duration {duration}: expected a positive number of seconds")
+    if not (math.isfinite(duration) and duration > 0):
+        raise ValueError(f"--duration {duration}: expected a finite positive number of seconds")
     if not 4 <= modules <= 20:
         raise ValueError(f"--modules {modules}: expected 4..20")
     if float(rate) not in RATE_CODES:
         raise ValueError(f"--rate {rate}: expected a WT901 output rate, one of {sorted(RATE_CODES)} Hz")
     if not 0.0 <= byte_error_rate < 0.1:
         raise ValueError(f"--byte-error-rate {byte_error_rate}: expected 0 <= rate < 0.1")
-    out = prepare_out_dir(out)
     rods_s = 1.0
     sim = HyperRedundantSim(n_modules=modules, seed=seed, rods_s=rods_s)
     params = ESTIMATOR_SCHEMA.defaults() | {"n_modules": modules, "heading_mode": heading_mode}
@@ -91,67 +99,81 @@ def run_demo(
     steps = round(duration * rate) + 1
     samples_in = 0
     wall0 = time.perf_counter()
-    bag_path = out / "hyper-redundant.mcap"
     prog = Progress("hyper-redundant demo", steps, enabled=progress)
-    with BagWriter(bag_path, distro=distro, overwrite=True) as writer:
-        f = writer.factory
-        est_writer = EstimateWriter(writer, ns)
+    # Written under temporary names and moved into place at the end: a crash or a signal leaves the previous
+    # outputs as they were and what was recorded as a readable hyper-redundant.partial.mcap.
+    with DemoOutputs(out, "hyper-redundant", (".mcap", ".png", ".params.yaml")) as outputs:
+        with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
+            outputs.record_parameters(writer, ESTIMATOR_SCHEMA.node, tracker.params)
+            f = writer.factory
+            est_writer = EstimateWriter(writer, ns)
+            # The launch files' world -> base placement, so the bag connects in RViz as the live robot does.
+            base = tracker.params["frame_prefix"] + tracker.params["base_frame"]
+            static = TransformStamped(0, "world", base, np.eye(4))
+            writer.write("/tf_static", msgs.tf_message([static], f), 0, qos="static")
 
-        def consume(estimates: list[RigidModuleEstimate]) -> None:
-            nonlocal next_snap
-            for est in estimates:
-                est_writer.write(est)
-                snap = truth_by_stamp.get(est.shape.stamp_ns)
-                if snap is None:
-                    continue
-                scores.add(est, snap.poses[-1], snap.theta)
-                tips.append((snap.t, est.shape.tip_pose[:3, 3].copy(), snap.poses[-1, :3, 3].copy()))
-                if snap.t >= next_snap:
-                    snapshots.append((est, snap))
-                    next_snap += snap_every
+            def consume(estimates: list[RigidModuleEstimate]) -> None:
+                nonlocal next_snap
+                for est in estimates:
+                    est_writer.write(est)
+                    snap = truth_by_stamp.get(est.shape.stamp_ns)
+                    if snap is None:
+                        continue
+                    scores.add(est, snap.poses[-1], snap.theta)
+                    tips.append((snap.t, est.shape.tip_pose[:3, 3].copy(), snap.poses[-1, :3, 3].copy()))
+                    if snap.t >= next_snap:
+                        snapshots.append((est, snap))
+                        next_snap += snap_every
 
-        for k in range(steps):
-            t = k / rate
-            stamp = round(t * 1e9)
-            snap = sim.snapshot(t)
-            truth_by_stamp = {stamp: snap} | {s: v for s, v in truth_by_stamp.items() if stamp - s < 200_000_000}
-            writer.write(
-                resolve_topic("truth/joint_states", ns),
-                hmsgs.joint_state_msg(stamp, names, snap.theta, f),
-                stamp,
-            )
-            writer.write(
-                resolve_topic("truth/end_effector", ns),
-                hmsgs.pose_stamped_msg(stamp, "base_link", snap.poses[-1], f),
-                stamp,
-            )
-            for i, sample in sensors.samples(snap, stamp):
-                m = msgs.imu_to_msg(sample, f)
-                writer.write(imu_topics[i], m, stamp, qos="sensor")
-                samples_in += 1
-                consume(tracker.push_imu(msgs.imu_from_msg(m), i))
-            prog.update(k + 1)
-        consume(tracker.flush())
-    runtime = time.perf_counter() - wall0
-    metrics: dict[str, Any] = {
-        "modules": modules,
-        "heading_mode": heading_mode,
-        "duration_s": duration,
-        "sensor_rate_hz": rate,
-        "d1_m": tracker.config.d1,
-        "d2_m": tracker.config.d2,
-        **sensors.stats(),
-        "samples": samples_in,
-        "samples_expected": steps * n,
-        "estimates": tracker.stats.estimates,
-        **scores.metrics(),
-        "runtime_s": round(runtime, 3),
-        "bag": str(bag_path),
-    }
-    if picture:
-        png = out / "hyper-redundant.png"
-        _plot(png, snapshots, tips, modules, heading_mode)
-        metrics["picture"] = str(png)
+            t = 0.0
+            for k in range(steps):
+                if stop.requested:
+                    break
+                t = k / rate
+                stamp = round(t * 1e9)
+                snap = sim.snapshot(t)
+                truth_by_stamp = {stamp: snap} | {s: v for s, v in truth_by_stamp.items() if stamp - s < 200_000_000}
+                writer.write(
+                    resolve_topic("truth/joint_states", ns),
+                    hmsgs.joint_state_msg(stamp, names, snap.theta, f),
+                    stamp,
+                )
+                writer.write(
+                    resolve_topic("truth/end_effector", ns),
+                    hmsgs.pose_stamped_msg(stamp, "base_link", snap.poses[-1], f),
+                    stamp,
+                )
+                for i, sample in sensors.samples(snap, stamp):
+                    m = msgs.imu_to_msg(sample, f)
+                    writer.write(imu_topics[i], m, stamp, qos="sensor")
+                    samples_in += 1
+                    consume(tracker.push_imu(msgs.imu_from_msg(m), i))
+                prog.update(k + 1)
+            if not stop.mark_partial(writer, t):
+                consume(tracker.flush())
+        prog.close()
+        if stop.requested:
+            raise outputs.interrupted(stop.requested, t, duration)
+        runtime = time.perf_counter() - wall0
+        metrics: dict[str, Any] = {
+            "modules": modules,
+            "heading_mode": heading_mode,
+            "duration_s": duration,
+            "sensor_rate_hz": rate,
+            "d1_m": tracker.config.d1,
+            "d2_m": tracker.config.d2,
+            **sensors.stats(),
+            "samples": samples_in,
+            "samples_expected": steps * n,
+            "estimates": tracker.stats.estimates,
+            **scores.metrics(),
+            "runtime_s": round(runtime, 3),
+            "bag": str(outputs.final(".mcap")),
+        }
+        if picture:
+            _plot(outputs.path(".png"), snapshots, tips, modules, heading_mode)
+            metrics["picture"] = str(outputs.final(".png"))
+        outputs.commit()
     return metrics
 
 

@@ -9,9 +9,14 @@ distances ray-cast from its current pose.
 
 Writes ``tof-rings.mcap`` (per ToF ``/tof_rings/NAME/frame`` TofFrame and
 ``/tof_rings/NAME/points`` PointCloud2, per IMU ``/tof_rings/NAME/imu``,
-``/tf_static`` ring -> sensor, ``/tf`` world -> ring, ``/diagnostics``) and
-``tof-rings.png`` (the valid zones' points over the scene, from above and
-from the side), and prints metrics (``--json``: one JSON object).
+``/tf_static`` ring -> sensor, ``/tf`` world -> ring, ``/diagnostics``; the
+``tof_ring`` node's parameters in its metadata), ``tof-rings.params.yaml``
+(the same parameters as a ROS 2 parameter file) and ``tof-rings.png`` (the
+valid zones' points over the scene, from above and from the side), and prints
+metrics (``--json``: one JSON object). The outputs are written under
+temporary names and moved into place together at the end; SIGINT/SIGTERM or a
+crash leaves the previous outputs as they were and what was recorded as a
+readable ``tof-rings.partial.mcap``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import (
+    DemoOutputs,
+    Progress,
+    StopSignals,
+    add_common_arguments,
+    positive_float,
+    print_metrics,
+)
 from shape_sensing.drivers.tof_ring import SCHEMA, PollResult, TofRingSet, layout_from_params, split_by_bus
 from shape_sensing.drivers.vl53l5cx import UldBuffers
 from shape_sensing.io.bag import BagWriter
@@ -47,7 +59,7 @@ SWAY_FREQUENCY = 0.25  # Hz
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Demo options."""
     add_common_arguments(parser, default_out="out/tof-rings", default_duration=4.0)
-    parser.add_argument("--bitrate", type=float, default=1_000_000.0, help="I2C clock of each ring's bus (Hz)")
+    parser.add_argument("--bitrate", type=positive_float, default=1_000_000.0, help="I2C clock of each ring's bus (Hz)")
     parser.add_argument("--resolution", type=int, default=8, choices=(4, 8), help="zones per side (default 8)")
 
 
@@ -90,9 +102,10 @@ def run_demo(
     scene: BoxScene | None = None,
 ) -> dict[str, Any]:
     """Run the demo, write the bag and the picture into ``out``, return the metrics."""
-    if duration <= 0:
-        raise ValueError(f"duration {duration!r} invalid: expected > 0 s")
-    out = prepare_out_dir(Path(out))
+    if not (math.isfinite(duration) and duration > 0):
+        raise ValueError(f"--duration {duration}: expected a finite positive number of seconds")
+    if not (math.isfinite(bitrate) and bitrate > 0):
+        raise ValueError(f"--bitrate {bitrate}: expected a finite positive I2C clock in Hz")
     scene = scene or demo_scene()
     params = SCHEMA.validate({"simulate": True, "resolution": resolution, "bitrate": bitrate,
                               "ranging_frequency": 15, "bias_duration": 1.0})  # fmt: skip
@@ -124,107 +137,124 @@ def run_demo(
                 return R.T @ np.array([0.0, 0.0, rate]), R.T @ np.array([0.0, 0.0, GRAVITY])
 
             chip.motion = motion
-    bag_path = out / "tof-rings.mcap"
     prefix = "/tof_rings"
 
     def pose(name: str, t: float) -> np.ndarray:
         m = tof_mount[name]
         return T_world_ring(arc[m.ring], t) @ m.T_ring_sensor
 
-    with RealSMBus([b.hw.bus for b in buses]) as smbuses, BagWriter(bag_path, distro=distro, overwrite=True) as bag:
-        for b, sb in zip(buses, smbuses, strict=True):
-            for name in b.hw.tofs:
-                b.hw.tofs[name].set_zones(scene.zone_distances(pose(name, boot_ns / _NS), resolution))
-            b.rings = TofRingSet(sb, b.params, buffers, clock=b.hw.bus.clock, sleep=b.hw.bus.sleep)
-        statics = [TransformStamped(0, m.ring, m.spec.frame_id, m.T_ring_sensor) for m in [*layout.tofs, *layout.imus]]
-        bag.write("/tf_static", tf_message(statics), 0, qos="static")
-        # Bring-up: every bus until its sensors stream (the firmware uploads dominate).
-        boot_done: dict[int, float] = {}
-        for b in buses:
-            assert b.rings is not None
-            stats0 = b.hw.bus.stats.copy()
-            while len(b.rings.streaming()) < len(b.rings.devices) and b.hw.bus.now_ns < 0:
-                b.rings.run_until(min(0, b.hw.bus.now_ns + _NS // 10))
-            boot_done[b.number] = (b.hw.bus.now_ns - boot_ns) / _NS
-            metrics[f"boot_bytes_bus{b.number}"] = b.hw.bus.stats.minus(stats0).bytes
-            b.rings.run_until(0)  # streaming (not recorded) until recording starts
-        step = _NS // 15
-        prog = Progress("tof-rings demo", duration, enabled=progress)
-        stats_start = {b.number: b.hw.bus.stats.copy() for b in buses}
-        t_ns = 0
-        next_diag = 0
-        while t_ns < int(duration * _NS):
-            t = t_ns / _NS
-            for b in buses:
+    # Written under temporary names and moved into place at the end: a crash or a signal leaves the previous
+    # outputs as they were and what was recorded as a readable tof-rings.partial.mcap.
+    with DemoOutputs(Path(out), "tof-rings", (".mcap", ".png", ".params.yaml")) as outputs:
+        with (
+            StopSignals() as stop,
+            RealSMBus([b.hw.bus for b in buses]) as smbuses,
+            BagWriter(outputs.path(".mcap"), distro=distro) as bag,
+        ):
+            outputs.record_parameters(bag, SCHEMA.node, params)
+            for b, sb in zip(buses, smbuses, strict=True):
                 for name in b.hw.tofs:
-                    b.hw.tofs[name].set_zones(scene.zone_distances(pose(name, t), resolution))
-            tfs = [TransformStamped(t_ns, WORLD, r, T_world_ring(s, t)) for r, s in arc.items()]
-            bag.write("/tf", tf_message(tfs), t_ns)
-            results: list[PollResult] = []
+                    b.hw.tofs[name].set_zones(scene.zone_distances(pose(name, boot_ns / _NS), resolution))
+                b.rings = TofRingSet(sb, b.params, buffers, clock=b.hw.bus.clock, sleep=b.hw.bus.sleep)
+            statics = [
+                TransformStamped(0, m.ring, m.spec.frame_id, m.T_ring_sensor) for m in [*layout.tofs, *layout.imus]
+            ]
+            bag.write("/tf_static", tf_message(statics), 0, qos="static")
+            # Bring-up: every bus until its sensors stream (the firmware uploads dominate).
+            boot_done: dict[int, float] = {}
             for b in buses:
                 assert b.rings is not None
-                b.rings.run_until(t_ns + step, results.append)
-            for r in results:
-                r.tof = [(n, x) for n, x in r.tof if x.stamp_ns >= 0]
-                r.imu = [(n, [x for x in xs if x.stamp_ns >= 0]) for n, xs in r.imu]
-                for name, reading in r.tof:
-                    fid = tof_mount[name].spec.frame_id
-                    bag.write(f"{prefix}/{name}/frame", tof_frame_msg(reading, fid), reading.stamp_ns, qos="sensor")
-                    bag.write(f"{prefix}/{name}/points", tof_points_msg(reading, fid), reading.stamp_ns, qos="sensor")
-                    frames[name] += 1
-                    ts = reading.stamp_ns / _NS
-                    truth = scene.zone_distances(pose(name, ts), reading.zones_per_side)
-                    d = reading.distance_mm / 1000.0
-                    ok = reading.valid() & np.isfinite(truth)
-                    range_err.append(d[ok] - truth[ok])
-                    if ts < SWAY_START:
-                        still_err.append(d[ok] - truth[ok])
-                    pts = zone_points(np.where(reading.valid(), d, np.nan), reading.zones_per_side)
-                    pts = pts[np.isfinite(pts[:, 0])]
-                    T = pose(name, ts)
-                    world_points[name].append(pts @ T[:3, :3].T + T[:3, 3])
-                for name, samples in r.imu:
-                    fid = imu_mount[name].spec.frame_id
-                    for smp in samples:
-                        msg = imu_to_msg(ImuSample(smp.stamp_ns, fid, None, smp.angular_velocity,
-                                                   smp.linear_acceleration))  # fmt: skip
-                        bag.write(f"{prefix}/{name}/imu", msg, smp.stamp_ns, qos="sensor")
-                    imu_samples[name] += len(samples)
-            if t_ns >= next_diag:
-                statuses = [s for b in buses if b.rings is not None for s in b.rings.diagnostics()]
-                bag.write("/diagnostics", diagnostic_array(t_ns, statuses), t_ns)
-                next_diag += _NS
-            t_ns += step
-            prog.update(t)
-    err = np.concatenate(range_err) if range_err else np.zeros(0)
-    for b in buses:
-        used = b.hw.bus.stats.minus(stats_start[b.number])
-        metrics[f"bus{b.number}_utilisation"] = round(used.bits / (bitrate * duration), 4)
-        metrics[f"boot_time_s_bus{b.number}"] = round(boot_done[b.number], 3)
-    gyro_bias_err = []
-    for b in buses:
-        assert b.rings is not None
-        for name, chip in b.hw.imus.items():
-            drv = b.rings.by_name[name].driver
-            if drv.bias is not None:
-                gyro_bias_err.append(float(np.abs(drv.bias.bias - chip.gyro_bias).max()))
-    metrics.update(
-        tof_frames=int(sum(frames.values())),
-        tof_rate_hz_min=round(min(frames.values()) / duration, 2),
-        imu_samples=int(sum(imu_samples.values())),
-        imu_rate_hz_min=round(min(imu_samples.values()) / duration, 2),
-        range_error_mean_mm=round(float(np.mean(err)) * 1000, 3) if err.size else float("nan"),
-        range_error_rms_mm=round(float(np.sqrt(np.mean(err**2))) * 1000, 3) if err.size else float("nan"),
-        range_error_rms_still_mm=round(float(np.sqrt(np.mean(np.concatenate(still_err) ** 2))) * 1000, 3)
-        if still_err
-        else float("nan"),
-        valid_zones=int(err.size),
-        gyro_bias_error_max_rad_s=round(max(gyro_bias_err), 5) if gyro_bias_err else float("nan"),
-        bag=str(bag_path),
-    )
-    png = out / "tof-rings.png"
-    _picture(png, scene, world_points, arc)
-    metrics["picture"] = str(png)
+                stats0 = b.hw.bus.stats.copy()
+                while len(b.rings.streaming()) < len(b.rings.devices) and b.hw.bus.now_ns < 0:
+                    b.rings.run_until(min(0, b.hw.bus.now_ns + _NS // 10))
+                boot_done[b.number] = (b.hw.bus.now_ns - boot_ns) / _NS
+                metrics[f"boot_bytes_bus{b.number}"] = b.hw.bus.stats.minus(stats0).bytes
+                b.rings.run_until(0)  # streaming (not recorded) until recording starts
+            step = _NS // 15
+            prog = Progress("tof-rings demo", duration, enabled=progress)
+            stats_start = {b.number: b.hw.bus.stats.copy() for b in buses}
+            t_ns = 0
+            next_diag = 0
+            while t_ns < int(duration * _NS):
+                if stop.requested:
+                    break
+                t = t_ns / _NS
+                for b in buses:
+                    for name in b.hw.tofs:
+                        b.hw.tofs[name].set_zones(scene.zone_distances(pose(name, t), resolution))
+                tfs = [TransformStamped(t_ns, WORLD, r, T_world_ring(s, t)) for r, s in arc.items()]
+                bag.write("/tf", tf_message(tfs), t_ns)
+                results: list[PollResult] = []
+                for b in buses:
+                    assert b.rings is not None
+                    b.rings.run_until(t_ns + step, results.append)
+                for r in results:
+                    r.tof = [(n, x) for n, x in r.tof if x.stamp_ns >= 0]
+                    r.imu = [(n, [x for x in xs if x.stamp_ns >= 0]) for n, xs in r.imu]
+                    for name, reading in r.tof:
+                        fid = tof_mount[name].spec.frame_id
+                        bag.write(f"{prefix}/{name}/frame", tof_frame_msg(reading, fid), reading.stamp_ns, qos="sensor")
+                        bag.write(
+                            f"{prefix}/{name}/points", tof_points_msg(reading, fid), reading.stamp_ns, qos="sensor"
+                        )
+                        frames[name] += 1
+                        ts = reading.stamp_ns / _NS
+                        truth = scene.zone_distances(pose(name, ts), reading.zones_per_side)
+                        d = reading.distance_mm / 1000.0
+                        ok = reading.valid() & np.isfinite(truth)
+                        range_err.append(d[ok] - truth[ok])
+                        if ts < SWAY_START:
+                            still_err.append(d[ok] - truth[ok])
+                        pts = zone_points(np.where(reading.valid(), d, np.nan), reading.zones_per_side)
+                        pts = pts[np.isfinite(pts[:, 0])]
+                        T = pose(name, ts)
+                        world_points[name].append(pts @ T[:3, :3].T + T[:3, 3])
+                    for name, samples in r.imu:
+                        fid = imu_mount[name].spec.frame_id
+                        for smp in samples:
+                            msg = imu_to_msg(ImuSample(smp.stamp_ns, fid, None, smp.angular_velocity,
+                                                       smp.linear_acceleration))  # fmt: skip
+                            bag.write(f"{prefix}/{name}/imu", msg, smp.stamp_ns, qos="sensor")
+                        imu_samples[name] += len(samples)
+                if t_ns >= next_diag:
+                    statuses = [s for b in buses if b.rings is not None for s in b.rings.diagnostics()]
+                    bag.write("/diagnostics", diagnostic_array(t_ns, statuses), t_ns)
+                    next_diag += _NS
+                t_ns += step
+                prog.update(t)
+            stop.mark_partial(bag, t_ns / _NS)
+        prog.close()
+        if stop.requested:
+            raise outputs.interrupted(stop.requested, t_ns / _NS, duration)
+        err = np.concatenate(range_err) if range_err else np.zeros(0)
+        for b in buses:
+            used = b.hw.bus.stats.minus(stats_start[b.number])
+            metrics[f"bus{b.number}_utilisation"] = round(used.bits / (bitrate * duration), 4)
+            metrics[f"boot_time_s_bus{b.number}"] = round(boot_done[b.number], 3)
+        gyro_bias_err = []
+        for b in buses:
+            assert b.rings is not None
+            for name, chip in b.hw.imus.items():
+                drv = b.rings.by_name[name].driver
+                if drv.bias is not None:
+                    gyro_bias_err.append(float(np.abs(drv.bias.bias - chip.gyro_bias).max()))
+        metrics.update(
+            tof_frames=int(sum(frames.values())),
+            tof_rate_hz_min=round(min(frames.values()) / duration, 2),
+            imu_samples=int(sum(imu_samples.values())),
+            imu_rate_hz_min=round(min(imu_samples.values()) / duration, 2),
+            range_error_mean_mm=round(float(np.mean(err)) * 1000, 3) if err.size else float("nan"),
+            range_error_rms_mm=round(float(np.sqrt(np.mean(err**2))) * 1000, 3) if err.size else float("nan"),
+            range_error_rms_still_mm=round(float(np.sqrt(np.mean(np.concatenate(still_err) ** 2))) * 1000, 3)
+            if still_err
+            else float("nan"),
+            valid_zones=int(err.size),
+            gyro_bias_error_max_rad_s=round(max(gyro_bias_err), 5) if gyro_bias_err else float("nan"),
+            bag=str(outputs.final(".mcap")),
+        )
+        _picture(outputs.path(".png"), scene, world_points, arc)
+        metrics["picture"] = str(outputs.final(".png"))
+        outputs.commit()
     return metrics
 
 

@@ -7,22 +7,38 @@ simulated I2C bus, the force as Net F/T RDT records decoded by the receiver. The
 raw topic, so ``shape-sensing replay`` reproduces the estimates; it also holds the ground truth.
 Both filters run on the same data: the improved one (``collision/...``) and the paper's as written
 (``collision_paper/...``); the ablation reruns each improvement alone on the same samples.
+
+The estimator's parameters are recorded in the bag (rosbag2 ``custom_data``) and beside it in
+``vine-collision.params.yaml``; replay uses the recorded ones. The outputs are written under
+temporary names and moved into place together at the end; SIGINT/SIGTERM or a crash leaves the
+previous outputs as they were and what was recorded as a readable ``vine-collision.partial.mcap``.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import math
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import (
+    DemoOutputs,
+    Progress,
+    StopSignals,
+    add_common_arguments,
+    finite_float,
+    positive_float,
+    print_metrics,
+)
 from shape_sensing.drivers.base_station import ParserStats
 from shape_sensing.drivers.contact_cap import ContactCap
 from shape_sensing.estimators.collision_pivot import (
     IMPROVEMENTS,
+    SCHEMA,
     CollisionPivotConfig,
     CollisionPivotEstimator,
     CollisionSample,
@@ -38,8 +54,6 @@ from shape_sensing.pipelines.vine_collision import (
     CollisionTracker,
     feed,
     input_topics,
-    params_beside,
-    write_params,
 )
 from shape_sensing.pipelines.vine_collision_rig import SimulatedRig
 from shape_sensing.sim.base_station_emulator import LineFaults
@@ -64,15 +78,18 @@ START_NS = 1_000_000_000  # stamps start at 1 s
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Arguments of the vine-collision demo."""
+    add_common_arguments(
+        parser, default_out="out/vine-collision", default_duration=None, whole="the whole course, grown to full length"
+    )
     parser.add_argument("--course", choices=COURSES, default="three", help="obstacle course (default three)")
-    parser.add_argument("--angle", type=float, default=150.0, help="single course: obstacle angle, deg (default 150)")
-    parser.add_argument("--pivot", type=float, default=0.55, help="single course: pivot to obstacle, m (default 0.55)")
-    parser.add_argument("--out", type=Path, default=Path("out/vine-collision"), help="output directory")
-    parser.add_argument("--rate", type=float, default=50.0, help="base station frame rate, Hz (default 50)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument(
+        "--angle", type=finite_float, default=150.0, help="single course: obstacle angle, deg (default 150)"
+    )
+    parser.add_argument(
+        "--pivot", type=positive_float, default=0.55, help="single course: pivot to obstacle, m (default 0.55)"
+    )
+    parser.add_argument("--rate", type=positive_float, default=50.0, help="base station frame rate, Hz (default 50)")
     parser.add_argument("--no-sweep", action="store_true", help="single course: skip the 5x5 sweep of the paper")
-    parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
-    parser.add_argument("--distro", default="jazzy", help="ROS 2 distro of the bag's definitions (default jazzy)")
 
 
 def _course(name: str, angle: float, pivot: float) -> Course:
@@ -129,15 +146,21 @@ def run_demo(
     pivot: float = 0.55,
     rate: float = 50.0,
     seed: int = 0,
+    duration: float | None = None,
     distro: str = "jazzy",
     progress: bool = True,
     picture: bool = True,
     with_sweep: bool = True,
 ) -> dict[str, Any]:
-    """Run the demo; returns the metrics. Writes ``out/vine-collision.mcap`` and ``out/vine-collision.png``."""
-    if rate <= 0:
+    """Run the demo; returns the metrics.
+
+    Writes ``out/vine-collision.mcap``, ``out/vine-collision.params.yaml`` and ``out/vine-collision.png``.
+    ``duration`` (s) stops the course early (default: the whole course).
+    """
+    if not (math.isfinite(rate) and rate > 0):
         raise ValueError(f"--rate {rate}: expected a positive frame rate in Hz")
-    out = prepare_out_dir(out)
+    if duration is not None and not (math.isfinite(duration) and duration > 0):
+        raise ValueError(f"--duration {duration}: expected a finite positive number of seconds")
     crs = _course(course, angle, pivot)
     faults = SensorFaults()
     sim = VineCollisionSim(crs, faults, rate=rate, seed=seed)
@@ -151,74 +174,90 @@ def run_demo(
     errors = {k: CollisionErrors() for k in tracker.estimators}
     truth_tips: list[np.ndarray] = []
     last_body = np.zeros((1, 2))
-    bag_path = out / "vine-collision.mcap"
-    write_params(params_beside(bag_path), tracker.params)  # what replay needs to reproduce the estimates
-    prog = Progress("vine-collision demo", sim.n_steps, enabled=progress)
+    steps = sim.n_steps if duration is None else min(sim.n_steps, math.floor(duration * rate) + 1)
+    prog = Progress("vine-collision demo", steps, enabled=progress)
     wall0 = time.perf_counter()
-    with BagWriter(bag_path, distro=distro, overwrite=True) as writer:
-        f = writer.factory
-        builders = {
-            main: CollisionMessages(tracker, main, f, p["tip_frame"]),
-            PAPER_PREFIX: CollisionMessages(tracker, PAPER_PREFIX, f, p["tip_frame"] + "_paper"),
+    t_sim = 0.0
+    # Written under temporary names and moved into place at the end: a crash or a signal leaves the previous
+    # outputs as they were and what was recorded as a readable vine-collision.partial.mcap.
+    with DemoOutputs(Path(out), "vine-collision", (".mcap", ".png", ".params.yaml")) as outputs:
+        with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as writer:
+            outputs.record_parameters(writer, SCHEMA.node, p)
+            f = writer.factory
+            builders = {
+                main: CollisionMessages(tracker, main, f, p["tip_frame"]),
+                PAPER_PREFIX: CollisionMessages(tracker, PAPER_PREFIX, f, p["tip_frame"] + "_paper"),
+            }
+            for raw in rig.static_messages(START_NS):
+                writer.write(resolve_topic(raw.topic, ns), raw.msg, raw.log_ns, qos=raw.qos)
+            s: SimSample
+            for k, s in enumerate(sim.run()):
+                if stop.requested or k >= steps:
+                    break
+                t_sim = s.t
+                stamp = START_NS + round(s.t * 1e9)
+                for raw in rig.step(s, stamp):
+                    topic = resolve_topic(raw.topic, ns)
+                    writer.write(topic, raw.msg, raw.log_ns, qos=raw.qos)
+                    if topic not in kinds:
+                        continue
+                    # the estimator reads exactly what was written, as replay and the node do
+                    for prefix, o in feed(tracker, kinds[topic], raw.msg).items():
+                        for t, m in builders[prefix].build(o):
+                            writer.write(resolve_topic(t, ns), m, o.stamp_ns + 1, qos="default")
+                        errors[prefix].add(o, s.tip, s.length, s.pivot_length, s.in_contact)
+                truth_tips.append(s.tip)
+                last_body = s.body
+                prog.update(k + 1)
+            stop.mark_partial(writer, t_sim)
+        prog.close()
+        if stop.requested:
+            raise outputs.interrupted(stop.requested, t_sim, (steps - 1) / rate)
+        truth_pivots = last_body[:-1]
+        runtime = time.perf_counter() - wall0
+        stats: ParserStats = rig.driver.parser.stats
+        emulator = rig.emulator
+        metrics: dict[str, Any] = {
+            "course": crs.name,
+            "course_description": crs.description,
+            "samples": len(tracker.samples),
+            "filter_improved": errors[main].metrics(),
+            "filter_paper": errors[PAPER_PREFIX].metrics(),
+            "paper_reported": PAPER,
+            "serial_line": {
+                "frames": stats.frames,
+                "crc_errors": stats.crc_errors,
+                "garbage_bytes": stats.garbage_bytes,
+                "dropped": stats.dropped,
+                "emulator_corrupted": emulator.corrupted,
+            },
+            "estimator_counts": {k: dict(e.counts) for k, e in tracker.estimators.items()},
+            "runtime_s": round(runtime, 2),
+            "bag": str(outputs.final(".mcap")),
+            "params": str(outputs.final(".params.yaml")),
         }
-        for raw in rig.static_messages(START_NS):
-            writer.write(resolve_topic(raw.topic, ns), raw.msg, raw.log_ns, qos=raw.qos)
-        s: SimSample
-        for k, s in enumerate(sim.run()):
-            stamp = START_NS + round(s.t * 1e9)
-            for raw in rig.step(s, stamp):
-                topic = resolve_topic(raw.topic, ns)
-                writer.write(topic, raw.msg, raw.log_ns, qos=raw.qos)
-                if topic not in kinds:
-                    continue
-                # the estimator reads exactly what was written, as replay and the node do
-                for prefix, o in feed(tracker, kinds[topic], raw.msg).items():
-                    for t, m in builders[prefix].build(o):
-                        writer.write(resolve_topic(t, ns), m, o.stamp_ns + 1, qos="default")
-                    errors[prefix].add(o, s.tip, s.length, s.pivot_length, s.in_contact)
-            truth_tips.append(s.tip)
-            last_body = s.body
-            prog.update(k + 1)
-    truth_pivots = last_body[:-1]
-    runtime = time.perf_counter() - wall0
-    stats: ParserStats = rig.driver.parser.stats
-    emulator = rig.emulator
-    metrics: dict[str, Any] = {
-        "course": crs.name,
-        "course_description": crs.description,
-        "samples": len(tracker.samples),
-        "filter_improved": errors[main].metrics(),
-        "filter_paper": errors[PAPER_PREFIX].metrics(),
-        "paper_reported": PAPER,
-        "serial_line": {
-            "frames": stats.frames,
-            "crc_errors": stats.crc_errors,
-            "garbage_bytes": stats.garbage_bytes,
-            "dropped": stats.dropped,
-            "emulator_corrupted": emulator.corrupted,
-        },
-        "estimator_counts": {k: dict(e.counts) for k, e in tracker.estimators.items()},
-        "runtime_s": round(runtime, 2),
-        "bag": str(bag_path),
-        "params": str(params_beside(bag_path)),
-    }
-    imp = metrics["filter_improved"]["tip_error_max_pct_of_length"]
-    pap = metrics["filter_paper"]["tip_error_max_pct_of_length"]
-    metrics["max_error_removed_pct"] = round(100.0 * (1.0 - imp / pap), 1) if pap > 0 else float("nan")
-    metrics["ablation"] = ablation(tracker.samples, sim, _params(faults))
-    if course == "single" and with_sweep:
-        metrics["sweep"] = sweep(seed)
-    if picture:
-        png = out / "vine-collision.png"
-        est_pivots = {k: np.array([(x, y) for x, y, _ in e.recon.pivots]) for k, e in tracker.estimators.items()}
-        _plot(png, crs, np.asarray(truth_tips), np.asarray(truth_pivots), errors, est_pivots, main, metrics)
-        metrics["picture"] = str(png)
+        imp = metrics["filter_improved"]["tip_error_max_pct_of_length"]
+        pap = metrics["filter_paper"]["tip_error_max_pct_of_length"]
+        metrics["max_error_removed_pct"] = round(100.0 * (1.0 - imp / pap), 1) if pap > 0 else float("nan")
+        metrics["ablation"] = ablation(tracker.samples, sim, _params(faults))
+        if course == "single" and with_sweep:
+            metrics["sweep"] = sweep(seed)
+        if picture:
+            est_pivots = {k: np.array([(x, y) for x, y, _ in e.recon.pivots]) for k, e in tracker.estimators.items()}
+            _plot(outputs.path(".png"), crs, np.asarray(truth_tips), np.asarray(truth_pivots), errors, est_pivots,
+                  main, metrics)  # fmt: skip
+            metrics["picture"] = str(outputs.final(".png"))
+        outputs.commit()
     return metrics
 
 
 def ablation(samples: list[CollisionSample], sim: VineCollisionSim, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Each improvement alone, all of them, and the paper's filter, on the same synchronised samples."""
-    truth = list(VineCollisionSim(sim.course, sim.faults, rate=sim.rate, seed=sim.seed).run())
+    last = samples[-1].stamp_ns if samples else START_NS - 1  # a run cut short (--duration) scores what it ran
+    truth = itertools.takewhile(
+        lambda s: START_NS + round(s.t * 1e9) <= last,
+        VineCollisionSim(sim.course, sim.faults, rate=sim.rate, seed=sim.seed).run(),
+    )
     by_stamp = {START_NS + round(s.t * 1e9): s for s in truth}
     variants: list[tuple[str, tuple[str, ...]]] = [("paper (as written)", ())]
     variants += [(f"paper + {name}", (name,)) for name in IMPROVEMENTS]
@@ -286,7 +325,7 @@ def run(args: argparse.Namespace) -> int:
     """CLI entry."""
     metrics = run_demo(
         args.out, course=args.course, angle=args.angle, pivot=args.pivot, rate=args.rate, seed=args.seed,
-        distro=args.distro, progress=not args.json, with_sweep=not args.no_sweep,
+        duration=args.duration, distro=args.distro, progress=not args.json, with_sweep=not args.no_sweep,
     )  # fmt: skip
     if args.json:
         print_metrics(metrics, True)

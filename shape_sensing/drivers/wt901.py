@@ -136,6 +136,9 @@ BAUD_CODES: dict[int, int] = {
     115200: 0x06, 230400: 0x07, 460800: 0x08, 921600: 0x09,
 }  # fmt: skip
 _KNOWN_TYPES = frozenset(int(t) for t in FrameType)
+# Every WitMotion output frame type is 0x50-0x5F (time .. quaternion, GPS, pressure, ...).
+_TYPE_MIN, _TYPE_MAX = 0x50, 0x5F
+_TAKE, _SPURIOUS, _WAIT = 0, 1, 2  # Wt901Parser._overlap verdicts
 
 
 def checksum(data: bytes | bytearray | memoryview) -> int:
@@ -275,9 +278,13 @@ class Wt901Parser:
     frames. A byte that does not start a checksummed frame is skipped (counted
     in ``skipped_bytes``); a ``0x55`` followed by a bad checksum counts one
     ``bad_checksum`` and the search resumes at the next byte, so a frame whose
-    start was lost never hides the following one. Frames of types outside
-    :class:`FrameType` (pressure, GPS, ...) pass the checksum and are counted
-    in ``ignored_type``.
+    start was lost never hides the following one. A ``0x55`` whose next byte
+    is not a frame type (0x50-0x5F) is skipped the same way. Frames of types
+    outside :class:`FrameType` (pressure, GPS, ...) pass the checksum and are
+    counted in ``ignored_type``, unless a frame of a known type starts inside
+    them: then the candidate was a stray ``0x55`` whose bytes happened to
+    checksum, and it is skipped so that the real frame is not lost (see
+    :meth:`_overlap`).
     """
 
     stats: ParserStats = field(default_factory=ParserStats)
@@ -303,12 +310,23 @@ class Wt901Parser:
                 i = j
             if n - i < FRAME_LEN:
                 break
+            ftype = buf[i + 1]
+            if not _TYPE_MIN <= ftype <= _TYPE_MAX:  # no WT901 frame has this type byte: a stray 0x55
+                stats.skipped_bytes += 1
+                i += 1
+                continue
             if (sum(buf[i : i + 10]) & 0xFF) != buf[i + 10]:
                 stats.bad_checksum += 1
                 stats.skipped_bytes += 1
                 i += 1
                 continue
-            ftype = buf[i + 1]
+            verdict = self._overlap(buf, i, n, ftype in _KNOWN_TYPES)
+            if verdict == _WAIT:
+                break
+            if verdict == _SPURIOUS:
+                stats.skipped_bytes += 1
+                i += 1
+                continue
             if ftype in _KNOWN_TYPES:
                 out.append(Wt901Frame(ftype, unpack(buf, i + 2)))
                 stats.frames += 1
@@ -317,6 +335,32 @@ class Wt901Parser:
             i += FRAME_LEN
         del buf[:i]
         return out
+
+    @staticmethod
+    def _overlap(buf: bytearray, i: int, n: int, known: bool) -> int:
+        """Whether the checksummed candidate at ``i`` hides a real frame starting inside it.
+
+        A stray ``0x55`` and the next 10 bytes pass the 8-bit checksum about once in 256 tries; taken
+        as a frame it would swallow the header of the real frame that follows. So a candidate is
+        checked against every ``0x55`` inside it that starts a checksummed frame of a known type:
+
+        * an unknown-type candidate (which would only be counted and dropped) yields to it, and waits
+          for more bytes while such a frame is still incomplete (it delays no output);
+        * a known-type candidate is taken at once, unless the bytes already there tell the two apart:
+          the inner frame is followed by a header and the candidate is not (frames come back to back).
+        """
+        j = buf.find(HEADER, i + 1, i + FRAME_LEN)
+        while j >= 0:
+            if n - j < FRAME_LEN:
+                if not known:
+                    return _WAIT
+            elif buf[j + 1] in _KNOWN_TYPES and (sum(buf[j : j + 10]) & 0xFF) == buf[j + 10]:
+                if not known:
+                    return _SPURIOUS
+                if n > j + FRAME_LEN and buf[j + FRAME_LEN] == HEADER and buf[i + FRAME_LEN] != HEADER:
+                    return _SPURIOUS
+            j = buf.find(HEADER, j + 1, i + FRAME_LEN)
+        return _TAKE
 
     @property
     def pending(self) -> int:
@@ -360,9 +404,7 @@ class Wt901Assembler:
 
     def __post_init__(self) -> None:
         if self.orientation_source not in ("angle", "quaternion"):
-            raise DriverConfigError(
-                f"orientation_source {self.orientation_source!r}: expected 'angle' or 'quaternion'"
-            )
+            raise DriverConfigError(f"orientation_source {self.orientation_source!r}: expected 'angle' or 'quaternion'")
         self._trigger = FrameType.ANGLE if self.orientation_source == "angle" else FrameType.QUATERNION
 
     def push(self, frame: Wt901Frame, stamp_ns: int) -> ImuSample | None:

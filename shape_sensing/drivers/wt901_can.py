@@ -128,9 +128,7 @@ class Wt901Can:
             if not 0 <= int(cid) <= limit:
                 kind = "extended (29-bit)" if self.extended else "standard (11-bit)"
                 raise DriverConfigError(f"CAN ID 0x{int(cid):X} does not fit a {kind} identifier (max 0x{limit:X})")
-        self._modules = {
-            int(cid): _Module(name, Wt901Assembler(name, "angle")) for cid, name in self.sensors.items()
-        }
+        self._modules = {int(cid): _Module(name, Wt901Assembler(name, "angle")) for cid, name in self.sensors.items()}
         self._retry_at = 0.0
         self._delay = self.backoff_s
 
@@ -229,4 +227,3 @@ class Wt901Can:
 def encode_can_cycle(can_id: int, frames: list[bytes], *, extended: bool = False) -> list[can.Message]:
     """CAN messages for a list of serial frames (helper for emulators)."""
     return [frame_to_can_message(f, can_id, extended=extended) for f in frames if f[1] in _CAN_TYPES]
-

@@ -145,7 +145,15 @@ def build_can_reader(cfg: Wt901NodeConfig, clock: Callable[[], int]) -> Wt901Can
         kwargs: dict[str, Any] = {"interface": p["can_interface"], "channel": p["can_channel"]}
         if p["can_bitrate"]:
             kwargs["bitrate"] = p["can_bitrate"]
-        return can.Bus(**kwargs)
+        try:
+            return can.Bus(**kwargs)
+        except (can.CanError, OSError, ImportError, NotImplementedError, ValueError) as exc:
+            raise BusError(
+                f"parameters 'can_interface' = {p['can_interface']!r}, 'can_channel' = {p['can_channel']!r}: "
+                f"cannot open the CAN bus: {exc}"
+                + (f" (bitrate {p['can_bitrate']})" if p["can_bitrate"] else "")
+                + "; is the interface up (ip link set <channel> up) and python-can's backend installed?"
+            ) from exc
 
     sensors = dict(zip(p["can_ids"], cfg.frame_ids(), strict=True))
     return Wt901Can(open_bus(), sensors, extended=p["extended_ids"], clock=clock, reopen=open_bus)

@@ -29,7 +29,9 @@ frame. ``capture_offset`` stores the base frame's orientation in the IMUs'
 world frame (from the first sensor and its nominal mounting) and every
 sensor's mounting rotation ``M_i``; later ``B_i = W^T R_i M_i^T``. This
 removes arbitrary mounting rotations; it cannot separate a per-sensor world
-heading error from mounting (one straight pose does not observe it).
+heading error from mounting (one straight pose does not observe it). The
+capture, its YAML file and when it may be taken automatically are in
+:mod:`shape_sensing.estimators.straight_reference` (:meth:`apply_reference`).
 
 Sensor subsets, growth, missing sensors. Only selected sensors count (every
 k-th, or an explicit list). With a robot length (base encoder), sensors not
@@ -63,6 +65,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from shape_sensing.config import Param, Schema
+from shape_sensing.estimators.straight_reference import StraightReference, capture_reference
 from shape_sensing.geometry import FloatArray
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
@@ -111,7 +114,27 @@ SCHEMA = Schema(
             "nominal roll, pitch, yaw of the first IMU on its backbone frame (rad)",
             check=lambda v: None if len(v) == 3 else "needs 3 values",
         ),
-        Param("auto_offset", bool, True, "capture the straight reference from the first complete set of readings"),
+        Param(
+            "auto_offset",
+            bool,
+            True,
+            "capture the straight reference from the first complete set of readings when safe (with a length "
+            "topic: once every used IMU is everted)",
+        ),
+        Param(
+            "straight_reference_file",
+            str,
+            "",
+            "straight reference YAML loaded at start (and written by ~/save_reference); '' for none",
+        ),
+        Param(
+            "base_orientation_world",
+            "float[]",
+            [],
+            "roll, pitch, yaw (rad) of the base frame in the world (the world -> base placement) when known: "
+            "sensor 0's mounting is then solved at capture; [] for unknown (first_mount_rpy is assumed)",
+            check=lambda v: None if len(v) in (0, 3) else "needs 3 values or none",
+        ),
         Param("base_frame", str, "vine_base", "frame of the robot base (the shape is given in it)"),
         Param("tip_frame", str, "vine_tip", "frame published at the tip"),
         Param("frame_prefix", str, "", "prefix of every published frame id"),
@@ -139,6 +162,7 @@ class HingeArcConfig:
     orientation_noise: float = np.deg2rad(0.5)
     drift_rate: float = np.deg2rad(1.33) / 60.0
     first_mount: FloatArray = field(default_factory=lambda: np.eye(3))
+    base_placement: FloatArray | None = None  # base frame in the world, when known
     arc_samples: int = 4
     base_frame: str = "vine_base"
     tip_frame: str = "vine_tip"
@@ -169,6 +193,14 @@ class HingeArcConfig:
         keep = np.zeros(n, dtype=bool)
         keep[:: p["every_k"]] = True
         used &= keep
+        if not np.any(used & (pos > 1e-9)):
+            # Only a sensor at the base (or none): the base frame is all it gives, so no bend can be seen and the
+            # "shape" is a straight line whatever the robot does.
+            raise ValueError(
+                f"parameters 'every_k' = {p['every_k']}, 'use_sensors' = {p['use_sensors']} select IMU(s) "
+                f"{np.flatnonzero(used).tolist()} of {n}: expected at least one used IMU beyond the base "
+                f"(every_k <= {n - 1} with all {n} IMUs), or no bend can be estimated"
+            )
         prefix = p["frame_prefix"]
         return cls(
             sensor_positions=pos,
@@ -179,6 +211,11 @@ class HingeArcConfig:
             orientation_noise=float(np.deg2rad(p["orientation_noise_deg"])),
             drift_rate=float(np.deg2rad(p["drift_deg_per_min"]) / 60.0),
             first_mount=Rotation.from_euler("xyz", p["first_mount_rpy"]).as_matrix(),
+            base_placement=(
+                Rotation.from_euler("xyz", p["base_orientation_world"]).as_matrix()
+                if p["base_orientation_world"]
+                else None
+            ),
             arc_samples=p["arc_samples"],
             base_frame=prefix + p["base_frame"],
             tip_frame=prefix + p["tip_frame"],
@@ -316,6 +353,7 @@ class HingeArcEstimator:
         self._mount: FloatArray = np.tile(np.eye(3), (n, 1, 1))  # M_i
         self._mount_ok = np.zeros(n, dtype=bool)
         self.offset_stamp_ns: int | None = None
+        self.reference: StraightReference | None = None
         self._arc_frac = np.linspace(0.0, 1.0, config.arc_samples + 1)
         self._plans: dict[tuple[bytes, bytes], _Plan] = {}  # by (selected, active) sensor masks
 
@@ -336,20 +374,29 @@ class HingeArcEstimator:
         valid = np.asarray(valid, dtype=bool)
         if not valid.any():
             raise ValueError("cannot capture the straight reference: no sensor has a valid reading")
-        R = np.tile(np.eye(3), (self.n, 1, 1))
-        R[valid] = quats_to_matrices(np.asarray(quats, dtype=float)[valid])
-        first = int(np.flatnonzero(valid)[0])
-        # Base frame in the IMU world: first valid sensor with its nominal mounting removed.
-        W = R[first] @ self.config.first_mount.T if first == 0 else R[first]
-        self._world_base_T = W.T
-        # Straight: every backbone frame equals the base frame, so M_i = W^T R_i.
-        M = np.einsum("ij,njk->nik", W.T, R)
-        self._mount_T = np.swapaxes(M, 1, 2)
-        self._mount = M
-        self._mount_ok = valid.copy()
-        self.offset_stamp_ns = int(stamp_ns)
-        self._plans.clear()
+        # Base frame in the IMU world and every M_i = W^T R_i (see estimators/straight_reference.py).
+        ref = capture_reference(
+            quats,
+            valid,
+            stamp_ns,
+            self.frame_ids,
+            first_mount=self.config.first_mount,
+            placement=self.config.base_placement,
+        )
+        self.apply_reference(ref)
         return [int(i) for i in np.flatnonzero(~valid)]
+
+    def apply_reference(self, ref: StraightReference) -> None:
+        """Use a captured or loaded straight reference (its sensors must be this estimator's)."""
+        ref.check_frames(self.frame_ids)
+        M = np.asarray(ref.mountings, dtype=float)
+        self._world_base_T = np.asarray(ref.world_base, dtype=float).T
+        self._mount_T = np.ascontiguousarray(np.swapaxes(M, 1, 2))
+        self._mount = M
+        self._mount_ok = np.asarray(ref.captured, dtype=bool).copy()
+        self.offset_stamp_ns = int(ref.stamp_ns)
+        self.reference = ref
+        self._plans.clear()
 
     def mountings(self) -> FloatArray:
         """Captured mounting rotations ``M_i`` (n, 3, 3) of the sensors on their backbone frames."""
@@ -457,7 +504,9 @@ class HingeArcEstimator:
             mount_tr=self._mount_T[idx],
             mount=self._mount[idx],
             seg_len_batch=np.tile(seg_L, 7),
-            over_at=seg_L / cfg.diameter,
+            # A zero-length segment (first_sensor 0: sensor 0 at the base) has no inner wall to buckle; its
+            # bend is the base sensor's noise against the base frame, so it is never reported past L/D.
+            over_at=np.where(seg_L > 1e-9, seg_L / cfg.diameter, np.inf),
             last_sigma=float(node_sigma[-1]),
             frame_ids=[self.frame_ids[i] for i in idx] + [cfg.tip_frame],
             missing=missing,

@@ -53,6 +53,7 @@ one batched evaluation).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -74,6 +75,7 @@ __all__ = [
     "joint_angles",
     "matrix_to_euler_zyx",
     "module_transforms",
+    "quat_to_euler_zyx",
     "relative_rotations",
     "solve_headings",
     "ujoint_rotation",
@@ -120,6 +122,17 @@ SCHEMA = Schema(
         ),
         Param("roll_pitch_stddev_deg", float, 0.05, "stated roll/pitch accuracy of one sensor", min=0.0, unit="deg"),
         Param("yaw_stddev_deg", float, 1.0, "stated yaw accuracy of one sensor", min=0.0, unit="deg"),
+        Param(
+            "heading_disturbance_deg", float, 3.5,
+            "std of the slow magnetic heading disturbance of each sensor (magnetic parts; full mode and fallbacks)",
+            min=0.0, unit="deg",
+        ),
+        Param(
+            "mounting_stddev_deg", float, 0.5,
+            "std of each sensor's mounting misalignment about its z axis, which the roll_pitch rods calibration "
+            "(aligning gravity) cannot see",
+            min=0.0, unit="deg",
+        ),
         Param("covariance", bool, True, "propagate the sensor accuracy to frame covariances"),
         Param("stale_timeout", float, 0.5, "a sensor older than this is reported stale", min=0.0, unit="s"),
         Param("twist_warn_deg", float, 3.0, "twist residual above which a module is WARN", min=0.0, unit="deg"),
@@ -170,6 +183,32 @@ def matrix_to_euler_zyx(R: ArrayLike) -> FloatArray:
     pitch = -np.arcsin(np.clip(R[..., 2, 0], -1.0, 1.0))
     yaw = np.arctan2(R[..., 1, 0], R[..., 0, 0])
     return np.stack([roll, pitch, yaw], axis=-1)
+
+
+def quat_to_euler_zyx(q: ArrayLike) -> FloatArray:
+    """``matrix_to_euler_zyx(quat_to_matrix(q))`` for one finite ``[x, y, z, w]`` quaternion, same bits.
+
+    The per-message path of the rigid-module pipeline: the quaternion is
+    normalised and the five matrix entries the angles need are formed with
+    scipy's operations in the same order (Python floats are IEEE doubles, so
+    each operation rounds as numpy's does), then the same numpy functions
+    give the angles. ``test_rigid_module_estimator`` compares it with the
+    matrix path.
+    """
+    x, y, z, w = (float(v) for v in np.asarray(q, dtype=float).reshape(4))
+    norm = math.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / norm, y / norm, z / norm, w / norm
+    x2, y2, z2, w2 = x * x, y * y, z * z, w * w
+    r00 = x2 - y2 - z2 + w2
+    r10 = 2 * (x * y + z * w)
+    r20 = 2 * (x * z - y * w)
+    r21 = 2 * (y * z + x * w)
+    r22 = -x2 - y2 + z2 + w2
+    f = np.float64
+    roll = np.arctan2(f(r21), f(r22))
+    pitch = -np.arcsin(np.clip(f(r20), -1.0, 1.0))
+    yaw = np.arctan2(f(r10), f(r00))
+    return np.array([roll, pitch, yaw])
 
 
 def relative_rotations(R: ArrayLike, frame: str = "body") -> FloatArray:
@@ -356,6 +395,8 @@ class RigidModuleConfig:
     heading_min_conditioning: float = 0.1
     roll_pitch_stddev_deg: float = 0.05
     yaw_stddev_deg: float = 1.0
+    heading_disturbance_deg: float = 3.5
+    mounting_stddev_deg: float = 0.5
     covariance: bool = True
     stale_timeout: float = 0.5
     twist_warn_deg: float = 3.0
@@ -378,6 +419,8 @@ class RigidModuleConfig:
             tool_offset=tuple(p["tool_offset"]), calibration_bias=tuple(bias),
             heading_min_conditioning=p["heading_min_conditioning"],
             roll_pitch_stddev_deg=p["roll_pitch_stddev_deg"], yaw_stddev_deg=p["yaw_stddev_deg"],
+            heading_disturbance_deg=p["heading_disturbance_deg"],
+            mounting_stddev_deg=p["mounting_stddev_deg"],
             covariance=p["covariance"], stale_timeout=p["stale_timeout"], twist_warn_deg=p["twist_warn_deg"],
             base_frame=p["base_frame"], radius=p["radius"],
         )  # fmt: skip
@@ -526,14 +569,36 @@ class RigidModuleEstimator:
         """The shape from the held readings at ``stamp_ns`` (stale sensors reported, last reading held)."""
         cfg = self.config
         e, statuses, _ = self._inputs()
-        sig = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, cfg.yaw_stddev_deg])
-        use = [0, 1, 2]  # in roll_pitch mode yaw matters only where the heading falls back to it
+        # Independent error sources per sensor, each propagated by finite differences through the whole chain:
+        # the reading's white noise and the heading disturbance (perturbations of its roll, pitch, yaw), and the
+        # residual mounting error after the rods calibration (a turn of the platform frame about its own axes,
+        # which moves roll and pitch once the platform tilts). In roll_pitch mode yaw matters only where the
+        # heading falls back to it.
+        yaw_sig = float(np.hypot(cfg.yaw_stddev_deg, cfg.heading_disturbance_deg))
+        sig = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, yaw_sig])
+        # Mounting error left, about the platform's x, y, z. Without a rods calibration: the mounting misalignment
+        # itself. After one: the attitude noise of the readings it used about x and y, and about z either the
+        # mounting yaw (roll_pitch: the calibration aligns gravity only) or, in full mode, the two heading
+        # disturbances (the sensor's and the base sensor's) frozen into it.
+        if not self.bias.any():
+            sig_cal = np.radians([cfg.mounting_stddev_deg] * 3)
+        else:
+            full = cfg.heading_mode == "full"
+            z_cal = np.sqrt(2.0) * cfg.heading_disturbance_deg if full else cfg.mounting_stddev_deg
+            sig_cal = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, z_cal])
         if cfg.covariance:
             h = 1e-7
-            cols = [(i, k) for i in range(self.n_platforms) for k in use]
-            batch = np.repeat(e[None], 1 + len(cols), axis=0)
+            cols = [(i, k) for i in range(self.n_platforms) for k in range(3)]
+            body = [(i, k) for i in range(self.n_platforms) for k in range(3) if sig_cal[k] > 0]
+            batch = np.repeat(e[None], 1 + len(cols) + len(body), axis=0)
             for c, (i, k) in enumerate(cols):
                 batch[1 + c, i, k] += h
+            if body:
+                R = euler_zyx_to_matrix(e)
+                for c, (i, k) in enumerate(body):
+                    turn = np.zeros(3)
+                    turn[k] = h
+                    batch[1 + len(cols) + c, i] = matrix_to_euler_zyx((R[i] @ rotvec_to_matrix(turn))[None])[0]
         else:
             batch = e[None]
         poses, theta, twist, cond = self._forward(batch)
@@ -542,7 +607,7 @@ class RigidModuleEstimator:
         pos_cov = None
         theta_cov = None
         if cfg.covariance:
-            sig_in = np.array([sig[k] for (_, k) in cols])
+            sig_in = np.array([sig[k] for (_, k) in cols] + [sig_cal[k] for (_, k) in body])
             dpos = (poses[1:, :, :3, 3] - poses[0, :, :3, 3]) / h  # (m, F, 3)
             Jp = np.transpose(dpos, (1, 2, 0)) * sig_in  # (F, 3, m)
             pos_cov = Jp @ np.swapaxes(Jp, -1, -2)
@@ -550,7 +615,7 @@ class RigidModuleEstimator:
             drot = matrix_to_rotvec(poses[1:, -1, :3, :3] @ Rn.T) / h  # world-frame small rotations (m, 3)
             Jt = np.concatenate([dpos[:, -1, :], drot], axis=1).T * sig_in  # (6, m)
             tip_cov = Jt @ Jt.T
-            dth = (theta[1:] - theta[0]).reshape(len(cols), -1) / h  # (m, 2n)
+            dth = (theta[1:] - theta[0]).reshape(len(sig_in), -1) / h  # (m, 2n)
             Jth = dth.T * sig_in
             theta_cov = Jth @ Jth.T
         # Diagnostics
@@ -635,4 +700,3 @@ class RigidModuleEstimator:
             pts.append(poses[j, :3, 3])
         pts.append(poses[-1, :3, 3])
         return np.asarray(pts)
-

@@ -32,7 +32,19 @@ from rosbags.typesys import get_types_from_msg
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages.factory import default_factory
 
-__all__ = ["BagMessage", "BagWriter", "bag_topics", "read_bag"]
+__all__ = [
+    "PARAMETERS_KEY",
+    "BagMessage",
+    "BagWriter",
+    "bag_message_count",
+    "bag_metadata",
+    "bag_parameters",
+    "bag_topics",
+    "read_bag",
+]
+
+#: custom_data key of a node's parameters (a ROS 2 parameter file's text), ``.format(node=...)``.
+PARAMETERS_KEY = "shape_sensing.parameters.{node}"
 
 _ZERO = QosTime(sec=0, nsec=0)
 _INF = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
@@ -159,6 +171,28 @@ class BagWriter:
         """Copy a message read from a bag unchanged."""
         self.write_raw(message.topic, message.msgtype, message.raw, message.stamp_ns, qos=qos)
 
+    def set_metadata(self, key: str, value: str) -> None:
+        """Store ``key: value`` in the bag's rosbag2 ``custom_data``.
+
+        rosbag2 keeps it in ``metadata.yaml`` and, in MCAP storage, in the file's ``rosbag2``
+        metadata record, so a single ``.mcap`` file carries it too (``ros2 bag info`` shows it;
+        :func:`bag_metadata` reads it). Set before :meth:`close`.
+        """
+        if self._closed:
+            raise BagError(f"{self.path}: cannot set metadata {key!r} after the bag was closed")
+        try:
+            self._writer.set_custom_data(key, value)
+        except WriterError as exc:
+            raise BagError(f"{self.path}: metadata {key!r}: {exc}") from exc
+
+    def record_parameters(self, node: str, params: dict[str, Any], comment: str = "") -> str:
+        """Store ``node``'s parameters in the bag (:data:`PARAMETERS_KEY`); returns the parameter file's text."""
+        from shape_sensing.config import param_file_text
+
+        text = param_file_text(node, params, comment)
+        self.set_metadata(PARAMETERS_KEY.format(node=node), text)
+        return text
+
     def close(self) -> None:
         """Finish the bag (idempotent)."""
         if self._closed:
@@ -174,7 +208,10 @@ class BagWriter:
     def __enter__(self) -> BagWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is not None and not self._closed:
+            # Finish a readable bag even when writing stopped on an error, and say so inside it.
+            self._writer.set_custom_data("shape_sensing.partial", f"writing stopped by {exc_type.__name__}")
         self.close()
 
 
@@ -297,3 +334,50 @@ def bag_topics(path: str | os.PathLike[str]) -> dict[str, str]:
         if summary is None:
             raise BagError(f"bag {real} has no summary section (truncated?)")
         return {ch.topic: summary.schemas[ch.schema_id].name for ch in summary.channels.values()}
+
+
+def bag_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
+    """The rosbag2 ``custom_data`` of a bag (see :meth:`BagWriter.set_metadata`); ``{}`` if none."""
+    import yaml
+
+    kind, where = _resolve(Path(path))
+    if kind == "mcap-file":
+        from mcap.reader import make_reader
+
+        with open(where, "rb") as f:
+            for record in make_reader(f).iter_metadata():
+                if record.name == "rosbag2" and "serialized_metadata" in record.metadata:
+                    info: dict[str, Any] = yaml.safe_load(record.metadata["serialized_metadata"]) or {}
+                    info = info.get("rosbag2_bagfile_information") or info  # the record holds the inner mapping
+                    data = info.get("custom_data") or {}
+                    return {str(k): str(v) for k, v in data.items()}
+        return {}
+    meta = Path(where) / "metadata.yaml"
+    if not meta.is_file():
+        return {}
+    info = yaml.safe_load(meta.read_text()) or {}
+    data = info.get("rosbag2_bagfile_information", {}).get("custom_data") or {}
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def bag_parameters(path: str | os.PathLike[str], node: str) -> str | None:
+    """The parameter file text recorded for ``node`` in a bag (:meth:`BagWriter.record_parameters`), or ``None``."""
+    return bag_metadata(path).get(PARAMETERS_KEY.format(node=node))
+
+
+def bag_message_count(path: str | os.PathLike[str]) -> int | None:
+    """Number of messages from the bag's summary (for progress), or ``None`` when it has none."""
+    kind, where = _resolve(Path(path))
+    try:
+        if kind == "mcap-file":
+            from mcap.reader import make_reader
+
+            with open(where, "rb") as f:
+                summary = make_reader(f).get_summary()
+            return None if summary is None or summary.statistics is None else int(summary.statistics.message_count)
+        import yaml
+
+        info = yaml.safe_load((Path(where) / "metadata.yaml").read_text()) or {}
+        return int(info["rosbag2_bagfile_information"]["message_count"])
+    except Exception:  # a summary is a convenience: any problem means "unknown"
+        return None

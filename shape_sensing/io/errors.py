@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["BagError", "DatasetError"]
+__all__ = ["BagError", "DatasetError", "MapError"]
 
 
 class BagError(RuntimeError):
@@ -11,3 +11,7 @@ class BagError(RuntimeError):
 
 class DatasetError(ValueError):
     """A dataset file is malformed; the message names the file, line and field."""
+
+
+class MapError(ValueError):
+    """A prior map (point cloud or mesh file) is unreadable or unusable; the message names the file and the cause."""

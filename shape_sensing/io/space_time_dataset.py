@@ -384,6 +384,14 @@ def load_trial(dataset_dir: str | Path, trial: str, robot: str | None = None) ->
     streams = {p.stem: read_sensor_csv(p) for p in sorted(folder.glob("*.csv"))}
     if not streams:
         raise DatasetError(f"{folder}: no sensor CSV files")
+    kinds = {st.kind for st in streams.values()}
+    for kind, wanted in (("gyro", cfg.use_gyro), ("aurora", cfg.use_aurora)):
+        if wanted and kind not in kinds:
+            # Loud, not an error: the published extensible trial sets gyro: true and has no gyroscope.
+            _log.warning(
+                "%s: the trial config sets data.%s: true but there is no %s*.csv file (files: %s); estimating without",
+                folder, kind, kind, sorted(p.name for p in folder.glob("*.csv")),
+            )  # fmt: skip
     robots = {p.stem: p for p in sorted((root / "config" / "robot").glob("*.json"))}
     if robot is not None:
         if robot not in robots:

@@ -8,6 +8,7 @@ rclpy-backed one. Readers take any message object with the ROS 2 field names
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -18,7 +19,7 @@ from shape_sensing.geometry import FloatArray, make_transform, matrix_to_quat, q
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory, default_factory, published_type
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate, TransformStamped
-from shape_sensing.viz import covariance_ellipsoid, tube_mesh
+from shape_sensing.viz import covariance_ellipsoid, tube_mesh_indexed
 
 __all__ = [
     "diagnostic_array",
@@ -26,6 +27,8 @@ __all__ = [
     "header",
     "imu_from_cdr",
     "imu_from_msg",
+    "imu_orientation_from_cdr",
+    "imu_orientation_from_msg",
     "imu_to_msg",
     "path_msg",
     "pose_msg",
@@ -72,6 +75,25 @@ def _vec3(
 ) -> Any:
     # Every field is given, so the class is called directly (the hot path of paths and markers).
     return _f(factory).cls(typename)(x=float(v[0]), y=float(v[1]), z=float(v[2]))
+
+
+def _points(points: FloatArray, factory: MessageFactory | None, typename: str = "geometry_msgs/msg/Point") -> list[Any]:
+    """One message per row of ``(N, 3)`` points; ``tolist`` gives the same floats as ``float()`` per element."""
+    cls = _f(factory).cls(typename)
+    return [cls(x=x, y=y, z=z) for x, y, z in np.asarray(points, dtype=float).reshape(-1, 3).tolist()]
+
+
+def _poses(positions: FloatArray, quats: FloatArray, factory: MessageFactory | None) -> list[Any]:
+    """geometry_msgs/Pose per row of ``(N, 3)`` positions and ``(N, 4)`` quaternions (every field given)."""
+    f = _f(factory)
+    pose, point = f.cls("geometry_msgs/msg/Pose"), f.cls("geometry_msgs/msg/Point")
+    quat = f.cls("geometry_msgs/msg/Quaternion")
+    return [
+        pose(position=point(x=x, y=y, z=z), orientation=quat(x=qx, y=qy, z=qz, w=qw))
+        for (x, y, z), (qx, qy, qz, qw) in zip(
+            np.asarray(positions, dtype=float).tolist(), np.asarray(quats, dtype=float).tolist(), strict=True
+        )
+    ]
 
 
 def _quat(q: Sequence[float] | FloatArray, factory: MessageFactory | None) -> Any:
@@ -145,13 +167,7 @@ def imu_from_msg(msg: Any) -> ImuSample:
     has_orientation = ocov[0, 0] != -1.0
     q = np.array([msg.orientation.x, msg.orientation.y, msg.orientation.z, msg.orientation.w], dtype=float)
     if has_orientation:
-        norm = np.linalg.norm(q)
-        if not np.isfinite(norm) or norm < 0.5:
-            raise MessageError(
-                f"sensor_msgs/Imu from {msg.header.frame_id!r} has orientation {q.tolist()} (norm {norm:.3g}); "
-                "expected a unit quaternion"
-            )
-        q = q / norm
+        q = _unit_quat(q, msg.header.frame_id)
 
     def cov(values: Any) -> FloatArray | None:
         c = np.asarray(values, dtype=float).reshape(3, 3)
@@ -171,19 +187,27 @@ def imu_from_msg(msg: Any) -> ImuSample:
 
 _IMU_TAIL = struct.Struct("<37d")  # orientation 4, cov 9, angular velocity 3, cov 9, linear acceleration 3, cov 9
 _STAMP = struct.Struct("<iII")
+_F8 = np.dtype("<f8")
 
 
-def imu_from_cdr(raw: bytes | memoryview) -> ImuSample:
-    """An :class:`ImuSample` straight from the CDR bytes of a sensor_msgs/Imu.
-
-    The layout of sensor_msgs/Imu is fixed but for the frame id, so the
-    fields are unpacked in one call instead of building message objects (the
-    replay hot path). Same result as ``imu_from_msg`` on the decoded message.
+def _unit_quat(q: FloatArray, frame_id: object) -> FloatArray:
+    """``q / |q|``, with the norm from one ``dot`` (as ``np.linalg.norm`` computes it).
 
     Raises:
-        MessageError: not little-endian plain CDR, or too short for an Imu.
+        MessageError: not a finite quaternion of norm >= 0.5.
     """
-    buf = bytes(raw)
+    sq = float(q @ q)
+    norm = math.sqrt(sq) if sq >= 0.0 else math.nan  # NaN stays NaN
+    if not (math.isfinite(norm) and norm >= 0.5):
+        raise MessageError(
+            f"sensor_msgs/Imu from {str(frame_id)!r} has orientation {q.tolist()} (norm {norm:.3g}); "
+            "expected a unit quaternion"
+        )
+    return q / norm
+
+
+def _imu_cdr_layout(buf: bytes) -> tuple[int, int, int]:
+    """``(stamp_ns, frame id length incl. NUL, offset of the 37 doubles)`` of sensor_msgs/Imu CDR bytes."""
     if len(buf) < 20 or buf[0:2] != b"\x00\x01":
         raise MessageError("sensor_msgs/Imu bytes are not little-endian CDR (encapsulation 0x0001)")
     sec, nanosec, n = _STAMP.unpack_from(buf, 4)
@@ -191,19 +215,60 @@ def imu_from_cdr(raw: bytes | memoryview) -> ImuSample:
     pos = 4 + -(-(pos - 4) // 8) * 8  # float64 alignment, counted after the encapsulation header
     if n == 0 or pos + _IMU_TAIL.size > len(buf):
         raise MessageError(f"sensor_msgs/Imu bytes are truncated ({len(buf)} bytes)")
+    return sec * NS_PER_S + nanosec, n, pos
+
+
+def imu_orientation_from_cdr(raw: bytes | memoryview) -> tuple[int, FloatArray | None]:
+    """``(stamp_ns, unit orientation or None)`` straight from sensor_msgs/Imu CDR bytes.
+
+    What a shape estimator needs of a reading, without building an
+    :class:`ImuSample`: the same stamp and the same normalised quaternion as
+    :func:`imu_from_cdr` (same operations, so the same bits).
+
+    Raises:
+        MessageError: not little-endian plain CDR, too short, or a bad orientation.
+    """
+    buf = raw if isinstance(raw, bytes) else bytes(raw)
+    stamp, n, pos = _imu_cdr_layout(buf)
+    v = np.frombuffer(buf, _F8, 5, pos)
+    if v[4] == -1.0:
+        return stamp, None
+    return stamp, _unit_quat(v[:4].copy(), buf[16 : 16 + n - 1].decode("utf-8", errors="replace"))
+
+
+def imu_orientation_from_msg(msg: Any) -> tuple[int, FloatArray | None]:
+    """``(stamp_ns, unit orientation or None)`` of a sensor_msgs/Imu (either backend).
+
+    Same stamp and normalised quaternion as :func:`imu_from_msg`, without the
+    rest of the :class:`ImuSample` (the per-message path of the shape nodes).
+
+    Raises:
+        MessageError: the orientation is present but not a finite non-zero quaternion.
+    """
+    stamp = msg.header.stamp
+    stamp_ns = int(stamp.sec) * NS_PER_S + int(stamp.nanosec)
+    if msg.orientation_covariance[0] == -1.0:
+        return stamp_ns, None
+    o = msg.orientation
+    return stamp_ns, _unit_quat(np.array([o.x, o.y, o.z, o.w], dtype=float), msg.header.frame_id)
+
+
+def imu_from_cdr(raw: bytes | memoryview) -> ImuSample:
+    """An :class:`ImuSample` straight from the CDR bytes of a sensor_msgs/Imu.
+
+    The layout of sensor_msgs/Imu is fixed but for the frame id, so the
+    fields are read in one call instead of building message objects (the
+    replay hot path). Same result as ``imu_from_msg`` on the decoded message.
+
+    Raises:
+        MessageError: not little-endian plain CDR, or too short for an Imu.
+    """
+    buf = raw if isinstance(raw, bytes) else bytes(raw)
+    stamp, n, pos = _imu_cdr_layout(buf)
     frame_id = buf[16 : 16 + n - 1].decode("utf-8", errors="replace")
-    v = np.array(_IMU_TAIL.unpack_from(buf, pos))
-    stamp = sec * NS_PER_S + nanosec
+    v = np.frombuffer(buf, _F8, 37, pos).copy()
     has_orientation = v[4] != -1.0
-    q = v[0:4]
-    if has_orientation:
-        norm = float(np.sqrt(q @ q))
-        if not np.isfinite(norm) or norm < 0.5:
-            raise MessageError(
-                f"sensor_msgs/Imu from {frame_id!r} has orientation {q.tolist()} (norm {norm:.3g}); "
-                "expected a unit quaternion"
-            )
-        q = q / norm
+    q = _unit_quat(v[0:4], frame_id) if has_orientation else v[0:4]
 
     def cov(values: FloatArray) -> FloatArray | None:
         return None if not values.any() else values.reshape(3, 3)
@@ -243,10 +308,31 @@ def transform_stamped(
 def tf_message(transforms: Iterable[TransformStamped], factory: MessageFactory | None = None) -> Any:
     """tf2_msgs/TFMessage from transforms."""
     tfs = list(transforms)
-    quats = matrix_to_quat(np.stack([t.matrix[:3, :3] for t in tfs])) if tfs else np.zeros((0, 4))
-    return _f(factory).make(
-        "tf2_msgs/msg/TFMessage", transforms=[transform_stamped(t, factory, q) for t, q in zip(tfs, quats, strict=True)]
-    )
+    f = _f(factory)
+    if not tfs:
+        return f.make("tf2_msgs/msg/TFMessage", transforms=[])
+    mats = np.stack([t.matrix for t in tfs]).astype(float, copy=False)
+    quats = matrix_to_quat(mats[:, :3, :3]).tolist()
+    trans = mats[:, :3, 3].tolist()
+    # Every field is given, so the classes are called directly; transforms with the same stamp and parent
+    # share one header (same bytes on the wire).
+    stamped, transform = f.cls("geometry_msgs/msg/TransformStamped"), f.cls("geometry_msgs/msg/Transform")
+    vec, quat = f.cls("geometry_msgs/msg/Vector3"), f.cls("geometry_msgs/msg/Quaternion")
+    headers: dict[tuple[int, str], Any] = {}
+    out = []
+    for t, (x, y, z), (qx, qy, qz, qw) in zip(tfs, trans, quats, strict=True):
+        key = (int(t.stamp_ns), t.parent)
+        hdr = headers.get(key)
+        if hdr is None:
+            hdr = headers[key] = header(t.stamp_ns, t.parent, factory)
+        out.append(
+            stamped(
+                header=hdr,
+                child_frame_id=t.child,
+                transform=transform(translation=vec(x=x, y=y, z=z), rotation=quat(x=qx, y=qy, z=qz, w=qw)),
+            )
+        )
+    return f.make("tf2_msgs/msg/TFMessage", transforms=out)
 
 
 def transforms_from_tf(msg: Any) -> list[TransformStamped]:
@@ -281,12 +367,10 @@ def path_msg(stamp_ns: int, frame_id: str, poses: FloatArray, factory: MessageFa
         poses = _poses_along(poses)
     hdr = header(stamp_ns, frame_id, factory)
     quats = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
-    make = _f(factory).make
-    stamped = [
-        make("geometry_msgs/msg/PoseStamped", header=hdr, pose=pose_msg(T, factory, q))
-        for T, q in zip(poses, quats, strict=True)
-    ]
-    return make("nav_msgs/msg/Path", header=hdr, poses=stamped)
+    f = _f(factory)
+    cls = f.cls("geometry_msgs/msg/PoseStamped")
+    stamped = [cls(header=hdr, pose=p) for p in _poses(poses[:, :3, 3], quats, factory)]
+    return f.make("nav_msgs/msg/Path", header=hdr, poses=stamped)
 
 
 def _poses_along(points: FloatArray) -> FloatArray:
@@ -345,13 +429,14 @@ def _marker(
     mtype: int,
     *,
     points: FloatArray | None = None,
+    point_msgs: list[Any] | None = None,
     pose: FloatArray | None = None,
     scale: Sequence[float] | FloatArray = (1.0, 1.0, 1.0),
     rgba: Sequence[float] = (1.0, 1.0, 1.0, 1.0),
     text: str = "",
 ) -> Any:
     f = _f(factory)
-    pts = [] if points is None else [_vec3(p, factory, "geometry_msgs/msg/Point") for p in points]
+    pts = point_msgs if point_msgs is not None else [] if points is None else _points(points, factory)
     return f.make(
         "visualization_msgs/msg/Marker",
         header=hdr,
@@ -359,7 +444,7 @@ def _marker(
         id=marker_id,
         type=mtype,
         action=0,
-        pose=pose_msg(np.eye(4) if pose is None else pose, factory),
+        pose=pose_msg(_EYE4, factory, _UNIT_QUAT) if pose is None else pose_msg(pose, factory),
         scale=_vec3(scale, factory),
         color=_color(rgba, factory),
         lifetime=f.make("builtin_interfaces/msg/Duration", sec=0, nanosec=0),
@@ -369,6 +454,8 @@ def _marker(
     )
 
 
+_EYE4 = np.eye(4)
+_UNIT_QUAT = np.array([0.0, 0.0, 0.0, 1.0])  # what matrix_to_quat gives for the identity
 MARKER_LINE_STRIP = 4
 MARKER_SPHERE = 2
 MARKER_SPHERE_LIST = 7
@@ -395,9 +482,11 @@ def shape_markers(
 ) -> Any:
     """MarkerArray of a shape: body tube, backbone line, frame spheres, tip covariance ellipsoid."""
     hdr = header(shape.stamp_ns, frame_prefix + shape.parent_frame, factory)
-    body = tube_mesh(_decimate(shape.backbone, 48), shape.radius, 8)
+    vertices, corners = tube_mesh_indexed(_decimate(shape.backbone, 48), shape.radius, 8)
+    vertex_msgs = _points(vertices, factory)
+    body = [vertex_msgs[i] for i in corners.tolist()]  # six corners share each vertex: one message per vertex
     markers = [
-        _marker(factory, hdr, f"{ns}/body", 0, MARKER_TRIANGLE_LIST, points=body, rgba=rgba),
+        _marker(factory, hdr, f"{ns}/body", 0, MARKER_TRIANGLE_LIST, point_msgs=body, rgba=rgba),
         _marker(
             factory, hdr, f"{ns}/backbone", 0, MARKER_LINE_STRIP, points=shape.backbone,
             scale=(0.005, 0.0, 0.0), rgba=(1.0, 1.0, 1.0, 1.0),

@@ -53,8 +53,7 @@ def interface_dir() -> Path:
 def interface_types() -> dict[str, str]:
     """``{"shape_sensing/msg/Name": definition text}`` for every ``.msg`` file of the package."""
     return {
-        f"{PACKAGE}/msg/{path.stem}": path.read_text(encoding="utf-8")
-        for path in sorted(interface_dir().glob("*.msg"))
+        f"{PACKAGE}/msg/{path.stem}": path.read_text(encoding="utf-8") for path in sorted(interface_dir().glob("*.msg"))
     }
 
 

@@ -10,19 +10,27 @@ along the boresight (as ``msg/TofFrame.msg`` says).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from shape_sensing.drivers.vl53l5cx import FIELD_OF_VIEW_RAD, TofReading
-from shape_sensing.geometry import FloatArray
-from shape_sensing.messages.common import _marker, header
+from shape_sensing.geometry import FloatArray, matrix_to_quat
+from shape_sensing.messages.common import _marker, header, pose_msg, pose_to_matrix, stamp_from_msg
+from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory, default_factory, published_type
 
 __all__ = [
     "POINT_FIELDS",
     "fov_edges",
     "fov_markers",
+    "point_cloud2_msg",
+    "point_cloud2_to_arrays",
+    "shape_samples_from_msg",
+    "shape_samples_msg",
+    "tof_frame_from_msg",
     "tof_frame_msg",
     "tof_points_msg",
     "zone_angles",
@@ -166,3 +174,119 @@ def fov_markers(
         for i, fid in enumerate(frame_ids)
     ]
     return f.make("visualization_msgs/msg/MarkerArray", markers=markers)
+
+
+# -- localisation against a prior map (continuum ToF estimator): frames read back, backbone samples, clouds --
+
+
+def tof_frame_from_msg(msg: Any) -> tuple[int, str, FloatArray, NDArray[np.uint8]]:
+    """``(stamp_ns, frame_id, distance (Z,), status (Z,))`` of a TofFrame."""
+    d = np.asarray(msg.distance, dtype=np.float64)
+    st = np.asarray(bytearray(msg.target_status) if isinstance(msg.target_status, bytes) else msg.target_status)
+    return stamp_from_msg(msg), str(msg.header.frame_id), d, st.astype(np.uint8)
+
+
+@published_type("shape_sensing/msg/ShapeSamples")
+def shape_samples_msg(
+    stamp_ns: int,
+    frame_id: str,
+    estimator: str,
+    arc_length: FloatArray,
+    poses: FloatArray,
+    covariance: FloatArray | None = None,
+    factory: MessageFactory | None = None,
+) -> Any:
+    """shape_sensing/ShapeSamples: poses ``(N, 4, 4)`` at ``arc_length`` with optional ``(N, 6, 6)`` covariances
+    (right perturbation ``[rho; phi]`` as the estimator keeps it, rotated into the base frame's x, y, z order)."""
+    f = _f(factory)
+    s = np.asarray(arc_length, dtype=np.float64).reshape(-1)
+    T = np.asarray(poses, dtype=np.float64).reshape(-1, 4, 4)
+    if s.size != T.shape[0]:
+        raise MessageError(f"{s.size} arc lengths for {T.shape[0]} poses")
+    items = []
+    for i in range(s.size):
+        cov = np.zeros(36)
+        if covariance is None:
+            cov[0] = -1.0
+        else:
+            R = T[i, :3, :3]
+            G = np.zeros((6, 6))
+            G[:3, :3] = R
+            G[3:, 3:] = R
+            cov = (G @ np.asarray(covariance[i]) @ G.T).reshape(36)
+        items.append(
+            f.make(
+                "geometry_msgs/msg/PoseWithCovariance",
+                pose=pose_msg(T[i], factory, matrix_to_quat(T[i, :3, :3])),
+                covariance=cov,
+            )
+        )
+    return f.make(
+        "shape_sensing/msg/ShapeSamples",
+        header=header(stamp_ns, frame_id, factory),
+        estimator=estimator,
+        arc_length=s,
+        poses=items,
+    )
+
+
+def shape_samples_from_msg(msg: Any) -> tuple[int, FloatArray, FloatArray]:
+    """``(stamp_ns, arc_length (N,), poses (N, 4, 4))`` of a ShapeSamples."""
+    s = np.asarray(msg.arc_length, dtype=np.float64)
+    T = np.stack([pose_to_matrix(p.pose) for p in msg.poses]) if len(msg.poses) else np.zeros((0, 4, 4))
+    return stamp_from_msg(msg), s, T
+
+
+@published_type("sensor_msgs/msg/PointCloud2")
+def point_cloud2_msg(
+    stamp_ns: int,
+    frame_id: str,
+    points: FloatArray,
+    scalars: Mapping[str, FloatArray] | None = None,
+    factory: MessageFactory | None = None,
+) -> Any:
+    """Unorganised sensor_msgs/PointCloud2 of float32 ``x y z`` and float32 scalar fields (little-endian)."""
+    f = _f(factory)
+    pts = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    names = ["x", "y", "z", *(scalars or {})]
+    dt = np.dtype([(n, "<f4") for n in names])
+    arr = np.zeros(pts.shape[0], dtype=dt)
+    arr["x"], arr["y"], arr["z"] = pts.T
+    for n, v in (scalars or {}).items():
+        v = np.asarray(v, dtype=np.float64).reshape(-1)
+        if v.size != pts.shape[0]:
+            raise MessageError(f"point cloud field {n} has {v.size} values for {pts.shape[0]} points")
+        arr[n] = v
+    fields = [
+        f.make("sensor_msgs/msg/PointField", name=n, offset=4 * i, datatype=_FLOAT32, count=1)
+        for i, n in enumerate(names)
+    ]
+    return f.make(
+        "sensor_msgs/msg/PointCloud2",
+        header=header(stamp_ns, frame_id, factory),
+        height=1,
+        width=pts.shape[0],
+        fields=fields,
+        is_bigendian=False,
+        point_step=dt.itemsize,
+        row_step=dt.itemsize * pts.shape[0],
+        data=np.frombuffer(arr.tobytes(), dtype=np.uint8),
+        is_dense=True,
+    )
+
+
+def point_cloud2_to_arrays(msg: Any) -> dict[str, FloatArray]:
+    """The float32 fields of a PointCloud2 as ``{name: (P,)}`` (any field order and point step)."""
+    if msg.is_bigendian:
+        raise MessageError("big-endian PointCloud2 not read here")
+    n = int(msg.width) * int(msg.height)
+    raw = np.asarray(msg.data, dtype=np.uint8).tobytes()
+    out = {}
+    for fd in msg.fields:
+        if int(fd.datatype) != _FLOAT32:
+            continue
+        dt = np.dtype(
+            {"names": [fd.name], "formats": ["<f4"], "offsets": [int(fd.offset)], "itemsize": int(msg.point_step)}
+        )
+        out[str(fd.name)] = np.frombuffer(raw, dtype=dt, count=n)[fd.name].astype(np.float64)
+    return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import array
 import contextlib
 import logging
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -27,7 +28,10 @@ __all__ = [
     "RclpyLogHandler",
     "declare_schema",
     "describe",
+    "diagnostics_throttle",
+    "fq_name",
     "from_ros_value",
+    "node_namespace",
     "reliable_qos",
     "route_logging",
     "run",
@@ -35,6 +39,8 @@ __all__ = [
     "static_qos",
     "tf_qos",
     "unknown_overrides",
+    "usage",
+    "wants_help",
 ]
 
 # Schema parameter type -> rcl_interfaces/ParameterType constant (and rclpy Parameter.Type name without PARAMETER_).
@@ -88,10 +94,14 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
     """Declare every parameter of ``schema`` on ``node`` and return the validated values.
 
     Each parameter gets a descriptor with its description, type and accepted
-    range (``additional_constraints``). Empty-array defaults are declared by
-    type only (rclpy cannot infer an array type from ``[]``) and fall back to
-    the schema default when not overridden. Parameters are read once at start,
-    so they are declared read-only by default.
+    range (``additional_constraints``). Empty-array defaults are declared as
+    typed empty arrays (a ``ParameterValue`` of the array type), never by type
+    only: a parameter left unset makes ``ros2 param dump`` answer nothing for
+    the whole node. Parameters are read once at start, so they are declared
+    read-only by default.
+
+    An override the schema does not declare (a misspelt name in a parameter
+    file or ``-p``) is an error, as in the CLI's YAML validation.
 
     Args:
         node: an ``rclpy.node.Node``.
@@ -99,43 +109,77 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
         read_only: declare the parameters read-only.
 
     Raises:
-        ConfigError: a value of the wrong type or out of range; the message
-            names the parameter, the value and what was expected.
+        ConfigError: a value of the wrong type or out of range, or an unknown
+            parameter; the message names the parameter, the value and what
+            was expected.
     """
     from rcl_interfaces.msg import ParameterDescriptor, ParameterType
     from rclpy.parameter import Parameter
 
     bad_value = _parameter_exceptions()
+    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps them only privately
+    unknown = unknown_overrides(schema, overrides)
+    if unknown:
+        raise ConfigError(
+            f"node {node.get_name()}: unknown parameter(s) {unknown} (misspelt?); "
+            f"{schema.node} declares {sorted(schema.names())}"
+        )
     raw: dict[str, Any] = {}
     for p in schema.params:
         type_name = PARAMETER_TYPES[p.type]
+        default: Any = p.default
+        empty_array = isinstance(default, list) and not default
+        if empty_array:
+            # rclpy infers no array type from [] (and refuses a ParameterValue default): declare by type, then
+            # set a typed empty array below, since a parameter left unset blanks the whole `ros2 param dump`.
+            default = getattr(Parameter.Type, type_name[len("PARAMETER_") :])
         descriptor = ParameterDescriptor(
             name=p.name,
             type=getattr(ParameterType, type_name),
             description=describe(p),
             additional_constraints=f"expected {p.expected()}",
-            read_only=read_only,
+            read_only=read_only and not empty_array,
         )
-        default: Any = p.default
-        if isinstance(default, list) and not default:
-            default = getattr(Parameter.Type, type_name[len("PARAMETER_") :])
         try:
             declared = node.declare_parameter(p.name, default, descriptor)
+            if empty_array and getattr(declared, "value", None) is None:
+                node.set_parameters([Parameter(p.name, default, [])])
+                declared = Parameter(p.name, default, [])
         except bad_value as exc:
             hint = " (write floating-point values with a decimal point, e.g. 1.0)" if "float" in p.expected() else ""
             raise ConfigError(
-                f"node {node.get_name()}: parameter '{p.name}' rejected by ROS 2: {exc}; "
-                f"expected {p.expected()}{hint}"
+                f"node {node.get_name()}: parameter '{p.name}' rejected by ROS 2: {exc}; expected {p.expected()}{hint}"
             ) from exc
+        if empty_array and read_only:
+            descriptors = getattr(node, "_descriptors", {})  # rclpy offers no public way to make it read-only now
+            if p.name in descriptors:
+                descriptors[p.name].read_only = True
         value = getattr(declared, "value", None)
         raw[p.name] = p.default if value is None else from_ros_value(value)
-    overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps them only privately
-    unknown = unknown_overrides(schema, overrides)
-    if unknown:
-        node.get_logger().warning(
-            f"ignoring parameter(s) {unknown} not declared by {schema.node}; known: {sorted(schema.names())}"
-        )
     return schema.validate(raw, where=f"node {node.get_name()}")
+
+
+def diagnostics_throttle(node: Any, period_s: float = 1.0) -> Any:
+    """A :class:`~shape_sensing.pipelines.common.DiagnosticsThrottle` naming statuses after ``node``.
+
+    Status names carry the node's fully qualified name (``/vine/hinge_arc_estimator: shape``) and
+    ``hardware_id`` the robot's namespace, so two robots side by side report distinct statuses.
+    """
+    from shape_sensing.pipelines.common import DiagnosticsThrottle
+
+    return DiagnosticsThrottle(period_s, node=fq_name(node), hardware_id=node_namespace(node))
+
+
+def fq_name(node: Any) -> str:
+    """The node's fully qualified name (``/ns/name``)."""
+    get = getattr(node, "get_fully_qualified_name", None)
+    return str(get()) if callable(get) else f"/{node.get_name()}"
+
+
+def node_namespace(node: Any) -> str:
+    """The node's namespace (``/`` at the root)."""
+    get = getattr(node, "get_namespace", None)
+    return str(get()) if callable(get) else "/"
 
 
 # -- QoS ------------------------------------------------------------------
@@ -252,6 +296,33 @@ def _try_shutdown() -> None:
         rclpy.shutdown()
 
 
+def usage(node_name: str) -> str:
+    """``-h/--help`` text of node ``node_name``: how to run it and every parameter of its schema."""
+    from shape_sensing.schemas import schema_for
+
+    lines = [
+        f"usage: ros2 run shape_sensing {node_name} [-h] [--ros-args -p NAME:=VALUE ... --params-file FILE]",
+        "",
+        f"ROS 2 node '{node_name}' of shape_sensing. Parameters (an unknown name or a bad value is an error, exit 2):",
+    ]
+    try:
+        schema = schema_for(node_name)
+    except KeyError:
+        return "\n".join(lines[:1])
+    for p in schema.params:
+        type_name = p.type if isinstance(p.type, str) else p.type.__name__
+        lines.append(f"  {p.name} ({type_name}, default {p.default!r}): {describe(p)}; expected {p.expected()}")
+    return "\n".join(lines)
+
+
+def wants_help(args: Sequence[str]) -> bool:
+    """Whether ``-h``/``--help`` is among the program's own arguments (those before ``--ros-args``)."""
+    own = list(args)
+    if "--ros-args" in own:
+        own = own[: own.index("--ros-args")]
+    return "-h" in own or "--help" in own
+
+
 def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None = None) -> int:
     """Init rclpy, create node ``node_name``, ``build(node)``, spin until shut down.
 
@@ -259,10 +330,16 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
     elsewhere the context is shut down in a ``finally``. Ctrl-C and an external
     shutdown end the spin quietly.
 
+    ``-h``/``--help`` (before any ``--ros-args``) prints :func:`usage` and
+    returns 0 without starting ROS.
+
     Returns:
-        0 after a normal shutdown, 2 when the configuration was rejected
-        (the error is logged on the node's logger).
+        0 after a normal shutdown or ``--help``, 2 when the configuration was
+        rejected (the error is logged on the node's logger).
     """
+    if wants_help(sys.argv[1:] if args is None else list(args)):
+        print(usage(node_name))
+        return 0
     import rclpy
     import rclpy.executors
 
@@ -286,8 +363,15 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
             close = getattr(app, "close", None)
             if callable(close):
                 stack.callback(close)
-            with contextlib.suppress(*quiet_end):
+            try:
                 rclpy.spin(node)
+            except quiet_end:
+                pass
+            except Exception:
+                if rclpy.ok():
+                    raise  # a real error while running
+                # Ctrl-C shut the context down in the middle of a take (rclpy then raises e.g. "RuntimeError:
+                # Unable to convert call argument to Python object"): the node is ending anyway, quietly.
     except KeyboardInterrupt:
         pass
     return 0

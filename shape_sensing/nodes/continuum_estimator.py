@@ -7,7 +7,9 @@ length and time).
 Subscribes (relative names, sensor-data QoS):
     ``gyro_topics`` (sensor_msgs/Imu: angular_velocity in the backbone frame at
     ``gyro_arc_lengths``), ``pose_topics`` (geometry_msgs/PoseWithCovarianceStamped:
-    the backbone frame at ``pose_arc_lengths`` in the base frame).
+    the backbone frame at ``pose_arc_lengths`` in the base frame), ``tof_topics``
+    (shape_sensing/TofFrame of ring-mounted ToF sensors at ``tof_arc_lengths`` and
+    ``tof_azimuths``, matched against the prior map ``map_file``; seed 001).
 
 Publishes (reliable QoS), one set per slice leaving the window (stamp = slice
 time, ``(window_size - 1) / rate`` behind the data): ``/tf`` (``base_frame`` ->
@@ -31,7 +33,8 @@ from shape_sensing.estimators.continuum.online import CONTINUUM_TOPICS, SCHEMA, 
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.messages.tof import tof_frame_from_msg
+from shape_sensing.nodes._common import declare_schema, fq_name, node_namespace, reliable_qos, run, sensor_qos, tf_qos
 from shape_sensing.runtime import retain_heap
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
@@ -73,6 +76,12 @@ class ContinuumEstimatorNode:
             node.create_subscription(pose_cls, topic, functools.partial(self._on_pose, i), sensor_qos())
             for i, topic in enumerate(self.params["pose_topics"])
         ]
+        if self.params["tof_topics"]:
+            tof_cls = self.factory.cls("shape_sensing/msg/TofFrame")
+            self.subscriptions += [
+                node.create_subscription(tof_cls, topic, functools.partial(self._on_tof, i), sensor_qos())
+                for i, topic in enumerate(self.params["tof_topics"])
+            ]
         self.published = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         node.get_logger().info(
@@ -98,6 +107,10 @@ class ContinuumEstimatorNode:
             return
         self.publish(self.tracker.push_pose(index, msgs.stamp_from_msg(msg), T))
 
+    def _on_tof(self, index: int, msg: Any) -> None:
+        stamp, _, distance, status = tof_frame_from_msg(msg)
+        self.publish(self.tracker.push_tof(index, stamp, distance, status))
+
     def publish(self, estimates: Sequence[ShapeEstimate]) -> None:
         """Publish the messages of each estimate."""
         first = len(self.tracker.window.final_t) - len(estimates) if self.tracker.window else 0
@@ -111,7 +124,8 @@ class ContinuumEstimatorNode:
         level = DiagnosticLevel.OK if self.published else DiagnosticLevel.WARN
         self.published = 0
         status = DiagnosticStatus(
-            name=f"{NODE_NAME}: status",
+            name=f"{fq_name(self.node)}: status",
+            hardware_id=node_namespace(self.node),
             level=level,
             message="estimating" if level == DiagnosticLevel.OK else "no estimate in the last second",
             values={k: str(v) for k, v in vars(st).items()},

@@ -18,8 +18,10 @@ Publishes (reliable), for every plan:
     ``plan/predicted_path`` (nav_msgs/Path, the tip after each predicted growth step),
     ``plan/predicted_tip`` (geometry_msgs/PoseStamped), ``plan/markers``
     (visualization_msgs/MarkerArray: arcs red, straights blue, start and goal arrows).
-    All in ``frame_prefix + plan_frame``; goals in another frame are refused
-    (no TF lookup is made).
+    All in ``frame_prefix + plan_frame``. A goal or start stamped in another
+    frame (e.g. ``world``) is transformed into the plan frame with tf2 (the
+    latest transform received; the lookup does not wait); a frame tf2 cannot
+    connect is refused with the reason logged.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.nodes._common import declare_schema, reliable_qos, run
 from shape_sensing.planning.errors import PlanningError
-from shape_sensing.planning.growth_planner import SCHEMA, GrowthPlan, GrowthPlanner
+from shape_sensing.planning.executor import describe_errors
+from shape_sensing.planning.growth_planner import SCHEMA, GrowthPlan, GrowthPlanner, goal_in_frame
 
 __all__ = ["NODE_NAME", "GrowthPlannerNode", "main"]
 
@@ -74,11 +77,33 @@ class GrowthPlannerNode:
             self.factory.cls("geometry_msgs/msg/PoseStamped"), "goal_pose", self._on_goal, reliable_qos()
         )
         self.service = node.create_service(GetPlan, "plan", self._on_plan)
+        from tf2_ros import Buffer, TransformListener
+
+        self.tf_buffer = Buffer()
+        # Fed by this node's own executor: a lookup never blocks a callback (the latest transform is used).
+        self.tf_listener = TransformListener(self.tf_buffer, node, spin_thread=False)
         p = self.params
         node.get_logger().info(
             f"planning in {self.planner.frame} with radius {p['radius']} m (Rmin {p['min_radius']} m), "
             f"step {p['step_length'] * 1000:.3g} mm, {'closed' if p['closed_loop'] else 'open'}-loop prediction"
         )
+
+    def _in_plan_frame(
+        self, what: str, frame: str, position: np.ndarray, direction: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """``position``, ``direction`` given in ``frame``, in the plan frame (tf2, latest transform)."""
+        if not frame or frame == self.planner.frame:
+            return position, direction
+        from rclpy.time import Time
+
+        try:
+            tf = self.tf_buffer.lookup_transform(self.planner.frame, frame, Time())
+        except Exception as exc:  # tf2 raises LookupException, ConnectivityException, ExtrapolationException, ...
+            raise PlanningError(
+                f"{what} frame {frame!r}: no transform to the plan frame {self.planner.frame!r} ({exc})"
+            ) from exc
+        T = msgs.pose_to_matrix(tf.transform)
+        return goal_in_frame(T, position, direction)
 
     def _stamp(self, msg_stamp_ns: int) -> int:
         return msg_stamp_ns if msg_stamp_ns > 0 else int(self.node.get_clock().now().nanoseconds)
@@ -87,8 +112,7 @@ class GrowthPlannerNode:
         log = self.node.get_logger()
         try:
             stamp, frame, position, direction = gmsgs.goal_from_pose_stamped(goal_msg)
-            if frame and frame != self.planner.frame:
-                raise PlanningError(f"goal frame {frame!r}: expected {self.planner.frame!r} (no TF lookup is made)")
+            position, direction = self._in_plan_frame("goal", frame, position, direction)
             result = self.planner.plan(position, direction, start)
         except (MessageError, PlanningError) as exc:
             log.error(f"goal refused: {exc}")
@@ -96,8 +120,7 @@ class GrowthPlannerNode:
         errors = result.execution.errors
         log.info(
             f"{result.plan.word} ({result.plan.case}), {result.plan.length:.3f} m, planned in "
-            f"{result.planning_time_s * 1e3:.2f} ms; predicted tip error {errors['position'] * 1000:.2f} mm, "
-            f"heading {errors['heading_deg']:.2f} deg, pitch {errors['pitch_deg']:.2f} deg"
+            f"{result.planning_time_s * 1e3:.2f} ms; predicted tip error: {describe_errors(errors, direction)}"
         )
         stamp_ns = self._stamp(stamp)  # once: the topics and the service's Path carry the same stamp
         self.publish(stamp_ns, result)
@@ -127,8 +150,7 @@ class GrowthPlannerNode:
         if any(float(v) != 0.0 for v in (q.x, q.y, q.z, q.w)):
             try:
                 _, frame, position, direction = gmsgs.goal_from_pose_stamped(request.start)
-                if frame and frame != self.planner.frame:
-                    raise PlanningError(f"start frame {frame!r}: expected {self.planner.frame!r}")
+                position, direction = self._in_plan_frame("start", frame, position, direction)
                 start = self.planner.start_frame(position, direction)
             except (MessageError, PlanningError) as exc:
                 self.node.get_logger().error(f"start refused: {exc}")

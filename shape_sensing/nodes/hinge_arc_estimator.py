@@ -15,9 +15,11 @@ Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
     While no estimate comes out (no straight reference yet, no data) a
     ``/diagnostics`` status says why, once per second of node time.
 
-Service:
-    ``~/offset`` (std_srvs/Trigger): capture the straight reference at the
-    next publishing tick at which every used IMU is fresh.
+Services (std_srvs/Trigger):
+    ``~/offset``: capture the straight reference at the next publishing tick
+    at which every used, everted IMU is fresh (robot straight and everted);
+    ``~/save_reference``: write it to ``straight_reference_file``, which the
+    node loads at start (see :mod:`shape_sensing.estimators.straight_reference`).
 
 Time: only message stamps drive the estimator, so ``use_sim_time`` and
 ``ros2 bag play --clock`` work unchanged.
@@ -34,7 +36,16 @@ from shape_sensing.estimators.hinge_arc import SCHEMA
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.nodes._common import (
+    declare_schema,
+    diagnostics_throttle,
+    fq_name,
+    node_namespace,
+    reliable_qos,
+    run,
+    sensor_qos,
+    tf_qos,
+)
 from shape_sensing.pipelines.vine_imu import SHAPE_TOPICS, ShapeMessages, VineImuTracker
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
@@ -64,7 +75,7 @@ class HingeArcEstimatorNode:
         except ValueError as exc:  # inconsistent parameters (e.g. use_sensors beyond the IMU count)
             raise ConfigError(f"node {node.get_name()}: {exc}") from exc
         self.factory = MessageFactory("rclpy")
-        self.messages = ShapeMessages(self.factory, self.params["marker_rate"])
+        self.messages = ShapeMessages(self.factory, self.params["marker_rate"], diagnostics_throttle(node))
         self.publishers = {
             topic: node.create_publisher(
                 self.factory.cls(typename), topic, tf_qos() if topic == "/tf" else reliable_qos()
@@ -86,19 +97,20 @@ class HingeArcEstimatorNode:
                 )
             )
         self.offset_service = node.create_service(Trigger, "~/offset", self._on_offset)
+        self.save_service = node.create_service(Trigger, "~/save_reference", self._on_save_reference)
         self.estimates_since_status = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         log = node.get_logger()
         log.info(
             f"{len(self.params['imu_topics'])} IMU topics ({int(self.tracker.config.used.sum())} used), "
             f"length topic {self.params['length_topic'] or '(none)'}, publishing at {self.params['publish_rate']} Hz; "
-            + ("offset captured from the first complete set" if self.params["auto_offset"] else "call ~/offset")
+            + f"straight reference: {self.tracker.reference_status}"
         )
 
     # -- inputs -----------------------------------------------------------
     def _on_imu(self, index: int, msg: Any) -> None:
         try:
-            sample = msgs.imu_from_msg(msg)
+            stamp_ns, orientation = msgs.imu_orientation_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
             # Its own call site: rclpy throttles per call site, so length warnings cannot hide IMU ones.
@@ -106,7 +118,7 @@ class HingeArcEstimatorNode:
                 f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}", throttle_duration_sec=5.0
             )
             return
-        self.publish(self.tracker.push_imu(index, sample))
+        self.publish(self.tracker.push_orientation(index, stamp_ns, orientation))
 
     def _on_length(self, msg: Any) -> None:
         position = list(msg.position)
@@ -123,9 +135,22 @@ class HingeArcEstimatorNode:
         used = int(self.tracker.config.used.sum())
         response.success = True
         response.message = (
-            f"straight reference requested: captured at the next tick at which all {used} used IMUs are fresh; "
-            "keep the robot straight until then"
+            f"straight reference requested: captured at the next tick at which all {used} used, everted IMUs are "
+            "fresh; keep the robot straight (and fully everted: IMUs still inside are left out) until then"
         )
+        self.node.get_logger().info(response.message)
+        return response
+
+    def _on_save_reference(self, request: Any, response: Any) -> Any:
+        try:
+            path = self.tracker.save_reference()
+        except (ValueError, OSError) as exc:
+            response.success = False
+            response.message = f"straight reference not saved: {exc}"
+            self.node.get_logger().error(response.message)
+            return response
+        response.success = True
+        response.message = f"straight reference saved to {path}"
         self.node.get_logger().info(response.message)
         return response
 
@@ -147,13 +172,14 @@ class HingeArcEstimatorNode:
             reason = "no IMU message received yet"
         elif not tracker.estimator.is_offset:
             reason = (
-                f"waiting for the straight reference: {heard}/{tracker.n} IMUs heard, "
+                f"waiting for the straight reference ({tracker.reference_status}): {heard}/{tracker.n} IMUs heard, "
                 "all used IMUs must be fresh at one tick"
             )
         else:
             reason = "no new IMU data"
         status = DiagnosticStatus(
-            name=f"{NODE_NAME}: status",
+            name=f"{fq_name(self.node)}: status",
+            hardware_id=node_namespace(self.node),
             level=DiagnosticLevel.WARN,
             message=f"no estimate in the last {STATUS_PERIOD_S:g} s: {reason}",
             values={

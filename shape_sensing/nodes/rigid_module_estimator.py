@@ -36,7 +36,16 @@ from shape_sensing.estimators.rigid_module import SCHEMA, RigidModuleEstimate
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.nodes._common import (
+    declare_schema,
+    diagnostics_throttle,
+    fq_name,
+    node_namespace,
+    reliable_qos,
+    run,
+    sensor_qos,
+    tf_qos,
+)
 from shape_sensing.pipelines.hyper_redundant import SHAPE_TOPICS, EstimateMessages, HyperRedundantTracker
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
@@ -64,7 +73,9 @@ class RigidModuleEstimatorNode:
         except ValueError as exc:
             raise ConfigError(f"node {node.get_name()}: {exc}") from exc
         self.factory = MessageFactory("rclpy")
-        self.messages = EstimateMessages(self.factory, self.params["frame_prefix"], self.params["marker_rate"])
+        self.messages = EstimateMessages(
+            self.factory, self.params["frame_prefix"], self.params["marker_rate"], diagnostics_throttle(node)
+        )
         self.publishers = {
             topic: node.create_publisher(
                 self.factory.cls(typename), topic, tf_qos() if topic == "/tf" else reliable_qos()
@@ -135,7 +146,8 @@ class RigidModuleEstimatorNode:
         else:
             reason = "no new IMU data"
         status = DiagnosticStatus(
-            name=f"{NODE_NAME}: status",
+            name=f"{fq_name(self.node)}: status",
+            hardware_id=node_namespace(self.node),
             level=DiagnosticLevel.WARN,
             message=f"no estimate in the last {STATUS_PERIOD_S:g} s: {reason}",
             values={k: str(v) for k, v in t.stats.__dict__.items()} | {"platforms_heard": str(heard)},

@@ -66,9 +66,7 @@ class VineImuSimulatorNode:
         n = self.sim.config.n_sensors
         imu_cls = f.cls("sensor_msgs/msg/Imu")
         self.imu_publishers = [node.create_publisher(imu_cls, f"imu_{i:02d}/data", sensor_qos()) for i in range(n)]
-        self.length_publisher = node.create_publisher(
-            f.cls("sensor_msgs/msg/JointState"), "base/length", sensor_qos()
-        )
+        self.length_publisher = node.create_publisher(f.cls("sensor_msgs/msg/JointState"), "base/length", sensor_qos())
         self.truth_publishers = {
             topic: node.create_publisher(f.cls(typename), topic, reliable_qos())
             for topic, typename in TRUTH_TOPICS.items()

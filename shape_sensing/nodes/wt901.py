@@ -56,8 +56,8 @@ class Wt901Node:
         p = self.cfg.params
         clock = self._now_ns
         try:
-            self.reader: Any = build_serial_group(self.cfg, clock) if p["mode"] == "uart" else build_can_reader(
-                self.cfg, clock
+            self.reader: Any = (
+                build_serial_group(self.cfg, clock) if p["mode"] == "uart" else build_can_reader(self.cfg, clock)
             )
         except (BusError, OSError, ValueError) as exc:
             raise ConfigError(f"node {node.get_name()}: cannot open the {p['mode']} interface: {exc}") from exc

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
-__all__ = ["RateThrottle", "StampTicker", "resolve_topic"]
+from collections.abc import Iterable
+from dataclasses import replace
+
+from shape_sensing.types import DiagnosticStatus
+
+__all__ = ["DiagnosticsThrottle", "RateThrottle", "StampTicker", "qualify_status", "resolve_topic"]
 
 
 def resolve_topic(name: str, namespace: str) -> str:
@@ -66,3 +71,54 @@ class RateThrottle:
             self._last_ns = stamp_ns
             return True
         return False
+
+
+def qualify_status(status: DiagnosticStatus, node: str, hardware_id: str) -> DiagnosticStatus:
+    """``status`` named after the node's fully qualified name ``node`` (``/ns/name``), with ``hardware_id`` if unset.
+
+    A core status named ``"<bare node name>: task"`` becomes ``"/ns/name: task"``;
+    any other name gets ``"/ns/name: "`` in front. Two robots in two
+    namespaces then report distinct names, as diagnostic_aggregator needs.
+    """
+    if not node:
+        return status
+    bare = node.rsplit("/", 1)[-1]
+    head, sep, task = status.name.partition(": ")
+    name = f"{node}: {task}" if sep and head == bare else f"{node}: {status.name}"
+    return replace(status, name=name, hardware_id=status.hardware_id or hardware_id)
+
+
+class DiagnosticsThrottle:
+    """Collects the statuses of a stream of estimates and lets them out about once per ``period_s`` (by stamps).
+
+    diagnostic_updater publishes at 1 Hz; an estimator updating at 30 Hz would
+    otherwise flood ``/diagnostics``. Between two releases the most severe
+    status of each name is kept (the latest among equals), so a warning raised
+    by a single estimate is not lost.
+
+    Args:
+        period_s: release period in seconds of the estimates' stamps.
+        node: fully qualified node name for :func:`qualify_status` ('' keeps the core's names).
+        hardware_id: set on statuses that carry none.
+    """
+
+    def __init__(self, period_s: float = 1.0, node: str = "", hardware_id: str = "") -> None:
+        if not period_s > 0:
+            raise ValueError(f"diagnostics period {period_s} s: expected a positive period")
+        self.throttle = RateThrottle(1.0 / period_s)
+        self.node = node
+        self.hardware_id = hardware_id
+        self._pending: dict[str, DiagnosticStatus] = {}
+
+    def add(self, stamp_ns: int, statuses: Iterable[DiagnosticStatus]) -> list[DiagnosticStatus] | None:
+        """Add the statuses of one estimate; returns the statuses to publish now, or None when not due."""
+        for s in statuses:
+            q = qualify_status(s, self.node, self.hardware_id)
+            kept = self._pending.get(q.name)
+            if kept is None or q.level >= kept.level:
+                self._pending[q.name] = q
+        if not self._pending or not self.throttle.ready(stamp_ns):
+            return None
+        out = list(self._pending.values())
+        self._pending.clear()
+        return out

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shape_sensing.config import load_param_file
+from shape_sensing.config import load_node_params
 from shape_sensing.estimators.continuum.online import SCHEMA, ContinuumMessages, ContinuumTracker
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
@@ -52,6 +52,7 @@ def default_config() -> Path | None:
     except Exception:  # no ROS 2 here, or the package is not installed in a workspace
         pass
     return DEFAULT_CONFIG if DEFAULT_CONFIG.is_file() else None
+
 
 _log = logging.getLogger(__name__)
 _POSE = "geometry_msgs/msg/PoseWithCovarianceStamped"
@@ -84,12 +85,12 @@ def _params(config: Path | None) -> tuple[dict[str, Any], str]:
     if config is not None:
         if not config.is_file():
             raise ValueError(f"continuum pipeline: parameter file {config} does not exist")
-        return load_param_file(config, SCHEMA.node), str(config)
+        return load_node_params(config, SCHEMA), str(config)
     found = default_config()
     if found is None:
         _log.warning("continuum pipeline: no --config and no package parameter file: the node's defaults")
         return {}, "the node's defaults"
-    return load_param_file(found, SCHEMA.node), str(found)
+    return load_node_params(found, SCHEMA), str(found)
 
 
 def replay(

@@ -38,21 +38,21 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.config import load_param_file
+from shape_sensing.config import load_node_params
 from shape_sensing.estimators.rigid_module import (
     SCHEMA,
     RigidModuleConfig,
     RigidModuleEstimate,
     RigidModuleEstimator,
-    matrix_to_euler_zyx,
+    quat_to_euler_zyx,
 )
-from shape_sensing.geometry import FloatArray, quat_to_matrix, rotation_angle
+from shape_sensing.geometry import FloatArray, rotation_angle
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages import hyper_redundant as hmsgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.pipelines.common import RateThrottle, StampTicker, resolve_topic
+from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample
 
 __all__ = [
@@ -100,6 +100,7 @@ class HyperRedundantTracker:
         self.n = self.config.n_modules + 1
         self.ticker = StampTicker(self.params["publish_rate"])
         self.latest_ns = -1
+        self.last_estimate_ns = -1  # stamp of the last estimate; each new one must carry a newer data stamp
         self.last_ns = np.full(self.n, -1, dtype=np.int64)
         self.stats = _Stats()
         self.rods_ns = round(rods_s * 1e9)
@@ -142,6 +143,9 @@ class HyperRedundantTracker:
         self._finish_calibration(tick)
         if not self.calibrated or self.latest_ns < 0:
             return None
+        if self.latest_ns <= self.last_estimate_ns:
+            return None  # no data newer than the last estimate: it would repeat that estimate with the same stamp
+        self.last_estimate_ns = self.latest_ns
         est = self.estimator.estimate(self.latest_ns)
         if self.calibration_missing:
             est.shape.diagnostics.append(
@@ -178,7 +182,7 @@ class HyperRedundantTracker:
         if sample.stamp_ns < self.last_ns[i]:
             self.stats.out_of_order += 1
             return out
-        euler = matrix_to_euler_zyx(quat_to_matrix(np.asarray(q, dtype=float)))
+        euler = quat_to_euler_zyx(q)  # = matrix_to_euler_zyx(quat_to_matrix(q)), without the matrix
         self.estimator.push_euler(i, euler, sample.stamp_ns)
         self.last_ns[i] = sample.stamp_ns
         self.latest_ns = max(self.latest_ns, sample.stamp_ns)
@@ -217,12 +221,20 @@ class EstimateMessages:
         factory: builds the messages (rosbags for bags, rclpy in nodes).
         frame_prefix: prefix of every frame id.
         marker_rate: marker rate, Hz.
+        diagnostics: status throttle (about 1 Hz by stamps, naming the node and hardware); default: the core's names.
     """
 
-    def __init__(self, factory: MessageFactory, frame_prefix: str = "", marker_rate: float = 5.0) -> None:
+    def __init__(
+        self,
+        factory: MessageFactory,
+        frame_prefix: str = "",
+        marker_rate: float = 5.0,
+        diagnostics: DiagnosticsThrottle | None = None,
+    ) -> None:
         self.factory = factory
         self.prefix = frame_prefix
         self.markers = RateThrottle(marker_rate)
+        self.diagnostics = diagnostics or DiagnosticsThrottle()
 
     def build(self, est: RigidModuleEstimate) -> list[tuple[str, Any]]:
         """``(topic, message)`` pairs: TF, joint states, path, end effector, diagnostics, markers when due."""
@@ -239,8 +251,10 @@ class EstimateMessages:
                 "shape/end_effector",
                 msgs.pose_with_covariance_stamped(stamp, base, shape.tip_pose, est.tip_covariance, f),
             ),
-            ("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f)),
         ]
+        statuses = self.diagnostics.add(stamp, shape.diagnostics)
+        if statuses is not None:
+            out.append(("/diagnostics", msgs.diagnostic_array(stamp, statuses, f)))
         if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, frame_prefix=p, factory=f)))
         return out
@@ -254,7 +268,9 @@ class EstimateWriter:
     ) -> None:
         self.writer = writer
         self.namespace = namespace
-        self.messages = EstimateMessages(writer.factory, frame_prefix, marker_rate)
+        node = f"{namespace.rstrip('/')}/rigid_module_estimator"
+        throttle = DiagnosticsThrottle(node=node, hardware_id=namespace)
+        self.messages = EstimateMessages(writer.factory, frame_prefix, marker_rate, throttle)
 
     def write(self, est: RigidModuleEstimate) -> None:
         """Write every message of one estimate at its stamp."""
@@ -329,7 +345,7 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _params_from(config: Path | None, topics: Iterable[str]) -> dict[str, Any]:
     if config is not None:
-        return load_param_file(config, SCHEMA.node)
+        return load_node_params(config, SCHEMA)
     idx = [int(m.group(1)) for t in topics if (m := IMU_TOPIC_RE.search(t))]
     if not idx:
         return {}
@@ -364,6 +380,8 @@ def replay(
                 tracker.stats.bad_samples += 1
                 continue
             new = tracker.push_imu(sample, imu_index[bm.topic])
+        elif bm.topic == "/tf_static":
+            writer.copy(bm, qos="static")
         elif bm.topic == tip_name:
             stamp, T = hmsgs.pose_stamped_to_matrix(bm.msg)
             truth_tip[stamp] = T

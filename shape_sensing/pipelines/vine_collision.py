@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.config import load_param_file
+from shape_sensing.config import load_node_params
 from shape_sensing.drivers.contact_cap import heading_from_quaternion
 from shape_sensing.estimators.collision_pivot import (
     SCHEMA,
@@ -76,9 +76,7 @@ __all__ = [
     "feed",
     "input_topics",
     "matches",
-    "params_beside",
     "replay",
-    "write_params",
 ]
 
 NAME = "vine-collision"
@@ -345,18 +343,6 @@ class CollisionErrors:
 # -- replay ------------------------------------------------------------------
 
 
-def params_beside(bag: Path) -> Path:
-    """Where a demo bag's estimator parameters are written: ``<bag>.params.yaml`` (``.mcap`` suffix dropped)."""
-    return bag.with_name(bag.name.removesuffix(".mcap") + ".params.yaml")
-
-
-def write_params(path: Path, params: dict[str, Any]) -> None:
-    """Write ``collision_pivot_estimator`` parameters as a ROS 2 parameter file."""
-    import yaml
-
-    path.write_text(yaml.safe_dump({f"/**/{SCHEMA.node}": {"ros__parameters": dict(params)}}, sort_keys=True))
-
-
 def matches(topics: dict[str, str]) -> bool:
     """Whether a bag holds a contact cap and a length topic (this pipeline's inputs)."""
     types = set(topics.values())
@@ -370,13 +356,13 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
 def replay(
     messages: Iterator[BagMessage], writer: BagWriter, config: Path | None, args: argparse.Namespace
 ) -> dict[str, Any] | None:
-    """Re-estimate a vine-collision bag with the improved and the paper's filters."""
+    """Re-estimate a vine-collision bag with the improved and the paper's filters.
+
+    ``config``: the estimator's parameter file (``shape-sensing replay`` passes the parameters recorded in
+    the bag unless given ``--config`` or ``--ignore-bag-parameters``); ``None``: the defaults.
+    """
     namespace = getattr(args, "namespace", DEFAULT_NAMESPACE)
-    if config is None:  # the demo writes the estimator's parameters beside its bag
-        bag = getattr(args, "input", None)
-        beside = params_beside(Path(bag)) if bag is not None else None
-        config = beside if beside is not None and beside.exists() else None
-    params = load_param_file(config, SCHEMA.node) if config is not None else {}
+    params = load_node_params(config, SCHEMA) if config is not None else {}
     tracker = CollisionTracker(params, variants={PAPER_PREFIX: "paper"})
     p = tracker.params
     main = p["output_prefix"]

@@ -37,15 +37,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from shape_sensing.config import load_param_file
+from shape_sensing.config import load_node_params
 from shape_sensing.estimators.hinge_arc import SCHEMA, HingeArcConfig, HingeArcEstimator
+from shape_sensing.estimators.straight_reference import StraightReference, capture_reference
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.pipelines.common import RateThrottle, StampTicker, resolve_topic
+from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
 
 if TYPE_CHECKING:
@@ -68,7 +69,11 @@ __all__ = [
 ]
 
 NAME = "vine-imu"
+#: custom_data keys of a bag's straight reference (YAML of StraightReference) and how it was taken.
+REFERENCE_KEY = "shape_sensing.straight_reference.hinge_arc_estimator"
+REFERENCE_HOW_KEY = REFERENCE_KEY + ".how"
 DEFAULT_NAMESPACE = "/vine"
+ORIENTATION_UNKNOWN = -1.0  # first element of a covariance block that is not estimated (REP-145)
 IMU_TOPIC_RE = re.compile(r"imu_\d+/data$")
 
 
@@ -100,14 +105,93 @@ class VineImuTracker:
         self.length: float | None = None
         self.ticker = StampTicker(self.params["publish_rate"])
         self.latest_ns = -1
+        self.last_estimate_ns = -1  # stamp of the last estimate; each new one must carry a newer data stamp
         self.stats = _Stats()
         self._offset_requested = bool(self.params["auto_offset"])
+        self._offset_manual = False
         self.stale_ns = int(self.params["stale_timeout"] * 1e9)
         self.offset_warning: str = ""
+        self.capture_at_ns: int | None = None  # capture at the first tick this long after the first message
+        self.first_ns = -1
+        self.reference_status = "not captured yet" + (
+            " (auto capture when safe)" if self._offset_requested else " (call ~/offset, or load a saved reference)"
+        )
+        path = self.params["straight_reference_file"]
+        if path:
+            if Path(path).is_file():
+                self.set_reference(StraightReference.from_yaml(path), f"loaded from {path}")
+            else:
+                self.reference_status += f"; no saved reference at {path} yet"
 
     def request_offset(self) -> None:
-        """Capture the straight reference at the next tick (the ``~/offset`` service)."""
+        """Capture the straight reference at the next tick (the ``~/offset`` service).
+
+        Taken as the user's word that the robot is straight: every everted, fresh used IMU is captured
+        (with a length, IMUs not yet everted are left out and stay unusable until a capture that has them).
+        """
         self._offset_requested = True
+        self._offset_manual = True
+
+    def capture_at(self, seconds: float) -> None:
+        """Capture the straight reference (as :meth:`request_offset`) at the first tick ``seconds`` after the
+        first message, and not automatically before."""
+        self._offset_requested = False
+        self.capture_at_ns = round(seconds * 1e9)
+        self.reference_status = f"to be captured at t = {seconds:g} s from the first message"
+
+    def set_reference(self, ref: StraightReference, how: str = "given") -> None:
+        """Use a saved or captured straight reference; no automatic capture afterwards."""
+        self.estimator.apply_reference(ref)
+        self._offset_requested = False
+        self.reference_status = f"{how}: {ref.describe()}"
+
+    def save_reference(self, path: str | None = None) -> str:
+        """Write the current straight reference to ``path`` (default ``straight_reference_file``)."""
+        target = path or self.params["straight_reference_file"]
+        if not target:
+            raise ValueError("no file to save the straight reference to: set 'straight_reference_file'")
+        ref = self.estimator.reference
+        if ref is None:
+            raise ValueError("no straight reference to save yet: capture one first (~/offset with the robot straight)")
+        return str(ref.to_yaml(target))
+
+    def _everted(self) -> np.ndarray:
+        if self.length is None:
+            return np.ones(self.n, dtype=bool)
+        return np.asarray(self.config.sensor_positions <= self.length + 1e-9)
+
+    def _try_capture(self, valid: np.ndarray) -> None:
+        wanted = self.config.used
+        everted = self._everted()
+        if not self._offset_manual and not everted[wanted].all():
+            # A robot that starts short grows: IMUs not yet out ride inside reversed, and by the time all are out
+            # the robot is no longer known to be straight. So no automatic capture in this run.
+            last = float(self.config.sensor_positions[wanted][-1])
+            self._offset_requested = False
+            self.reference_status = (
+                f"no automatic capture: the robot started growing (length {self.length:.3f} m, last used IMU at "
+                f"{last:.3f} m; IMUs not yet everted ride inside reversed); load a saved reference "
+                "(straight_reference_file, captured fully everted and straight) or call ~/offset with the robot "
+                "straight"
+            )
+            return
+        take = wanted & everted
+        if not take.any() or not valid[take].all():
+            return  # wait for a tick at which every IMU to capture is fresh
+        ref = capture_reference(
+            self.quats,
+            valid & everted,
+            self.latest_ns,
+            self.frame_ids,
+            first_mount=self.config.first_mount,
+            placement=self.config.base_placement,
+            length=self.length,
+        )
+        how = "captured on request" if self._offset_manual else "auto-captured (all used IMUs everted and fresh)"
+        self.set_reference(ref, how)
+        self._offset_manual = False
+        missing = [int(i) for i in np.flatnonzero(wanted & ~everted)]
+        self.offset_warning = f"offset without {missing} (not everted)" if missing else ""
 
     def _advance(self, stamp_ns: int) -> list[ShapeEstimate]:
         """Estimate at every tick strictly before ``stamp_ns``."""
@@ -118,17 +202,27 @@ class VineImuTracker:
 
     def _estimate(self, tick: int) -> ShapeEstimate | None:
         valid = self._fresh(tick)
+        if self.capture_at_ns is not None and self.first_ns >= 0 and tick - self.first_ns >= self.capture_at_ns:
+            self.capture_at_ns = None
+            self.request_offset()
         if self._offset_requested:
-            wanted = self.config.used
-            if self.length is not None:
-                pass  # during growth all sensors ride straight inside the body: capture them all
-            if valid[wanted].all():
-                missing = self.estimator.capture_offset(self.quats, valid, self.latest_ns)
-                self._offset_requested = False
-                self.offset_warning = f"offset without {missing}" if missing else ""
+            self._try_capture(valid)
         if not self.estimator.is_offset:
             return None
+        if self.latest_ns <= self.last_estimate_ns:
+            return None  # no data newer than the last estimate: it would repeat that estimate with the same stamp
+        self.last_estimate_ns = self.latest_ns
         est = self.estimator.update(self.quats, valid, self.latest_ns, self.length)
+        est.diagnostics.append(
+            DiagnosticStatus(
+                name="hinge_arc_estimator: straight reference",
+                level=DiagnosticLevel.WARN if self.offset_warning else DiagnosticLevel.OK,
+                message=self.reference_status + (f"; {self.offset_warning}" if self.offset_warning else ""),
+                values={"captured_sensors": str(int(self.estimator.reference.captured.sum()))}
+                if self.estimator.reference is not None
+                else {},
+            )
+        )
         if self.stats.bad_samples or self.stats.out_of_order:
             est.diagnostics.append(
                 DiagnosticStatus(
@@ -143,8 +237,17 @@ class VineImuTracker:
 
     def push_imu(self, index: int, sample: ImuSample) -> list[ShapeEstimate]:
         """Add a reading of IMU ``index``; returns the estimates that became due."""
-        out = self._advance(sample.stamp_ns)
-        q = sample.orientation
+        return self.push_orientation(index, sample.stamp_ns, sample.orientation)
+
+    def push_orientation(self, index: int, stamp_ns: int, q: FloatArray | None) -> list[ShapeEstimate]:
+        """Add the orientation ``[x, y, z, w]`` (or ``None``: absent) read by IMU ``index`` at ``stamp_ns``.
+
+        What :meth:`push_imu` does with an :class:`ImuSample`, for callers that read only the orientation
+        (:func:`~shape_sensing.messages.common.imu_orientation_from_msg`); returns the estimates that became due.
+        """
+        ticker = self.ticker
+        # No tick due (the common case): skip building an empty list of estimates.
+        out = self._advance(stamp_ns) if ticker.next_tick is None or ticker.next_tick < stamp_ns else []
         if q is None:
             self.stats.bad_samples += 1
             return out
@@ -152,12 +255,15 @@ class VineImuTracker:
         if not 0.5 < norm < 1.5:  # also false for NaN
             self.stats.bad_samples += 1
             return out
-        if sample.stamp_ns < self.last_ns[index]:
+        if stamp_ns < self.last_ns[index]:
             self.stats.out_of_order += 1
             return out
         self.quats[index] = q
-        self.last_ns[index] = sample.stamp_ns
-        self.latest_ns = max(self.latest_ns, sample.stamp_ns)
+        self.last_ns[index] = stamp_ns
+        if self.first_ns < 0:
+            self.first_ns = stamp_ns
+        if stamp_ns > self.latest_ns:
+            self.latest_ns = stamp_ns
         return out
 
     def push_length(self, stamp_ns: int, length: float) -> list[ShapeEstimate]:
@@ -167,6 +273,8 @@ class VineImuTracker:
             self.stats.bad_samples += 1
             return out
         self.length = float(length)
+        if self.first_ns < 0:
+            self.first_ns = stamp_ns
         self.latest_ns = max(self.latest_ns, stamp_ns)
         return out
 
@@ -199,29 +307,41 @@ class ShapeMessages:
 
     :class:`ShapeWriter` writes them to a bag and the ``hinge_arc_estimator``
     node publishes them, so both emit the same messages. Body markers are
-    throttled to ``marker_rate`` (by estimate stamps).
+    throttled to ``marker_rate`` and ``/diagnostics`` to about 1 Hz (by estimate
+    stamps, see :class:`DiagnosticsThrottle`).
+
+    The tip pose's covariance has the position block of the estimate; the
+    orientation is not estimated, so its block is marked unknown as REP-145
+    does for sensor_msgs/Imu: element (3, 3) is -1, the rest of the block zero.
 
     Args:
         factory: builds the messages (rosbags for bags, rclpy in nodes).
         marker_rate: body marker rate, Hz.
+        diagnostics: status throttle (naming the node and hardware); default: 1 Hz, the core's names.
     """
 
-    def __init__(self, factory: MessageFactory, marker_rate: float = 5.0) -> None:
+    def __init__(
+        self, factory: MessageFactory, marker_rate: float = 5.0, diagnostics: DiagnosticsThrottle | None = None
+    ) -> None:
         self.factory = factory
         self.markers = RateThrottle(marker_rate)
+        self.diagnostics = diagnostics or DiagnosticsThrottle()
 
     def build(self, shape: ShapeEstimate) -> list[tuple[str, Any]]:
         """``(topic, message)`` pairs of one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
         f, stamp = self.factory, shape.stamp_ns
-        cov6 = np.zeros((6, 6))  # orientation covariance is not estimated: left zero
+        cov6 = np.zeros((6, 6))
+        cov6[3, 3] = ORIENTATION_UNKNOWN  # orientation is not estimated (REP-145's mark for an unknown block)
         if shape.position_covariance is not None:
             cov6[:3, :3] = shape.position_covariance[-1]
         out = [
             ("/tf", msgs.tf_message(msgs.shape_transforms(shape), f)),
             ("shape/path", msgs.path_msg(stamp, shape.parent_frame, shape.backbone, f)),
             ("shape/tip", msgs.pose_with_covariance_stamped(stamp, shape.parent_frame, shape.tip_pose, cov6, f)),
-            ("/diagnostics", msgs.diagnostic_array(stamp, shape.diagnostics, f)),
         ]
+        statuses = self.diagnostics.add(stamp, shape.diagnostics)
+        if statuses is not None:
+            out.append(("/diagnostics", msgs.diagnostic_array(stamp, statuses, f)))
         if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, factory=f)))
         return out
@@ -262,7 +382,9 @@ class ShapeWriter:
     def __init__(self, writer: BagWriter, namespace: str = DEFAULT_NAMESPACE, marker_rate: float = 5.0) -> None:
         self.writer = writer
         self.namespace = namespace
-        self.messages = ShapeMessages(writer.factory, marker_rate)
+        node = f"{namespace.rstrip('/')}/hinge_arc_estimator"
+        throttle = DiagnosticsThrottle(node=node, hardware_id=namespace)
+        self.messages = ShapeMessages(writer.factory, marker_rate, throttle)
 
     def write(self, shape: ShapeEstimate) -> None:
         """Write one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
@@ -315,17 +437,71 @@ def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_NAMESPACE,
         help=f"robot namespace of relative topics (default {DEFAULT_NAMESPACE})",
     )
+    ref = parser.add_mutually_exclusive_group()
+    ref.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="vine robot: saved straight reference (YAML) to use instead of capturing one",
+    )
+    ref.add_argument(
+        "--reference-at",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="vine robot: capture the straight reference at this bag time (robot straight and fully everted then)",
+    )
 
 
 def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> dict[str, Any]:
     if config is not None:
-        return load_param_file(config, SCHEMA.node)
+        return load_node_params(config, SCHEMA)
     # No config: use every imu_NN/data topic in the bag, in index order.
     found = sorted(
         (t for t in topics if IMU_TOPIC_RE.search(t)), key=lambda t: int(re.findall(r"imu_(\d+)/data$", t)[0])
     )
     rel = [t[len(namespace.rstrip("/")) + 1 :] if t.startswith(namespace.rstrip("/") + "/") else t for t in found]
     return {"imu_topics": rel}
+
+
+def apply_recorded_reference(tracker: VineImuTracker, args: argparse.Namespace) -> None:
+    """Use the straight reference recorded in the bag (``args.bag_metadata``) unless the user gave one."""
+    if getattr(args, "reference", None) is not None or getattr(args, "reference_at", None) is not None:
+        return
+    meta: dict[str, str] = getattr(args, "bag_metadata", None) or {}
+    text = meta.get(REFERENCE_KEY)
+    if text is not None:
+        ref = StraightReference.from_yaml_text(text, "the bag's recorded straight reference")
+        tracker.set_reference(ref, meta.get(REFERENCE_HOW_KEY, "recorded in the bag"))
+
+
+def check_inputs(tracker: VineImuTracker, topics: dict[str, str] | None, namespace: str) -> None:
+    """Refuse a replay whose configured IMU topics cannot give an estimate from this bag (names them)."""
+    imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
+    missing = [t for t in imu_index if topics is not None and t not in topics]
+    if topics is not None and len(missing) == len(imu_index):
+        raise ValueError(f"none of the configured IMU topics {sorted(imu_index)} is in the bag")
+    used_missing = [t for t in missing if tracker.config.used[imu_index[t]]]
+    if used_missing and tracker.params["auto_offset"]:
+        # The straight reference waits for every used IMU: with one never heard, no estimate would come out.
+        raise ValueError(
+            f"used IMU topic(s) {used_missing} are not in the bag (namespace {namespace!r}); "
+            "fix imu_topics/use_sensors/every_k in the config or --namespace"
+        )
+
+
+def check_made_estimates(tracker: VineImuTracker) -> None:
+    """After a replay: no estimate at all is an error saying why, not an empty bag and exit 0."""
+    if tracker.stats.estimates:
+        return
+    heard = int((tracker.last_ns >= 0).sum())
+    reason = (
+        "no configured IMU topic had a usable message"
+        if heard == 0
+        else f"the straight reference was never captured ({heard}/{tracker.n} IMUs heard; every used IMU "
+        "must be fresh at one tick, or auto_offset is false)"
+    )
+    raise ValueError(f"replay made no estimate: {reason}")
 
 
 def replay(
@@ -343,10 +519,17 @@ def replay(
     namespace = getattr(args, "namespace", DEFAULT_NAMESPACE)
     params = _params_from(config, (topics or {}).keys(), namespace)
     tracker = VineImuTracker(params)
+    reference = getattr(args, "reference", None)
+    reference_at = getattr(args, "reference_at", None)
+    if reference is not None:
+        tracker.set_reference(StraightReference.from_yaml(reference), f"loaded from {reference}")
+    elif reference_at is not None:
+        if not (math.isfinite(reference_at) and reference_at >= 0):
+            raise ValueError(f"--reference-at {reference_at}: expected a time >= 0 (s)")
+        tracker.capture_at(reference_at)
+    apply_recorded_reference(tracker, args)
     imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
-    missing = [t for t in imu_index if topics is not None and t not in topics]
-    if topics is not None and len(missing) == len(imu_index):
-        raise ValueError(f"none of the configured IMU topics {sorted(imu_index)} is in the bag")
+    check_inputs(tracker, topics, namespace)
     length_topic = tracker.params["length_topic"]
     length_name = resolve_topic(length_topic, namespace) if length_topic else None
     truth_tip_name = resolve_topic("truth/tip", namespace)
@@ -366,17 +549,17 @@ def replay(
         if bm.topic in imu_index:
             writer.copy(bm, qos="sensor")
             try:
-                sample = msgs.imu_from_cdr(bm.raw)
+                stamp, q = msgs.imu_orientation_from_cdr(bm.raw)
             except MessageError:
                 try:  # not plain little-endian CDR: let the full decoder judge it
-                    sample = msgs.imu_from_msg(bm.msg)
+                    stamp, q = msgs.imu_orientation_from_msg(bm.msg)
                 except (MessageError, BagError):
                     tracker.stats.bad_samples += 1
                     continue
             except BagError:
                 tracker.stats.bad_samples += 1
                 continue
-            new = tracker.push_imu(imu_index[bm.topic], sample)
+            new = tracker.push_orientation(imu_index[bm.topic], stamp, q)
         elif length_name is not None and bm.topic == length_name:
             pos = list(bm.msg.position)
             if pos:
@@ -396,6 +579,7 @@ def replay(
     for est in tracker.flush():
         shape_writer.write(est)
         estimates.append(est)
+    check_made_estimates(tracker)
     if not truth:
         return None
     truth_stamps = np.array(sorted(truth))

@@ -47,7 +47,15 @@ from shape_sensing.planning.dubins2d import DubinsPath2D, shortest_path
 from shape_sensing.planning.dubins3d import Action, Plan3D, Vec, action_triples, plan_3d
 from shape_sensing.planning.errors import PlanningError
 
-__all__ = ["ExecutionResult", "StepModel", "execute", "pose_errors", "run_actions"]
+__all__ = [
+    "HEADING_UNDEFINED_DEG",
+    "ExecutionResult",
+    "StepModel",
+    "describe_errors",
+    "execute",
+    "pose_errors",
+    "run_actions",
+]
 
 
 @dataclass(frozen=True)
@@ -150,6 +158,33 @@ def pose_errors(
     }
 
 
+HEADING_UNDEFINED_DEG = 5.0  # goal directions this close to vertical have no meaningful heading (Eq. 27)
+
+
+def describe_errors(errors: dict[str, float], goal_direction: ArrayLike) -> str:
+    """One line of a predicted tip's errors: position, direction, and Eq. 27-28's heading and pitch.
+
+    Eq. 27's heading is the difference of azimuths: for a goal direction near
+    vertical (within :data:`HEADING_UNDEFINED_DEG`) the azimuth is ill-defined,
+    and a tip a fraction of a degree off vertical can show any heading up to
+    180 deg (a chained goal along +z logged 138.6 deg with the tip 0.2 deg off).
+    There the heading is reported as undefined and the direction error (the
+    angle between the directions, always defined) carries the information.
+    """
+    v = np.asarray(goal_direction, dtype=float)
+    v = v / np.linalg.norm(v)
+    off_vertical = math.degrees(math.acos(float(np.clip(abs(v[2]), 0.0, 1.0))))
+    heading = (
+        f"heading {errors['heading_deg']:.2f} deg"
+        if off_vertical > HEADING_UNDEFINED_DEG
+        else f"heading undefined (goal direction {off_vertical:.1f} deg from vertical)"
+    )
+    return (
+        f"position {errors['position'] * 1000:.2f} mm, direction {errors['direction_deg']:.2f} deg, "
+        f"{heading}, pitch {errors['pitch_deg']:.2f} deg"
+    )
+
+
 @dataclass
 class ExecutionResult:
     """Outcome of one execution.
@@ -214,8 +249,9 @@ def execute(
             poses, plan, pose_errors(poses[-1], goal_position, goal_direction, plan.length), steps,
             steps * model.step_length,
         )  # fmt: skip
-    return _closed_loop(T, plan, goal_position, goal_direction, radius, model, keep_steps, replan_margin, max_chunk,
-                        max_segments)
+    return _closed_loop(
+        T, plan, goal_position, goal_direction, radius, model, keep_steps, replan_margin, max_chunk, max_segments
+    )
 
 
 def _plane_pose(T: FloatArray, frame: tuple[Vec, Vec, Vec]) -> tuple[float, float, float]:

@@ -30,7 +30,7 @@ from shape_sensing.planning.dubins3d import Action, Plan3D, action_triples, plan
 from shape_sensing.planning.errors import PlanningError
 from shape_sensing.planning.executor import ExecutionResult, StepModel, execute
 
-__all__ = ["SCHEMA", "GrowthPlan", "GrowthPlanner", "frames_along", "pose_to_goal"]
+__all__ = ["SCHEMA", "GrowthPlan", "GrowthPlanner", "frames_along", "goal_in_frame", "pose_to_goal"]
 
 SCHEMA = Schema(
     "growth_planner",
@@ -142,9 +142,7 @@ class GrowthPlanner:
             raise PlanningError(f"start direction = {d.tolist()}: expected a non-zero direction")
         return frames_along(p[None], d[None])[0]
 
-    def plan(
-        self, goal_position: ArrayLike, goal_direction: ArrayLike, start: ArrayLike | None = None
-    ) -> GrowthPlan:
+    def plan(self, goal_position: ArrayLike, goal_direction: ArrayLike, start: ArrayLike | None = None) -> GrowthPlan:
         """Plan from ``start`` (a ``4x4`` tip frame; default the current tip) to the goal.
 
         Raises:
@@ -178,3 +176,20 @@ def pose_to_goal(matrix: ArrayLike) -> tuple[FloatArray, FloatArray]:
     if T.shape != (4, 4) or not np.all(np.isfinite(T)):
         raise PlanningError(f"goal pose is not a finite 4x4 transform: {T.tolist()!r}")
     return T[:3, 3].copy(), T[:3, 2].copy()
+
+
+def goal_in_frame(
+    T_plan_goalframe: ArrayLike, position: ArrayLike, direction: ArrayLike
+) -> tuple[FloatArray, FloatArray]:
+    """A goal (position, growth direction) given in another frame, expressed in the plan frame.
+
+    Args:
+        T_plan_goalframe: ``4x4`` pose of the goal's frame in the plan frame (what
+            tf2's ``lookup_transform(plan_frame, goal_frame)`` gives).
+        position, direction: the goal in its own frame.
+    """
+    T = np.asarray(T_plan_goalframe, dtype=float)
+    if T.shape != (4, 4) or not np.all(np.isfinite(T)):
+        raise PlanningError(f"transform to the plan frame is not a finite 4x4 transform: {T.tolist()!r}")
+    R = T[:3, :3]
+    return R @ np.asarray(position, dtype=float) + T[:3, 3], R @ np.asarray(direction, dtype=float)

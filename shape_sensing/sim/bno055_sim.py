@@ -16,12 +16,28 @@ What it models (from BST-BNO055-DS000):
 * data in the units UNIT_SEL selects: quaternion 2^14 LSB, accel/linear/
   gravity 100 LSB per m/s^2 (or 1 mg), gyro 16 LSB/dps (or 900 LSB/(rad/s)),
   Euler 16 LSB/deg (or 900 LSB/rad), mag 16 LSB/uT, temperature 1 degC;
-* axis remap applied to vector outputs.
+* axis remap (AXIS_MAP_CONFIG 0x41, AXIS_MAP_SIGN 0x42; section 3.4) applied
+  to every output, vectors and the fused orientation alike: the quaternion and
+  Euler angles are those of the remapped sensor frame, so the gravity vector
+  read back agrees with the quaternion read back. The datasheet's placements
+  are rotations; a map that mirrors the frame (determinant -1) is remapped in
+  the vectors only, since no quaternion describes a mirrored frame;
+* register page 1 (PAGE_ID 0x07 selects it): ACC_Config 0x08 (reset 0x0D:
+  4 G), MAG_Config 0x09 (reset 0x6D: 20 Hz), GYR_Config_0 0x0A (reset 0x38:
+  2000 dps), GYR_Config_1 0x0B (reset 0x00). Writes are stored and read back,
+  and like page 0's configuration they are taken only in CONFIGMODE (ignored
+  and counted otherwise). In the non-fusion modes the accelerometer's G range
+  and the gyroscope's range saturate the ACC_DATA and GYR_DATA outputs; in
+  the fusion modes the fusion sets the sensors itself (section 3.5: 4 G,
+  2000 dps), whatever page 1 holds.
 
 Not modelled (stated): the fusion itself (the motion is given), sensor
-noise beyond the quantisation, the effect of offsets on the data, and
-page 1. The calibration levels are set by :meth:`SimBNO055.calibrate` and
-become full when a profile equal to the learned one is written back.
+noise beyond the quantisation, the effect of offsets on the data, bandwidth
+and power-mode bits, the magnetometer's output data rate (stored, the output
+is not held between its samples), and page 1's other registers (interrupt
+settings: stored only). The calibration levels are set by
+:meth:`SimBNO055.calibrate` and become full when a profile equal to the
+learned one is written back.
 """
 
 from __future__ import annotations
@@ -31,6 +47,7 @@ import struct
 from collections.abc import Sequence
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from shape_sensing.drivers.bno055 import CALIBRATION_LENGTH, CalibrationProfile, Mode, Reg
 
@@ -51,6 +68,14 @@ _POR = {
     Reg.AXIS_MAP_SIGN: 0x00,
     Reg.SYS_STATUS: 0x00,
 }
+
+
+# Page 1 (datasheet table 4-3): the sensor configuration registers and their reset values.
+ACC_CONFIG, MAG_CONFIG, GYR_CONFIG_0, GYR_CONFIG_1 = 0x08, 0x09, 0x0A, 0x0B
+_POR_PAGE1 = {Reg.PAGE_ID: 0x01, ACC_CONFIG: 0x0D, MAG_CONFIG: 0x6D, GYR_CONFIG_0: 0x38, GYR_CONFIG_1: 0x00}
+ACC_RANGE_G = (2.0, 4.0, 8.0, 16.0)  # ACC_Config bits 1:0
+GYR_RANGE_DPS = (2000.0, 1000.0, 500.0, 250.0, 125.0, 125.0, 125.0, 125.0)  # GYR_Config_0 bits 2:0 (101-111 reserved)
+_FUSION_ACC_G, _FUSION_GYR_DPS = 4.0, 2000.0
 
 
 def _i16(v: float) -> int:
@@ -89,6 +114,7 @@ class SimBNO055:
             int(rng.integers(500, 900)),
         )
         self.regs = bytearray(0x80)
+        self.page1 = bytearray(0x80)
         self.pointer = 0
         self.busy_until_ns = 0
         self.timing_violations = 0
@@ -111,6 +137,9 @@ class SimBNO055:
         self.regs[:] = bytes(0x80)
         for reg, value in _POR.items():
             self.regs[int(reg)] = value
+        self.page1[:] = bytes(0x80)
+        for reg, value in _POR_PAGE1.items():
+            self.page1[int(reg)] = value
         self.levels = (0, 0, 0, 0)
         self.busy_until_ns = now_ns
         self._dirty = True
@@ -148,6 +177,20 @@ class SimBNO055:
         """OPR_MODE low nibble."""
         return self.regs[Reg.OPR_MODE] & 0x0F
 
+    @property
+    def page(self) -> int:
+        """The register page selected by PAGE_ID."""
+        return self.regs[Reg.PAGE_ID] & 0x01
+
+    def ranges(self) -> tuple[float, float]:
+        """Accelerometer range (m/s^2) and gyroscope range (rad/s) the outputs saturate at in this mode."""
+        if self.mode >= Mode.IMU:  # fusion: the fusion configures the sensors (datasheet 3.5)
+            acc_g, gyr_dps = _FUSION_ACC_G, _FUSION_GYR_DPS
+        else:
+            acc_g = ACC_RANGE_G[self.page1[ACC_CONFIG] & 0x03]
+            gyr_dps = GYR_RANGE_DPS[self.page1[GYR_CONFIG_0] & 0x07]
+        return acc_g * _GRAVITY, math.radians(gyr_dps)
+
     # -- bus side ------------------------------------------------------------------
     def acks(self) -> bool:
         """Whether the chip acknowledges its address."""
@@ -168,7 +211,8 @@ class SimBNO055:
             self._refresh()
         start = self.pointer
         end = start + n
-        out = bytes(self.regs[start:end]) if end <= 0x80 else bytes(self.regs[start:]) + bytes(end - 0x80)
+        regs = self.page1 if self.page == 1 else self.regs
+        out = bytes(regs[start:end]) if end <= 0x80 else bytes(regs[start:]) + bytes(end - 0x80)
         self.pointer = end & 0x7F
         return out
 
@@ -179,6 +223,16 @@ class SimBNO055:
             self._violation_ns = now_ns
 
     def _write_reg(self, reg: int, value: int, now_ns: int) -> None:
+        if reg == Reg.PAGE_ID:  # the same register on both pages, writable in any mode
+            self.regs[reg] = self.page1[reg] = value & 0x01
+            return
+        if self.page == 1:
+            if self.mode != Mode.CONFIG:
+                self.ignored_writes += 1  # page 1 is writable in CONFIGMODE only
+                return
+            self.page1[reg] = value
+            self._dirty = True
+            return
         if reg == Reg.SYS_TRIGGER:
             if value & 0x20:
                 self.resets += 1
@@ -212,14 +266,28 @@ class SimBNO055:
         if raw == self.learned.to_bytes():
             self.levels = (3, 3, 3, 3)
 
+    def _remap_matrix(self) -> np.ndarray:
+        """``P`` with ``v_remapped = P v`` (AXIS_MAP_CONFIG picks the source axis, AXIS_MAP_SIGN negates)."""
+        config, sign = self.regs[Reg.AXIS_MAP_CONFIG], self.regs[Reg.AXIS_MAP_SIGN]
+        P = np.zeros((3, 3))
+        for i, shift in enumerate((0, 2, 4)):
+            P[i, min((config >> shift) & 3, 2)] = -1.0 if sign & (4 >> i) else 1.0
+        return P
+
     def _remap(self, v: np.ndarray) -> np.ndarray:
         """Apply AXIS_MAP_CONFIG/SIGN to rows of 3-vectors (``(..., 3)``)."""
         config, sign = self.regs[Reg.AXIS_MAP_CONFIG], self.regs[Reg.AXIS_MAP_SIGN]
         if config == 0x24 and sign == 0:
             return v
-        axes = [min((config >> shift) & 3, 2) for shift in (0, 2, 4)]
-        signs = np.array([-1.0 if sign & (4 >> i) else 1.0 for i in range(3)])
-        return v[..., axes] * signs
+        return v @ self._remap_matrix().T
+
+    def _remapped_orientation(self) -> np.ndarray:
+        """``[x, y, z, w]`` of the remapped sensor frame: ``R' = R P^T`` (unchanged for a mirroring map)."""
+        P = self._remap_matrix()
+        if np.allclose(P, np.eye(3)) or np.linalg.det(P) < 0:
+            return self.orientation
+        q = Rotation.from_matrix(Rotation.from_quat(self.orientation).as_matrix() @ P.T).as_quat()
+        return q if q[3] >= 0 else -q
 
     def _refresh(self) -> None:
         r = self.regs
@@ -231,15 +299,23 @@ class SimBNO055:
             r[Reg.ACC_DATA : Reg.CALIB_STAT] = bytes(Reg.CALIB_STAT - Reg.ACC_DATA)
             return
         unit = r[Reg.UNIT_SEL]
-        x, y, z, w = (float(c) for c in self.orientation)
+        x, y, z, w = (float(c) for c in self._remapped_orientation())
         acc_scale = 1.0 / 9.80665e-3 if unit & 0x01 else 100.0
         gyr_scale = 900.0 if unit & 0x02 else 16.0 * 180.0 / math.pi
         eul_scale = 900.0 if unit & 0x04 else 16.0 * 180.0 / math.pi
-        # gravity in the sensor frame: R^T [0, 0, g], R = world_from_sensor
-        g_s = _GRAVITY * np.array([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)])
+        # gravity in the (unremapped) sensor frame: R^T [0, 0, g], R = world_from_sensor
+        x0, y0, z0, w0 = (float(c) for c in self.orientation)
+        g_s = _GRAVITY * np.array([2 * (x0 * z0 - w0 * y0), 2 * (y0 * z0 + w0 * x0), 1 - 2 * (x0 * x0 + y0 * y0)])
         acc = self.linear_acceleration
+        acc_max, gyr_max = self.ranges()
         # ACC 0x08, MAG 0x0E, GYR 0x14 are contiguous; so are LIA 0x28 and GRV 0x2E.
-        block1 = np.stack([acc * acc_scale, self.magnetic_field * 16e6, self.angular_velocity * gyr_scale])
+        block1 = np.stack(
+            [
+                np.clip(acc, -acc_max, acc_max) * acc_scale,
+                self.magnetic_field * 16e6,
+                np.clip(self.angular_velocity, -gyr_max, gyr_max) * gyr_scale,
+            ]
+        )
         block2 = np.stack([(acc - g_s) * acc_scale, g_s * acc_scale])
         r[Reg.ACC_DATA : Reg.GYR_DATA + 6] = _int16_bytes(self._remap(block1))
         r[Reg.LIA_DATA : Reg.GRV_DATA + 6] = _int16_bytes(self._remap(block2))

@@ -31,9 +31,14 @@ IMU model (stated; not from a datasheet):
 * Gyro: true body rate plus white noise (``gyro_noise`` rad/s) and a constant
   bias (std 0.005 rad/s). Accelerometer: specific force of gravity in the sensor
   frame (quasi-static body) plus white noise (``accel_noise`` m/s^2).
-* Sensors not yet everted ride inside the body near the base: they report the
-  base orientation (with their own noise and drift), which the estimator must
-  ignore using the length from the base encoder.
+* Sensors not yet everted ride inside the body, reversed (``inside:
+  reversed``, the default, as on a real everting robot: the material inside
+  runs back towards the base, inside out, so the sensor frame is the base
+  frame turned by 180 deg about its y axis), or report the base orientation
+  (``inside: base``). Either way the estimator must ignore them using the
+  length from the base encoder, and their mounting can only be captured once
+  they are everted (:meth:`VineSimulator.straight_samples` gives the readings
+  of the robot fully everted and held straight, for the straight reference).
 """
 
 from __future__ import annotations
@@ -72,6 +77,13 @@ SCHEMA = Schema(
         Param("accel_noise", float, 0.02, "accelerometer white noise", min=0.0, unit="m/s^2"),
         Param("seed", int, 0, "random seed"),
         Param("frame_prefix", str, "", "prefix of every frame id (two robots in one TF tree)"),
+        Param(
+            "inside",
+            str,
+            "reversed",
+            "orientation of sensors not yet everted: reversed inside the body, or the base's",
+            choices=("reversed", "base"),
+        ),
     ),
     description="Simulated vine robot with distributed IMUs publishing sensor_msgs/Imu.",
 )
@@ -94,6 +106,7 @@ class VineSimConfig:
     accel_noise: float = 0.02
     seed: int = 0
     frame_prefix: str = ""
+    inside: str = "reversed"
 
     @classmethod
     def from_params(cls, params: dict[str, object]) -> VineSimConfig:
@@ -211,24 +224,35 @@ class VineSimulator:
         return VineTruth(t, length, pts, make_transform(R, wall), everted, tip)
 
     # -- sensors ----------------------------------------------------------
-    def _true_backbone_rot(self, t: float) -> Rotation:
+    def _true_backbone_rot(self, t: float, straight: bool = False) -> Rotation:
+        if straight:  # fully everted and held straight: every backbone frame is the base frame
+            return Rotation.from_rotvec(np.zeros((len(self.sigma), 3)))
         length = self.length(t)
         grid, theta, _ = self._integrate(t, length)
         th = np.interp(np.minimum(self.sigma, length), grid, theta)
-        th = np.where(self.sigma <= length + 1e-9, th, 0.0)  # inside the body: base orientation
-        return Rotation.from_rotvec(np.outer(th, [1.0, 0.0, 0.0]))
+        out = self.sigma <= length + 1e-9
+        th = np.where(out, th, 0.0)  # inside the body: base orientation ...
+        rot = Rotation.from_rotvec(np.outer(th, [1.0, 0.0, 0.0]))
+        if self.config.inside == "reversed":  # ... or reversed, inside out
+            flip = Rotation.from_rotvec(np.outer(np.where(out, 0.0, np.pi), [0.0, 1.0, 0.0]))
+            rot = rot * flip
+        return rot
 
-    def true_sensor_rotations(self, t: float) -> Rotation:
+    def true_sensor_rotations(self, t: float, straight: bool = False) -> Rotation:
         """Noise-free, drift-free world orientations of the sensor frames (with mounting)."""
-        return self.world_offset * self._r_wb * self._true_backbone_rot(t) * self.mount
+        return self.world_offset * self._r_wb * self._true_backbone_rot(t, straight) * self.mount
 
-    def imu_samples(self, t: float) -> list[ImuSample]:
+    def straight_samples(self, t: float = 0.0) -> list[ImuSample]:
+        """Measured samples at time ``t`` with the robot fully everted and held straight (straight reference)."""
+        return self.imu_samples(t, straight=True)
+
+    def imu_samples(self, t: float, straight: bool = False) -> list[ImuSample]:
         """Measured IMU samples (all sensors) at time ``t`` (stamped ``t``)."""
         c = self.config
         n = c.n_sensors
         dt = 1.0 / c.rate
-        r_now = self.true_sensor_rotations(t)
-        r_prev = self.true_sensor_rotations(max(0.0, t - dt))
+        r_now = self.true_sensor_rotations(t, straight)
+        r_prev = self.true_sensor_rotations(max(0.0, t - dt), straight)
         drift = Rotation.from_rotvec(self.drift_axis * (self.drift_rate * t)[:, None])
         noise = Rotation.from_rotvec(self._rng.normal(0.0, np.deg2rad(c.orientation_noise_deg), (n, 3)))
         measured = drift * r_now * noise

@@ -240,4 +240,3 @@ class Wt901CanEmulator:
                 self.bus.send(msg)
                 sent += 1
         return sent
-

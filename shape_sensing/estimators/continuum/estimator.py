@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -181,8 +182,15 @@ class BatchEstimator:
         """Straight robot at rest over the span."""
         return straight_state(time_grid(t0, t1, self.rate), self.s_nodes, self.weights.T0, self.weights.epsilon0)
 
-    def solve(self, meas: Measurements, t0: float, t1: float, init: GridState | None = None) -> GNResult:
-        """Estimate over ``[t0, t1]``."""
+    def solve(
+        self,
+        meas: Measurements,
+        t0: float,
+        t1: float,
+        init: GridState | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> GNResult:
+        """Estimate over ``[t0, t1]`` (``progress(iteration)`` after each Gauss-Newton iteration)."""
         state = init if init is not None else self.initial_state(t0, t1)
         am = assign_measurements(state, meas)
         res = gauss_newton(
@@ -192,6 +200,7 @@ class BatchEstimator:
             max_iterations=self.max_iterations,
             tol=self.tol,
             decrement_tol=self.decrement_tol,
+            progress=progress,
         )
         if not res.converged:
             _log.warning("batch Gauss-Newton stopped after %d iterations without converging", res.iterations)

@@ -90,6 +90,11 @@ class FactorBatch:
         second: optional ``(M, 18 S, 18 S)`` second-order part of the Hessian, ``sum_k r_k d^2 r_k``
             over the slots' stacked coordinates (the terms Gauss-Newton's ``J^T J`` leaves out), where a
             factor knows them; see :func:`space_prior`.
+        cost: the batch's cost when ``r`` does not carry it (``info`` factors); ``None``: from ``r``.
+        info: ``(A (M, 18 S, 18 S), b (M, 18 S))``, the factors' ``J^T W J`` and ``J^T W r`` already summed
+            (a factor standing for many scalar robust terms on the same nodes, see
+            :func:`~shape_sensing.estimators.continuum.tof.tof_factor`); ``jac`` and ``r`` are then empty
+            (``d = 0``) and the cost is in ``cost``.
     """
 
     name: str
@@ -98,6 +103,8 @@ class FactorBatch:
     r: FloatArray
     cauchy: float | None = None
     second: FloatArray | None = None
+    cost: float | None = None
+    info: tuple[FloatArray, FloatArray] | None = None
 
     @property
     def size(self) -> int:
@@ -113,6 +120,8 @@ class FactorBatch:
             self.r[mask],
             self.cauchy,
             None if self.second is None else self.second[mask],
+            None,
+            None if self.info is None else (self.info[0][mask], self.info[1][mask]),
         )
 
 

@@ -16,6 +16,7 @@ linear strain along z (the stretch) carries the length change.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,10 @@ class Weights:
         T0: base pose of the prior (4x4).
         epsilon0: strain of the base prior (6).
         varpi0: velocity of the base prior (6).
+        tof_sigma_extra: 1-sigma (m) added in quadrature to every time-of-flight point's own noise (the
+            seed's "additional noise to account for unmodelled process errors").
+        cauchy_tof: Cauchy scale (whitened units) of the point-to-plane factors; 1 is the seed's Eq. 3.
+        tof_gate: points farther than this (m) from their nearest map point are not matched at all.
     """
 
     P0: FloatArray
@@ -80,6 +85,9 @@ class Weights:
     T0: FloatArray = field(default_factory=lambda: np.eye(4))
     epsilon0: FloatArray = field(default_factory=lambda: np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0]))
     varpi0: FloatArray = field(default_factory=lambda: np.zeros(6))
+    tof_sigma_extra: float = 0.0
+    cauchy_tof: float | None = 1.0
+    tof_gate: float = 0.5
 
     def __post_init__(self) -> None:
         for name, n in (("P0", 18), ("Q1", 6), ("Q2", 6), ("Q3", 6), ("R_pose", 6), ("R_gyro", 3)):
@@ -88,7 +96,11 @@ class Weights:
             v = getattr(self, name)
             if not np.isfinite(v) or v <= 0:
                 raise ContinuumError(f"weight {name} must be > 0, got {v!r}")
-        for name in ("cauchy_pose", "cauchy_gyro", "cauchy_prior", "cauchy_space"):
+        if not (np.isfinite(self.tof_sigma_extra) and self.tof_sigma_extra >= 0):
+            raise ContinuumError(f"tof_sigma_extra must be >= 0 m, got {self.tof_sigma_extra!r}")
+        if not (np.isfinite(self.tof_gate) and self.tof_gate > 0):
+            raise ContinuumError(f"tof_gate must be > 0 m, got {self.tof_gate!r}")
+        for name in ("cauchy_pose", "cauchy_gyro", "cauchy_prior", "cauchy_space", "cauchy_tof"):
             v = getattr(self, name)
             if v is not None and (not np.isfinite(v) or v <= 0):
                 raise ContinuumError(f"{name} must be > 0 or None, got {v!r}")
@@ -165,6 +177,16 @@ class Measurements:
         gyro_t: ``(G,)`` times of gyroscope readings.
         gyro_s: ``(G,)`` their arc lengths.
         gyro_w: ``(G, 3)`` body angular velocities (rad/s).
+        tof_t: ``(Q,)`` times of time-of-flight points (every point of a frame shares its frame's time).
+        tof_s: ``(Q,)`` arc lengths of the ring carrying each point's sensor.
+        tof_q: ``(Q, 3)`` the points in the ring's backbone frame (sensor mounting applied).
+        tof_sigma: ``(Q,)`` 1-sigma isotropic noise of each point (m), e.g. Table I of the range.
+        strain_t: ``(S,)`` times of strain (curvature) readings.
+        strain_s: ``(S,)`` their arc lengths.
+        strain_k: ``(S, 2)`` measured body curvatures about x and y (1/m), the strain's angular x, y entries.
+        strain_w: ``(S, 2, 2)`` their square-root information (``W^T W = Sigma^-1``).
+        tof_map: the prior map the points are matched against (a
+            :class:`~shape_sensing.io.maps.PriorMap`); ``None`` leaves the points out.
     """
 
     pose_t: FloatArray = field(default_factory=lambda: np.zeros(0))
@@ -173,13 +195,38 @@ class Measurements:
     gyro_t: FloatArray = field(default_factory=lambda: np.zeros(0))
     gyro_s: FloatArray = field(default_factory=lambda: np.zeros(0))
     gyro_w: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+    tof_t: FloatArray = field(default_factory=lambda: np.zeros(0))
+    tof_s: FloatArray = field(default_factory=lambda: np.zeros(0))
+    tof_q: FloatArray = field(default_factory=lambda: np.zeros((0, 3)))
+    tof_sigma: FloatArray = field(default_factory=lambda: np.zeros(0))
+    strain_t: FloatArray = field(default_factory=lambda: np.zeros(0))
+    strain_s: FloatArray = field(default_factory=lambda: np.zeros(0))
+    strain_k: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
+    strain_w: FloatArray = field(default_factory=lambda: np.zeros((0, 2, 2)))
+    tof_map: Any = None
 
     def between(self, t0: float, t1: float, include_end: bool = False) -> Measurements:
         """The measurements with ``t0 <= t < t1`` (or ``<= t1``)."""
         mp = (self.pose_t >= t0) & ((self.pose_t <= t1) if include_end else (self.pose_t < t1))
         mg = (self.gyro_t >= t0) & ((self.gyro_t <= t1) if include_end else (self.gyro_t < t1))
+        mq = (self.tof_t >= t0) & ((self.tof_t <= t1) if include_end else (self.tof_t < t1))
+        ms = (self.strain_t >= t0) & ((self.strain_t <= t1) if include_end else (self.strain_t < t1))
         return Measurements(
-            self.pose_t[mp], self.pose_s[mp], self.pose_mat[mp], self.gyro_t[mg], self.gyro_s[mg], self.gyro_w[mg]
+            self.pose_t[mp],
+            self.pose_s[mp],
+            self.pose_mat[mp],
+            self.gyro_t[mg],
+            self.gyro_s[mg],
+            self.gyro_w[mg],
+            self.tof_t[mq],
+            self.tof_s[mq],
+            self.tof_q[mq],
+            self.tof_sigma[mq],
+            self.strain_t[ms],
+            self.strain_s[ms],
+            self.strain_k[ms],
+            self.strain_w[ms],
+            self.tof_map,
         )
 
     @staticmethod
@@ -194,4 +241,13 @@ class Measurements:
             np.concatenate([p.gyro_t for p in parts]),
             np.concatenate([p.gyro_s for p in parts]),
             np.concatenate([p.gyro_w for p in parts]),
+            np.concatenate([p.tof_t for p in parts]),
+            np.concatenate([p.tof_s for p in parts]),
+            np.concatenate([p.tof_q for p in parts]),
+            np.concatenate([p.tof_sigma for p in parts]),
+            np.concatenate([p.strain_t for p in parts]),
+            np.concatenate([p.strain_s for p in parts]),
+            np.concatenate([p.strain_k for p in parts]),
+            np.concatenate([p.strain_w for p in parts]),
+            next((p.tof_map for p in parts if p.tof_map is not None), None),
         )

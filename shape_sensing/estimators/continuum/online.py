@@ -13,15 +13,19 @@ sensor's range are counted and kept (see ``measurements_from_trial``).
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
+from shape_sensing.estimators.continuum.tof import TofMount, frame_points, ring_mounts
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
 from shape_sensing.pipelines.common import RateThrottle
@@ -105,6 +109,27 @@ SCHEMA = Schema(
             min=0.0,
             unit="rad/s",
         ),
+        Param("tof_topics", "str[]", [], "shape_sensing/TofFrame topics of ring-mounted ToF sensors (seed 001)"),
+        Param("tof_arc_lengths", "float[]", [], "arc length of the ring carrying each ToF sensor", min=0.0, unit="m"),
+        Param(
+            "tof_azimuths",
+            "float[]",
+            [],
+            "azimuth of each ToF sensor's boresight about its ring's z, from the ring's x (radial sensors)",
+            unit="deg",
+        ),
+        Param(
+            "tof_forward",
+            "bool[]",
+            [],
+            "per ToF sensor: looks along the backbone (a tip sensor) instead of radially; empty = all radial",
+        ),
+        Param("tof_ring_radius", float, 0.03, "radius at which the radial ToF sensors sit", min=0.0, unit="m"),
+        Param("map_file", str, "", "prior map (.pcd, .ply, .stl, .obj) in the base frame; empty: no ToF factors"),
+        Param("map_spacing", float, 0.01, "Poisson-disk spacing when the map is a mesh", min=1e-4, unit="m"),
+        Param("tof_sigma_extra", float, 0.005, "added in quadrature to Table I's zone noise", min=0.0, unit="m"),
+        Param("cauchy_tof", float, 1.0, "Cauchy scale of the ToF factors (whitened); 0 = least squares", min=0.0),
+        Param("tof_gate", float, 0.3, "ToF points farther than this from the map are not matched", min=1e-3, unit="m"),
         Param("fixed_base", bool, True, "the base is clamped: base prior at every slice"),
         Param("base_frame", str, "continuum_base", "frame of the robot base (the shape is given in it)"),
         Param("node_frame_prefix", str, "continuum_node_", "node frames are <prefix>NN, base to tip"),
@@ -125,6 +150,8 @@ class TrackerStats:
     skipped_bad: int = 0
     saturated_axes: int = 0  # gyro axes read at the range (left out: the rate is at least the reading)
     skipped_late: int = 0
+    tof_frames: int = 0
+    tof_zones_invalid: int = 0
     steps: int = 0
     estimates: int = 0
 
@@ -168,19 +195,98 @@ class ContinuumTracker:
             cauchy_gyro=p["cauchy_gyro"] or None,
             cauchy_space=p["cauchy_space"] or None,
             fixed_base=p["fixed_base"],
+            tof_sigma_extra=p["tof_sigma_extra"],
+            cauchy_tof=p["cauchy_tof"] or None,
+            tof_gate=p["tof_gate"],
         )
+        self.tof_mounts, self.tof_map = self._tof_setup(p)
         self.window: SlidingWindow | None = None
-        self.t0_ns: int | None = None
+        self.t0_ns: int | None = None  # start of the slice grid (floor; exact value in _t0)
+        self._t0 = Fraction(0)
         self.latest = -np.inf
         self.stats = TrackerStats()
         self._pending: list[Measurements] = []
         names = [f"{p['node_frame_prefix']}{i:02d}" for i in range(p["nodes"])]
         self.frame_ids = names
 
+    @staticmethod
+    def _tof_setup(p: dict[str, Any]) -> tuple[list[TofMount], Any]:
+        """ToF mountings from the parameters and the prior map they are matched against."""
+        n = len(p["tof_topics"])
+        for key in ("tof_arc_lengths", "tof_azimuths"):
+            if len(p[key]) != n:
+                raise ConfigError(f"parameter {key} must have one entry per tof_topics ({n}), got {len(p[key])}")
+        fwd = list(p["tof_forward"]) or [False] * n
+        if len(fwd) != n:
+            raise ConfigError(f"parameter tof_forward must be empty or have {n} entries, got {len(fwd)}")
+        mounts = []
+        for i, (topic, s, az, f) in enumerate(
+            zip(p["tof_topics"], p["tof_arc_lengths"], p["tof_azimuths"], fwd, strict=True)
+        ):
+            if s > p["length"] * (1 + 1e-9):
+                raise ConfigError(
+                    f"parameter tof_arc_lengths: sensor at {s} m is beyond the robot length {p['length']} m"
+                )
+            T = np.eye(4)
+            if not f:
+                T = ring_mounts([s], p["tof_ring_radius"], per_ring=1, ring_offset_deg=0.0)[0].T_ring_sensor
+                c, sn = np.cos(np.deg2rad(az)), np.sin(np.deg2rad(az))
+                Rz = np.array([[c, -sn, 0, 0], [sn, c, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1.0]])
+                T = Rz @ T
+            mounts.append(TofMount(f"tof_{i}:{topic}", float(s), T))
+        tof_map = None
+        if n and p["map_file"]:
+            from shape_sensing.io.maps import load_map
+
+            try:
+                tof_map = load_map(p["map_file"], spacing=p["map_spacing"])
+            except ValueError as exc:
+                raise ConfigError(f"parameter map_file: {exc}") from exc
+        elif n:
+            raise ConfigError("parameter map_file is empty but tof_topics are given: ToF frames need a prior map")
+        return mounts, tof_map
+
+    def push_tof(
+        self, index: int, stamp_ns: int, distance: FloatArray, status: FloatArray | None = None
+    ) -> list[ShapeEstimate]:
+        """A ToF frame (distances along the boresight, per-zone status) of sensor ``index``; returns the estimates
+        it completes. Invalid zones are counted and left out; a malformed frame is counted and skipped."""
+        if not 0 <= index < len(self.tof_mounts) or self.tof_map is None:
+            self.stats.skipped_bad += 1
+            return []
+        try:
+            q, sig, bad = frame_points(self.tof_mounts[index], distance, None if status is None else np.asarray(status))
+        except ContinuumError:
+            self.stats.skipped_bad += 1
+            return []
+        t = self._t(stamp_ns)
+        if not self._accept(t):
+            return []
+        self.stats.tof_frames += 1
+        self.stats.tof_zones_invalid += bad
+        s = self.tof_mounts[index].s
+        if sig.size:
+            self._pending.append(
+                Measurements(
+                    tof_t=np.full(sig.size, t),
+                    tof_s=np.full(sig.size, s),
+                    tof_q=q,
+                    tof_sigma=sig,
+                    tof_map=self.tof_map,
+                )
+            )
+        return self._advance(t)
+
     def _t(self, stamp_ns: int) -> float:
         if self.t0_ns is None:
-            self.t0_ns = stamp_ns
-        return (stamp_ns - self.t0_ns) * 1e-9
+            # The slice grid sits on whole multiples of the slice period in the stamps' clock (exact rational
+            # arithmetic: stamps are ~1e18 ns), not on whichever sample came first: a live node that missed the
+            # first samples of a `ros2 bag play` (or started mid-stream) slices at the same stamps as
+            # `shape-sensing replay` of the whole bag.
+            rate = Fraction(self.params["rate"]).limit_denominator(10**6)
+            self._t0 = Fraction((stamp_ns * rate) // 10**9 * 10**9) / rate
+            self.t0_ns = math.floor(self._t0)
+        return float((stamp_ns - self._t0) / 10**9)
 
     def _accept(self, t: float) -> bool:
         if self.window is not None and t < float(self.window.state.t[0]):
@@ -267,7 +373,7 @@ class ContinuumTracker:
             R = T[-1, :3, :3]
             pos_cov[-1] = R @ cov[:3, :3] @ R.T
         self.stats.estimates += 1
-        stamp = self.t0_ns + round(win.final_t[i] * 1e9)
+        stamp = round(self._t0 + Fraction(float(win.final_t[i])) * 10**9)
         return ShapeEstimate(
             stamp,
             self.params["base_frame"],

@@ -37,6 +37,7 @@ from shape_sensing.estimators.continuum import factors as fac
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.model import DOF, GridState, Measurements, Weights
+from shape_sensing.estimators.continuum.tof import strain_factor, tof_factor
 from shape_sensing.geometry import FloatArray
 
 __all__ = [
@@ -121,6 +122,19 @@ class AssignedMeasurements:
         | None
     ) = None
     gyro_st: tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray] | None = None
+    #: ToF frames' cells ``(nodes, ut, dt, us, h)`` (one per distinct time and ring), and per point its
+    #: frame, ring-frame coordinates and sigma
+    tof_cells: (
+        tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray, FloatArray] | None
+    ) = None
+    tof_frame: IntArray | None = None
+    tof_q: FloatArray | None = None
+    tof_sigma: FloatArray | None = None
+    tof_map: Any = None
+    #: strain readings ``(nodes, ut, us, k, W)``
+    strain: (
+        tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray, FloatArray] | None
+    ) = None
 
 
 def _node_of(s_nodes: FloatArray, s: FloatArray, what: str) -> tuple[IntArray, FloatArray, NDArray[np.bool_]]:
@@ -178,6 +192,26 @@ def assign_measurements(state: GridState, meas: Measurements, first_interval: in
     if np.any(~ong):
         o = ~ong
         gyro_st = (quad(kg[o], ng[o]), ug[o], usg[o], gyro_w[o])
+    tof_cells = tof_frame = tof_q = tof_sigma = None
+    okq, kq, uq, _ = cells(meas.tof_t)
+    if meas.tof_map is not None and okq.any():
+        sq = meas.tof_s[okq]
+        key = np.column_stack([kq, uq, sq])
+        uniq, tof_frame = np.unique(key, axis=0, return_inverse=True)
+        tof_frame = np.asarray(tof_frame, dtype=np.int64).reshape(-1)
+        kf = uniq[:, 0].astype(np.int64)
+        nf, usf = _between_nodes(state.s, uniq[:, 2], "ToF point")
+        hf = state.s[nf + 1] - state.s[nf]
+        tof_cells = (quad(kf, nf), uniq[:, 1], t[kf + 1] - t[kf], usf, hf)
+        tof_q = meas.tof_q[okq]
+        tof_sigma = meas.tof_sigma[okq]
+    skipped += int((~okq).sum()) if meas.tof_map is not None else 0
+    strain = None
+    oks, ks, us_t, _ = cells(meas.strain_t)
+    if oks.any():
+        ns, uss = _between_nodes(state.s, meas.strain_s[oks], "strain reading")
+        strain = (quad(ks, ns), us_t, uss, meas.strain_k[oks], meas.strain_w[oks])
+    skipped += int((~oks).sum())
     return AssignedMeasurements(
         kp[onp] * N + np_[onp],
         (kp[onp] + 1) * N + np_[onp],
@@ -191,7 +225,21 @@ def assign_measurements(state: GridState, meas: Measurements, first_interval: in
         skipped,
         pose_st,
         gyro_st,
+        tof_cells,
+        tof_frame,
+        tof_q,
+        tof_sigma,
+        meas.tof_map,
+        strain,
     )
+
+
+def _between_nodes(s_nodes: FloatArray, s: FloatArray, what: str) -> tuple[IntArray, FloatArray]:
+    """Node ``n`` (at most ``N - 2``) and fraction towards ``n + 1`` of each arc length (1 at the last node)."""
+    _node_of(s_nodes, s, what)  # range check
+    n = np.clip(np.searchsorted(s_nodes, s, side="right") - 1, 0, s_nodes.size - 2).astype(np.int64)
+    u = np.clip((s - s_nodes[n]) / (s_nodes[n + 1] - s_nodes[n]), 0.0, 1.0)
+    return n, u
 
 
 def _grid_pairs(K: int, N: int, slices: range) -> tuple[IntArray, IntArray, IntArray, IntArray]:
@@ -270,6 +318,25 @@ def build_factors(
             kq = q[0] // N
             dtq = state.t[kq + 1] - state.t[kq]
             out.append(fac.gyro_factor_st(T, varpi, q, ut, dtq, us, gw, mf * w.R_gyro, w.cauchy_gyro))
+        if meas.tof_cells is not None and meas.tof_map is not None:
+            out.append(
+                tof_factor(
+                    T,
+                    eps,
+                    varpi,
+                    meas.tof_cells,
+                    meas.tof_frame,  # type: ignore[arg-type]
+                    meas.tof_q,  # type: ignore[arg-type]
+                    meas.tof_sigma,  # type: ignore[arg-type]
+                    meas.tof_map,
+                    sigma_extra=w.tof_sigma_extra,
+                    cauchy=w.cauchy_tof,
+                    gate=w.tof_gate,
+                )
+            )
+        if meas.strain is not None:
+            q, ut, us, km, Wm = meas.strain
+            out.append(strain_factor(eps, q, ut, us, km, Wm / np.sqrt(mf)))
         if meas.gyro_ia.size:
             kg = meas.gyro_ia // N
             out.append(
@@ -317,6 +384,8 @@ def _weights(b: fac.FactorBatch) -> FloatArray:
 
 
 def _cost(b: fac.FactorBatch) -> float:
+    if b.cost is not None:
+        return b.cost
     sq = np.einsum("md,md->m", b.r, b.r)
     if b.cauchy is None:
         return float(0.5 * sq.sum())
@@ -392,10 +461,14 @@ def assemble(
     # Factors on the same node arrays (the time prior and the strain walk) are stacked into one block row each,
     # robust weights folded in as sqrt(w): fewer, larger products and fewer entries to scatter.
     groups: dict[tuple[int, ...], tuple[list[IntArray], list[FloatArray], list[FloatArray], list[FloatArray]]] = {}
+    infos: list[tuple[list[IntArray], FloatArray, FloatArray]] = []
     for b in batches:
         if b.size == 0:
             continue
         cost += _cost(b)
+        if b.info is not None:
+            infos.append((list(b.nodes) if order is None else [order[n] for n in b.nodes], *b.info))
+            continue
         J = np.concatenate(b.jac, axis=2)  # (M, d, 18 S)
         r = b.r
         S2 = b.second if second_order else None
@@ -423,7 +496,7 @@ def assemble(
         r = rs[0] if len(rs) == 1 else np.concatenate(rs, axis=1)
         stacked.append((nodes, J, r, sum(Ss[1:], Ss[0]) if Ss else None))
     off = 0 if order is not None else (N if extra is None else max(N, extra[1].size // DOF - 1))
-    for nodes, _, _, _ in stacked:
+    for nodes, _, _, _ in [*stacked, *((n, None, None, None) for n, _, _ in infos)]:
         if len(nodes) > 1:
             st = np.stack(nodes)
             off = max(off, int((st.max(axis=0) - st.min(axis=0)).max()))
@@ -444,6 +517,13 @@ def assemble(
         fl, keep = _lower_pattern(var, nvar)
         flat.append(fl)
         vals.append(blk[keep])
+    for nodes, A, bv in infos:
+        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in nodes], axis=1)
+        gidx.append(var.reshape(-1))
+        gval.append(bv.reshape(-1))
+        fl, keep = _lower_pattern(var, nvar)
+        flat.append(fl)
+        vals.append(A[keep])
     if extra is not None:
         He, ge = extra
         m = ge.size
@@ -473,13 +553,17 @@ def assemble_dense(
     for b in batches:
         if b.size == 0:
             continue
+        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in b.nodes], axis=1)
+        flat.append((var[:, :, None] * nvar + var[:, None, :]).reshape(-1))
+        gidx.append(var.reshape(-1))
+        if b.info is not None:
+            vals.append(b.info[0].reshape(-1))
+            gval.append(b.info[1].reshape(-1))
+            continue
         wgt = _weights(b)
         J = np.concatenate(b.jac, axis=2)
-        var = np.concatenate([n[:, None] * DOF + p[None, :] for n in b.nodes], axis=1)
         Jt = np.swapaxes(J, 1, 2) * wgt[:, None, None]
-        flat.append((var[:, :, None] * nvar + var[:, None, :]).reshape(-1))
         vals.append((Jt @ J).reshape(-1))
-        gidx.append(var.reshape(-1))
         gval.append((Jt @ b.r[:, :, None]).reshape(-1))
     H: FloatArray = np.bincount(np.concatenate(flat), np.concatenate(vals), minlength=nvar * nvar).astype(np.float64)
     H = H.reshape(nvar, nvar)
@@ -616,8 +700,9 @@ def gauss_newton(
     base_slices: range | None = None,
     decrement_tol: float | None = DECREMENT_TOL,
     second_order: bool = True,
+    progress: Callable[[int], None] | None = None,
 ) -> GNResult:
-    """Iterate Gauss-Newton (IRLS for robust factors) from ``state``.
+    """Iterate Gauss-Newton (IRLS for robust factors) from ``state`` (``progress(iteration)`` after each).
 
     Each step is :func:`newton_step` (``second_order``: with the factors' known
     second-order terms where that system is positive definite) followed by
@@ -631,8 +716,9 @@ def gauss_newton(
     """
     with blas_single_thread():
         return _gauss_newton(
-            state, w, meas, prior, max_iterations, tol, dense, slice_factors, base_slices, decrement_tol, second_order
-        )
+            state, w, meas, prior, max_iterations, tol, dense, slice_factors, base_slices, decrement_tol, second_order,
+            progress,
+        )  # fmt: skip
 
 
 def _gauss_newton(
@@ -647,6 +733,7 @@ def _gauss_newton(
     base_slices: range | None,
     decrement_tol: float | None,
     second_order: bool,
+    progress: Callable[[int], None] | None = None,
 ) -> GNResult:
     costs: list[float] = []
     n_nodes = state.K * state.N
@@ -660,6 +747,8 @@ def _gauss_newton(
     cost, (batches, extra) = evaluate(state)
     while it < max_iterations:
         it += 1
+        if progress is not None:
+            progress(it)
         # the last step is taken unchecked: plain Gauss-Newton there, which cannot overshoot the way a
         # Newton step from far away can
         newton = second_order and it < max_iterations

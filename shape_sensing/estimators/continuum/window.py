@@ -31,6 +31,7 @@ Two marginalisations (``marginal=``):
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -332,15 +333,19 @@ class SlidingWindow:
             raise ContinuumError("no slice finalised yet")
         return GridState(np.asarray(t), self.state.s.copy(), np.asarray(T), np.asarray(e), np.asarray(v))
 
-    def run(self, meas: Measurements, t_end: float) -> GridState:
+    def run(
+        self, meas: Measurements, t_end: float, progress: Callable[[int, int], None] | None = None
+    ) -> GridState:
         """Offline replay: feed ``meas`` slice by slice up to ``t_end``; return all slices (marginalised + window).
 
         Each step receives the measurements in ``[t_newest, t_new)``, so a
-        measurement exactly at ``t_end`` is not used.
+        measurement exactly at ``t_end`` is not used. ``progress(done, total)`` after each step.
         """
         dt = 1.0 / self.rate
         n = int(np.ceil((t_end - self.t_newest) / dt - 1e-9))
-        for _ in range(n):
+        for k in range(n):
             t_new = self.t_newest + dt
             self.step(meas.between(self.t_newest, t_new))
+            if progress is not None:
+                progress(k + 1, n)
         return self.finalized(include_window=True)

@@ -1,0 +1,444 @@
+"""ToF continuum demo (seed 001): a 1.5 m robot with ToF rings localised against a prior map in a compressor duct.
+
+Simulates scene ``--scene`` (S0 unchanged; S1-S3 with unmodelled objects; S4-S6 with modelled blades removed;
+S7-S9 both), always localising against the S0 map (Poisson-disk samples of the S0 mesh), as Table II of the
+seed does. Writes, under ``--out``:
+
+* ``tof-continuum.mcap``: the sensor data (``/tof/<sensor>`` shape_sensing/TofFrame, ``/gyro/ring<i>``
+  sensor_msgs/Imu, ``/strain`` std_msgs/Float64MultiArray of ``[s, theta, kappa]`` triplets), the ground truth
+  (``/truth/shape``, shape_sensing/ShapeSamples at the base and the rings), the estimate at the same stamps
+  (``/estimate/shape``), the ring-to-sensor mountings on ``/tf_static``, and point clouds
+  (sensor_msgs/PointCloud2: ``/map/prior``, ``/reconstruction``, ``/anomalies``);
+* ``prior_map.ply``, ``reconstruction.ply`` (with the squared Mahalanobis distance per point),
+  ``anomalies.ply``;
+* ``tof-continuum.png`` (true and estimated robot over the map, reconstruction, anomalies, ring errors) and
+  ``metrics.json`` (the Table II figures, anomaly precision and recall against the simulator's added objects).
+
+``shape-sensing eval-tof OUT`` scores the bag again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.drivers.vl53l5cx import TofReading
+from shape_sensing.estimators.continuum.tof_localise import (
+    LocaliseConfig,
+    SensorData,
+    localise,
+    reconstruct,
+    ring_errors,
+    summarise_errors,
+)
+from shape_sensing.io.bag import BagWriter
+from shape_sensing.io.maps import PriorMap, load_map, write_ply
+from shape_sensing.messages import common as msgs
+from shape_sensing.messages.tof import point_cloud2_msg, shape_samples_msg, tof_frame_msg
+from shape_sensing.sim.tof_continuum import SimConfig, SimRun, simulate
+from shape_sensing.sim.tof_scene import SCENES, compressor_scene
+from shape_sensing.types import ImuSample, TransformStamped
+
+__all__ = [
+    "BAG_NAME",
+    "RIG_TOPIC",
+    "add_arguments",
+    "rig_description",
+    "run",
+    "run_demo",
+    "sensor_data",
+    "sensor_data_from_bag",
+]
+
+BAG_NAME = "tof-continuum.mcap"
+BASE_FRAME = "base"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Demo options."""
+    add_common_arguments(parser, default_out="out/tof-continuum", default_duration=6.0)
+    parser.add_argument("--scene", default="S0", choices=sorted(SCENES), help="scene variant (default S0)")
+    parser.add_argument("--trajectory", type=int, default=0, help="robot trajectory 0, 1, 2, ... (default 0)")
+    parser.add_argument("--no-strain", action="store_true", help="leave the strain readings out of the estimate")
+    parser.add_argument("--no-tof", action="store_true", help="leave the ToF frames out (gyro and strain only)")
+    parser.add_argument("--no-gyro", action="store_true", help="leave the gyroscopes out")
+    parser.add_argument(
+        "--window", type=int, default=0, help="sliding window of this many slices instead of the batch (default 0)"
+    )
+    parser.add_argument("--map", type=Path, default=None, help="prior map file (.ply/.pcd) instead of the S0 mesh")
+    parser.add_argument("--no-picture", action="store_true", help="skip the PNG")
+
+
+def sensor_data(run: SimRun) -> SensorData:
+    """The estimator's view of a simulated run."""
+    return SensorData(
+        run.robot.length,
+        run.mounts,
+        run.tof_t,
+        run.tof_mount,
+        run.tof_distance,
+        run.tof_status,
+        run.gyro_t,
+        run.gyro_s,
+        run.gyro_w,
+        run.strain_t,
+        run.strain_s,
+        run.strain_theta,
+        run.strain_kappa,
+        run.config.still,
+    )
+
+
+#: Topic of the sensor rig (std_msgs/String, JSON of :func:`rig_description`), latched.
+RIG_TOPIC = "/tof_rig"
+
+
+def rig_description(run: SimRun) -> dict[str, Any]:
+    """What re-estimating from the bag needs beyond the messages: robot length, still period, sensor mountings."""
+    return {
+        "length": run.robot.length,
+        "still": run.config.still,
+        "mounts": [
+            {
+                "name": m.name,
+                "s": m.s,
+                "T_ring_sensor": np.asarray(m.T_ring_sensor).tolist(),
+                "zones_per_side": m.zones_per_side,
+                "fov": m.fov,
+                "max_range": m.max_range,
+            }
+            for m in run.mounts
+        ],
+    }
+
+
+def sensor_data_from_bag(path: Path) -> SensorData:
+    """The sensor data of a recorded run (ToF frames, gyros, strain, rig description) for re-estimation."""
+    from shape_sensing.estimators.continuum.tof import TofMount
+    from shape_sensing.io.bag import read_bag
+    from shape_sensing.io.errors import BagError
+    from shape_sensing.messages.tof import tof_frame_from_msg
+
+    rig: dict[str, Any] | None = None
+    tof: list[tuple[float, str, np.ndarray, np.ndarray]] = []
+    gyro: list[tuple[float, str, np.ndarray]] = []
+    strain: list[tuple[float, np.ndarray]] = []
+    for m in read_bag(path):
+        if m.topic == RIG_TOPIC:
+            rig = json.loads(m.msg.data)
+        elif m.msgtype == "shape_sensing/msg/TofFrame":
+            stamp, frame, d, st = tof_frame_from_msg(m.msg)
+            tof.append((stamp * 1e-9, frame, d, st))
+        elif m.msgtype == "sensor_msgs/msg/Imu" and m.topic.startswith("/gyro/"):
+            av = m.msg.angular_velocity
+            gyro.append((msgs.stamp_from_msg(m.msg) * 1e-9, m.msg.header.frame_id, np.array([av.x, av.y, av.z])))
+        elif m.topic == "/strain":
+            strain.append((m.stamp_ns * 1e-9, np.asarray(m.msg.data, dtype=np.float64).reshape(-1, 3)))
+    if rig is None:
+        raise BagError(f"{path} has no sensor rig description on {RIG_TOPIC}: cannot place the ToF sensors")
+    mounts = [
+        TofMount(
+            d["name"],
+            float(d["s"]),
+            np.asarray(d["T_ring_sensor"]),
+            int(d["zones_per_side"]),
+            float(d["fov"]),
+            float(d["max_range"]),
+        )
+        for d in rig["mounts"]
+    ]
+    index = {m.name: i for i, m in enumerate(mounts)}
+    rings = sorted({m.s for m in mounts})
+    tof = [x for x in tof if x[1] in index]
+    z = mounts[0].zones_per_side ** 2 if mounts else 64
+    st_rows = [x[1] for x in strain]
+    return SensorData(
+        float(rig["length"]),
+        mounts,
+        np.array([x[0] for x in tof]),
+        np.array([index[x[1]] for x in tof], dtype=np.int64),
+        np.array([x[2] for x in tof]).reshape(-1, z),
+        np.array([x[3] for x in tof], dtype=np.uint8).reshape(-1, z),
+        np.array([x[0] for x in gyro]),
+        np.array([rings[int(x[1].split("_")[-1])] for x in gyro]),
+        np.array([x[2] for x in gyro]).reshape(-1, 3),
+        np.concatenate([np.full(r.shape[0], t) for t, r in strain]) if strain else np.zeros(0),
+        np.concatenate([r[:, 0] for r in st_rows]) if strain else np.zeros(0),
+        np.concatenate([r[:, 1] for r in st_rows]) if strain else np.zeros(0),
+        np.concatenate([r[:, 2] for r in st_rows]) if strain else np.zeros(0),
+        float(rig["still"]),
+    )
+
+
+def sim_reading(stamp_ns: int, distance: np.ndarray, status: np.ndarray, stream: int) -> TofReading:
+    """A simulated frame as the VL53L5CX driver reports one (mm, first target, Table I sigma), for the one
+    TofFrame builder the ring driver also uses."""
+    from shape_sensing.estimators.continuum.tof import table_i_sigma
+
+    d = np.asarray(distance, dtype=np.float64)
+    hit = np.isfinite(d)
+    z = d.size
+    return TofReading(
+        stamp_ns,
+        z,
+        stream % 256,
+        25.0,
+        np.where(hit, np.maximum(d, 0.0) * 1000.0, 0.0),
+        np.nan_to_num(table_i_sigma(d)) * 1000.0,
+        np.asarray(status, dtype=np.uint8),
+        hit.astype(np.uint8),
+        np.zeros(z),
+        np.zeros(z),
+    )
+
+
+def _ns(t: float) -> int:
+    return round(t * 1e9)
+
+
+def _write_bag(path: Path, run: SimRun, est_T: np.ndarray, distro: str, clouds: dict[str, Any]) -> int:
+    with BagWriter(path, distro=distro, overwrite=True) as w:
+        f = w.factory
+        rings = sorted({m.s for m in run.mounts})
+        tfs = [TransformStamped(0, f"ring_{rings.index(m.s)}", m.name, m.T_ring_sensor) for m in run.mounts]
+        w.write("/tf_static", msgs.tf_message(tfs, f), 0, qos="static")
+        w.write(RIG_TOPIC, f.make("std_msgs/msg/String", data=json.dumps(rig_description(run))), 0, qos="static")
+        events: list[tuple[float, int, str, Any]] = []
+        for i in range(run.tof_t.size):
+            m = run.mounts[int(run.tof_mount[i])]
+            msg = tof_frame_msg(
+                sim_reading(_ns(run.tof_t[i]), run.tof_distance[i], run.tof_status[i], i),
+                m.name,
+                max_range=m.max_range,
+                fov=m.fov,
+                factory=f,
+            )
+            events.append((run.tof_t[i], 0, f"/tof/{m.name}", msg))
+        for t, s, wv in zip(run.gyro_t, run.gyro_s, run.gyro_w, strict=True):
+            ring = rings.index(float(s))
+            msg = msgs.imu_to_msg(ImuSample(_ns(t), f"ring_{ring}", None, wv), f)
+            events.append((t, 1, f"/gyro/ring{ring}", msg))
+        for t in np.unique(run.strain_t):
+            sel = run.strain_t == t
+            data = np.column_stack([run.strain_s[sel], run.strain_theta[sel], run.strain_kappa[sel]]).reshape(-1)
+            msg = f.make("std_msgs/msg/Float64MultiArray", data=data)
+            events.append((t, 2, "/strain", msg))
+        for k, t in enumerate(run.truth_t):
+            events.append(
+                (
+                    t,
+                    3,
+                    "/truth/shape",
+                    shape_samples_msg(_ns(t), BASE_FRAME, "truth", run.truth_s, run.truth_pose[k], None, f),
+                )
+            )
+            if k < est_T.shape[0]:
+                events.append(
+                    (
+                        t,
+                        4,
+                        "/estimate/shape",
+                        shape_samples_msg(_ns(t), BASE_FRAME, "continuum_tof", run.truth_s, est_T[k], None, f),
+                    )
+                )
+        events.sort(key=lambda e: (e[0], e[1]))
+        for t, _, topic, msg in events:
+            w.write(topic, msg, _ns(t), qos="sensor" if topic.startswith(("/tof", "/gyro")) else "default")
+        t_end = _ns(float(run.truth_t[-1]))
+        for topic, (pts, scal) in clouds.items():
+            w.write(topic, point_cloud2_msg(t_end, BASE_FRAME, pts, scal, f), t_end)
+        return w.count
+
+
+def _precision_recall(flag: np.ndarray, truth: np.ndarray) -> tuple[float | None, float | None]:
+    tp = int((flag & truth).sum())
+    prec = tp / int(flag.sum()) if flag.any() else None
+    rec = tp / int(truth.sum()) if truth.any() else None
+    return prec, rec
+
+
+def run_demo(
+    out: Path,
+    *,
+    scene: str = "S0",
+    trajectory: int = 0,
+    duration: float = 6.0,
+    seed: int = 0,
+    use_strain: bool = True,
+    use_tof: bool = True,
+    use_gyro: bool = True,
+    window: int = 0,
+    map_path: Path | None = None,
+    distro: str = "jazzy",
+    picture: bool = True,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Simulate, localise, reconstruct, write the outputs; return the metrics (``progress``: stage bar on stderr)."""
+    wall0 = time.perf_counter()
+    out = prepare_out_dir(out)
+    prog = Progress("tof-continuum demo (map, simulate, estimate, reconstruct, bag)", 5, enabled=progress, unit="stage")
+    tof_map = (
+        load_map(map_path)
+        if map_path is not None
+        else PriorMap.from_mesh(compressor_scene("S0").mesh(include_added=False), spacing=0.01, source="S0 mesh")
+    )
+    prog.update(1)
+    sim = simulate(compressor_scene(scene), cfg=SimConfig(duration=duration, trajectory=trajectory, seed=seed))
+    prog.update(2)
+    cfg = LocaliseConfig(use_tof=use_tof, use_gyro=use_gyro, use_strain=use_strain, window=window)
+    t_sim = time.perf_counter()
+    res = localise(sensor_data(sim), tof_map, cfg)
+    t_est = time.perf_counter()
+    prog.update(3)
+    dp, ang = ring_errors(res.state, sim.truth_t, sim.truth_s[1:], sim.truth_pose[:, 1:])
+    summary = summarise_errors(dp, ang)
+    from shape_sensing.estimators.continuum.query import query_poses
+
+    tt = sim.truth_t[sim.truth_t <= res.state.t[-1]]
+    S = sim.truth_s.size
+    est_T = query_poses(res.state, np.repeat(tt, S), np.tile(sim.truth_s, tt.size)).reshape(tt.size, S, 4, 4)
+    # reconstruction and anomalies from every ToF point (also when the estimate did not use them)
+    rec_meas = res.meas
+    if not use_tof:
+        from shape_sensing.estimators.continuum.tof_localise import build_measurements
+
+        rec_meas, _ = build_measurements(sensor_data(sim), tof_map, LocaliseConfig())
+    rec = reconstruct(res.state, rec_meas, tof_map, ab=res.ab, sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate)
+    # which reconstructed points hit an added object: the same zones, in the same order as build_measurements
+    labels = _point_labels(sim)
+    added = np.array([p.added for p in sim.scene.parts] + [False])[labels]
+    prec, recall = _precision_recall(rec.anomaly, added)
+    prog.update(4)
+    write_ply(out / "prior_map.ply", tof_map.points, normals=tof_map.normals, scalars={"planarity": tof_map.planarity})
+    write_ply(out / "reconstruction.ply", rec.points, scalars={"mahalanobis2": rec.mahalanobis2})
+    write_ply(out / "anomalies.ply", rec.points[rec.anomaly])
+    clouds = {
+        "/map/prior": (tof_map.points, {"planarity": tof_map.planarity}),
+        "/reconstruction": (rec.points, {"mahalanobis2": rec.mahalanobis2}),
+        "/anomalies": (rec.points[rec.anomaly], None),
+    }
+    bag_path = out / BAG_NAME
+    count = _write_bag(bag_path, sim, est_T, distro, clouds)
+    prog.update(5)
+    prog.close()
+    metrics: dict[str, Any] = {
+        "scene": scene,
+        "trajectory": trajectory,
+        "duration_s": duration,
+        "sensors": {"tof": use_tof, "gyro": use_gyro, "strain": use_strain},
+        "estimator": f"window {window}" if window else "batch",
+        **{k: round(v, 4) for k, v in summary.items()},
+        "ring_trans_mae_cm": [round(float(v), 3) for v in dp.mean(axis=0) * 100],
+        "ring_rot_mae_deg": [round(float(v), 3) for v in np.rad2deg(ang.mean(axis=0))],
+        "iterations": res.iterations,
+        "converged": bool(res.converged),
+        "stop": res.stop,
+        "tof_points": res.stats.tof_points,
+        "tof_zones_invalid": res.stats.tof_invalid,
+        "tof_matched_fraction": round(rec.matched_fraction, 4),
+        "anomalies": int(rec.anomaly.sum()),
+        "points_on_added_objects": int(added.sum()),
+        "anomaly_precision": None if prec is None else round(prec, 4),
+        "anomaly_recall": None if recall is None else round(recall, 4),
+        "anomaly_tau": round(rec.tau, 3),
+        "map_points": len(tof_map),
+        "messages": count,
+        "simulate_s": round(t_sim - wall0, 2),
+        "estimate_s": round(t_est - t_sim, 2),
+        "bag": str(bag_path),
+    }
+    if picture:
+        png = out / "tof-continuum.png"
+        _plot(png, sim, est_T, tt, tof_map, rec, dp, ang, scene)
+        metrics["picture"] = str(png)
+    metrics["runtime_s"] = round(time.perf_counter() - wall0, 2)
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
+    return metrics
+
+
+def _point_labels(sim: SimRun) -> np.ndarray:
+    """Part hit by each valid zone, in :func:`build_measurements`' order (-1 -> the extra 'none' slot)."""
+    from shape_sensing.estimators.continuum.tof import table_i_sigma
+
+    out = []
+    for i in range(sim.tof_t.size):
+        m = sim.mounts[int(sim.tof_mount[i])]
+        d = sim.tof_distance[i]
+        ok = np.isfinite(table_i_sigma(d)) & (d <= m.max_range) & np.isin(sim.tof_status[i], (5, 9))
+        out.append(sim.tof_part[i][ok])
+    lab = np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
+    return np.where(lab < 0, len(sim.scene.parts), lab)
+
+
+def _plot(
+    path: Path,
+    sim: SimRun,
+    est_T: np.ndarray,
+    tt: np.ndarray,
+    tof_map: PriorMap,
+    rec: Any,
+    dp: np.ndarray,
+    ang: np.ndarray,
+    scene: str,
+) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig = plt.figure(figsize=(16, 5.5))
+    ax1 = fig.add_subplot(1, 3, 1, projection="3d")
+    ax2 = fig.add_subplot(1, 3, 2, projection="3d")
+    ax3 = fig.add_subplot(1, 3, 3)
+    mp = tof_map.points[:: max(1, len(tof_map) // 4000)]
+    for ax in (ax1, ax2):
+        ax.scatter(mp[:, 0], mp[:, 1], mp[:, 2], s=0.3, c="0.7", alpha=0.3)
+    snaps = np.linspace(0, tt.size - 1, 4).astype(int)
+    colors = plt.cm.viridis(np.linspace(0, 0.9, snaps.size))
+    for k, c in zip(snaps, colors, strict=True):
+        ax1.plot(*sim.truth_pose[k, :, :3, 3].T, "o", color=c, ms=4)
+        ax1.plot(*est_T[k, :, :3, 3].T, "x-", color=c, lw=1.2, label=f"t={tt[k]:.1f} s")
+    ax1.set(title=f"{scene}: rings true (o) vs estimated (x)", xlabel="x", ylabel="y", zlabel="z")
+    ax1.legend(fontsize=7)
+    sub = rec.points[:: max(1, rec.points.shape[0] // 20000)]
+    ax2.scatter(sub[:, 0], sub[:, 1], sub[:, 2], s=0.5, c=sub[:, 2], cmap="viridis")
+    an = rec.points[rec.anomaly]
+    if an.size:
+        ax2.scatter(an[:, 0], an[:, 1], an[:, 2], s=3, c="red", label=f"anomalies ({an.shape[0]})")
+        ax2.legend(fontsize=7)
+    ax2.set(title="reconstruction (Eq. 10-11), anomalies (Eq. 12)", xlabel="x", ylabel="y", zlabel="z")
+    for i in range(dp.shape[1]):
+        ax3.plot(tt[: dp.shape[0]], 100 * dp[:, i], lw=1, label=f"ring {i + 1}: {np.rad2deg(ang[:, i]).mean():.2f} deg")
+    ax3.set(xlabel="time (s)", ylabel="translation error (cm)", title="ring errors (legend: rotation MAE)")
+    ax3.grid(True, alpha=0.3)
+    ax3.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run(args: argparse.Namespace) -> int:
+    """CLI entry."""
+    metrics = run_demo(
+        args.out,
+        scene=args.scene,
+        trajectory=args.trajectory,
+        duration=args.duration,
+        seed=args.seed,
+        use_strain=not args.no_strain,
+        use_tof=not args.no_tof,
+        use_gyro=not args.no_gyro,
+        window=args.window,
+        map_path=args.map,
+        distro=args.distro,
+        picture=not args.no_picture,
+        progress=not args.json,
+    )
+    print_metrics(metrics, args.json, title=f"tof-continuum demo ({args.scene})")
+    return 0

@@ -1,0 +1,398 @@
+"""Time-of-flight, strain and gyroscope-bias pieces of the continuum estimator (seed 001, Eq. 1-4, 7-9, 10-11).
+
+* :func:`table_i_sigma`: the range-dependent noise of a VL53L5CX zone (Table I).
+* :func:`zone_directions` / :func:`frame_points`: a frame's zones as points in the sensor's optical frame
+  (``z`` the boresight; the chip reports the distance along ``z``, so a zone's point is
+  ``d [tan(ax), tan(ay), 1]``), then in the ring's backbone frame through the sensor's mounting.
+* :func:`ring_mounts`: three radial sensors per ring at 120 deg, successive rings offset by 60 deg, and an
+  optional forward-looking sensor at the tip.
+* :func:`tof_factor`: the point-to-plane error ``e = alpha n^T (p - T q)`` of every point against its nearest
+  map point (matched again at every evaluation, so at every Gauss-Newton iteration), whitened by the point's
+  noise, with the Cauchy loss of Eq. 3 by iteratively reweighted least squares. The pose ``T`` at the
+  point's time and arc length is the estimator's Gaussian-process interpolation (cubic Hermite in time at
+  the two surrounding arc-length nodes, then along s), so the factor touches four nodes. A frame's many
+  scalar terms share one interpolated pose, and the frames of one time interval and ring share their four
+  nodes: their ``J^T W J`` and ``J^T W r`` are summed into one information-form factor per such group (the
+  robust cost carried beside it), which keeps the normal equations' size independent of the number of
+  zones and frames.
+* :func:`strain_factor`: measured curvatures against the strain's angular x, y entries (Eq. 9), linear
+  between the four surrounding nodes.
+* :func:`stationary_bias`: constant gyroscope bias of each sensor from an initial still period.
+* :func:`project_points`: Eq. 10-11, points in the world with their covariance from the pose covariance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.errors import ContinuumError
+from shape_sensing.estimators.continuum.factors import FactorBatch, hermite
+from shape_sensing.estimators.continuum.model import DOF
+from shape_sensing.geometry import FloatArray
+
+__all__ = [
+    "MIN_RANGE",
+    "VALID_STATUS",
+    "TofMount",
+    "frame_points",
+    "group_sum",
+    "info_batch",
+    "pose_st",
+    "project_points",
+    "ring_mounts",
+    "stationary_bias",
+    "strain_factor",
+    "strain_measurement",
+    "table_i_sigma",
+    "tof_factor",
+    "zone_directions",
+]
+
+IntArray = NDArray[np.int64]
+
+#: Below this distance (m) a reading is invalid (Table I).
+MIN_RANGE = 0.025
+#: VL53L5CX target_status codes taken as valid (ST UM2884: 5 valid, 9 valid with a large pulse).
+VALID_STATUS = (5, 9)
+
+
+def table_i_sigma(d: FloatArray) -> FloatArray:
+    """1-sigma (m) of a zone distance ``d`` (m), Table I; NaN where invalid (below 0.025 m or not finite).
+
+    ``sigma = c(d) d`` with ``c`` from 0.014 to 0.012 linearly over [0.025, 0.6), 0.012 to 0.006 over
+    [0.6, 1.2), and 0.006 beyond.
+    """
+    d = np.asarray(d, dtype=np.float64)
+    c = np.where(
+        d < 0.6,
+        0.014 + (0.012 - 0.014) * (d - 0.025) / (0.6 - 0.025),
+        np.where(d < 1.2, 0.012 + (0.006 - 0.012) * (d - 0.6) / 0.6, 0.006),
+    )
+    out = c * d
+    return np.where(np.isfinite(d) & (d >= MIN_RANGE), out, np.nan)
+
+
+def zone_directions(zones_per_side: int, fov: float) -> FloatArray:
+    """``(Z, 3)`` vectors ``[tan(ax), tan(ay), 1]`` of a frame's zones, row-major (row along +y, col along +x)."""
+    if zones_per_side < 1:
+        raise ContinuumError(f"zones per side must be >= 1, got {zones_per_side}")
+    if not 0 < fov < np.pi:
+        raise ContinuumError(f"field of view must be in (0, pi) rad, got {fov}")
+    from shape_sensing.messages.tof import zone_directions as directions  # the ring driver's zone geometry
+
+    return np.asarray(directions(zones_per_side, fov), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class TofMount:
+    """A ToF sensor on the robot.
+
+    Attributes:
+        name: frame id of the sensor's optical frame.
+        s: arc length (m) of the ring (backbone frame) carrying it.
+        T_ring_sensor: ``(4, 4)`` the sensor's optical frame in the ring's backbone frame.
+        zones_per_side: 4 or 8.
+        fov: full field of view per axis (rad).
+        max_range: m.
+    """
+
+    name: str
+    s: float
+    T_ring_sensor: FloatArray
+    zones_per_side: int = 8
+    fov: float = float(np.deg2rad(45.0))
+    max_range: float = 4.0
+
+
+def ring_mounts(
+    ring_s: list[float] | FloatArray,
+    radius: float,
+    *,
+    per_ring: int = 3,
+    ring_offset_deg: float = 60.0,
+    tip_forward: bool = False,
+    zones_per_side: int = 8,
+    fov_deg: float = 45.0,
+    max_range: float = 4.0,
+) -> list[TofMount]:
+    """Radial sensors on rings: ``per_ring`` at ``360 / per_ring`` deg, ring ``i`` turned by ``i ring_offset_deg``.
+
+    A sensor's boresight (optical z) points radially out from the backbone at ``radius``, its optical y
+    along the backbone's -z (towards the base) and x completing the right-handed frame. With
+    ``tip_forward`` the last ring also carries a sensor looking along the backbone's z.
+    """
+    out: list[TofMount] = []
+    fov = float(np.deg2rad(fov_deg))
+    for i, s in enumerate(np.asarray(ring_s, dtype=np.float64)):
+        for j in range(per_ring):
+            th = np.deg2rad(i * ring_offset_deg + j * 360.0 / per_ring)
+            zc = np.array([np.cos(th), np.sin(th), 0.0])
+            yc = np.array([0.0, 0.0, -1.0])
+            xc = np.cross(yc, zc)
+            T = np.eye(4)
+            T[:3, :3] = np.column_stack([xc, yc, zc])
+            T[:3, 3] = radius * zc
+            out.append(TofMount(f"tof_{i}_{j}", float(s), T, zones_per_side, fov, max_range))
+    if tip_forward and len(ring_s):
+        out.append(TofMount("tof_tip", float(np.asarray(ring_s)[-1]), np.eye(4), zones_per_side, fov, max_range))
+    return out
+
+
+def frame_points(
+    mount: TofMount,
+    distance: FloatArray,
+    status: NDArray[np.uint8] | None = None,
+    *,
+    valid_status: tuple[int, ...] = VALID_STATUS,
+) -> tuple[FloatArray, FloatArray, int]:
+    """Valid zones of one frame as ``(P, 3)`` points in the ring's backbone frame, their Table I sigmas, and the
+    number of zones left out (bad status, NaN, below the minimum range or beyond the maximum)."""
+    d = np.asarray(distance, dtype=np.float64).reshape(-1)
+    z = mount.zones_per_side**2
+    if d.size != z:
+        raise ContinuumError(f"{mount.name}: frame has {d.size} distances, expected {z}")
+    sig = table_i_sigma(d)
+    ok = np.isfinite(sig) & (d <= mount.max_range)
+    if status is not None:
+        st = np.asarray(status).reshape(-1)
+        if st.size != z:
+            raise ContinuumError(f"{mount.name}: frame has {st.size} status codes, expected {z}")
+        ok &= np.isin(st, valid_status)
+    q = d[ok, None] * zone_directions(mount.zones_per_side, mount.fov)[ok]
+    qr = q @ mount.T_ring_sensor[:3, :3].T + mount.T_ring_sensor[:3, 3]
+    return qr, sig[ok], int((~ok).sum())
+
+
+def pose_st(
+    T: FloatArray,
+    eps: FloatArray,
+    varpi: FloatArray,
+    nodes: tuple[IntArray, IntArray, IntArray, IntArray],
+    ut: FloatArray,
+    dt: FloatArray,
+    us: FloatArray,
+    h: FloatArray,
+) -> tuple[FloatArray, list[FloatArray]]:
+    """Pose between nodes in time and s (as :func:`~.factors.pose_factor_st`) and its four ``(M, 6, 18)``
+    Jacobians (right perturbation) with respect to nodes ``(n, k)``, ``(n, k+1)``, ``(n+1, k)``, ``(n+1, k+1)``."""
+    n00, n01, n10, n11 = nodes
+    M = n00.size
+    Tn, A_T, A_v, B_T, B_v = hermite(T[n00], varpi[n00], T[n01], varpi[n01], ut, dt)
+    Tm, C_T, C_v, D_T, D_v = hermite(T[n10], varpi[n10], T[n11], varpi[n11], ut, dt)
+    en = (1.0 - ut)[:, None] * eps[n00] + ut[:, None] * eps[n01]
+    em = (1.0 - ut)[:, None] * eps[n10] + ut[:, None] * eps[n11]
+    Ts, S_Tn, S_en, S_Tm, S_em = hermite(Tn, en, Tm, em, us, h)
+    jacs = []
+    for JT, Je, PT, Pv, wt in (
+        (S_Tn, S_en, A_T, A_v, 1.0 - ut),
+        (S_Tn, S_en, B_T, B_v, ut),
+        (S_Tm, S_em, C_T, C_v, 1.0 - ut),
+        (S_Tm, S_em, D_T, D_v, ut),
+    ):
+        J = np.zeros((M, 6, DOF))
+        J[:, :, :6] = JT @ PT
+        J[:, :, 6:12] = wt[:, None, None] * Je
+        J[:, :, 12:] = JT @ Pv
+        jacs.append(J)
+    return Ts, jacs
+
+
+def point_jacobian(R: FloatArray, q: FloatArray) -> FloatArray:
+    """``(P, 3, 6)`` derivative of ``T q`` with respect to the right perturbation of ``T``: ``R [I, -q^]``."""
+    out = np.empty((q.shape[0], 3, 6))
+    out[:, :, :3] = R
+    out[:, :, 3:] = -R @ lie.skew(q)
+    return out
+
+
+@dataclass
+class TofEvaluation:
+    """Per-point outcome of :func:`tof_factor` (for diagnostics and tests)."""
+
+    world: FloatArray  # (P, 3) points in the world at the current estimate
+    matched: NDArray[np.bool_]  # within the gate
+    r: FloatArray  # whitened residuals of the matched points
+    weight: FloatArray  # their IRLS weights
+
+
+def tof_factor(
+    T: FloatArray,
+    eps: FloatArray,
+    varpi: FloatArray,
+    cells: tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray, FloatArray],
+    frame: IntArray,
+    q: FloatArray,
+    sigma: FloatArray,
+    tof_map: object,
+    *,
+    sigma_extra: float = 0.0,
+    cauchy: float | None = 1.0,
+    gate: float = 0.5,
+    details: list[TofEvaluation] | None = None,
+) -> FactorBatch:
+    """Point-to-plane factors of ToF points, folded into one factor per group of frames on the same four nodes.
+
+    Args:
+        T, eps, varpi: flat state.
+        cells: per frame, the four surrounding nodes, fraction in time, slice spacing, fraction along s, node
+            spacing (as :func:`pose_st` takes them).
+        frame: ``(P,)`` frame of each point.
+        q: ``(P, 3)`` points in the ring's backbone frame.
+        sigma: ``(P,)`` their 1-sigma noise (m).
+        tof_map: a :class:`~shape_sensing.io.maps.PriorMap`.
+        sigma_extra: added in quadrature to ``sigma``.
+        cauchy: Cauchy scale (whitened), ``None`` for least squares.
+        gate: points farther than this from the map are not matched.
+        details: if given, a :class:`TofEvaluation` is appended.
+    """
+    nodes, ut, dt, us, h = cells
+    F = nodes[0].size
+    Ts, jacs = pose_st(T, eps, varpi, nodes, ut, dt, us, h)
+    Tp = Ts[frame]
+    world = np.einsum("pij,pj->pi", Tp[:, :3, :3], q) + Tp[:, :3, 3]
+    dist, idx = tof_map.nearest(world)  # type: ignore[attr-defined]
+    matched = dist <= gate
+    n = tof_map.normals[idx[matched]]  # type: ignore[attr-defined]
+    alpha = tof_map.planarity[idx[matched]]  # type: ignore[attr-defined]
+    pm = tof_map.points[idx[matched]]  # type: ignore[attr-defined]
+    sig = np.sqrt(sigma[matched] ** 2 + sigma_extra**2)
+    fm = frame[matched]
+    e = alpha * np.einsum("pi,pi->p", n, pm - world[matched])
+    r = e / sig
+    # d r / d(right perturbation of the frame's pose), (P, 6)
+    g = -(alpha / sig)[:, None] * np.einsum("pi,pij->pj", n, point_jacobian(Tp[matched, :3, :3], q[matched]))
+    if cauchy is None:
+        wgt = np.ones_like(r)
+        costs = 0.5 * r**2
+    else:
+        wgt = 1.0 / (1.0 + r**2 / cauchy**2)
+        costs = 0.5 * cauchy**2 * np.log1p(r**2 / cauchy**2)
+    if details is not None:
+        details.append(TofEvaluation(world, matched, r, wgt))
+    gw = np.sqrt(wgt)[:, None] * g
+    A = np.stack(
+        [np.bincount(fm, gw[:, i] * gw[:, j], minlength=F) for i in range(6) for j in range(6)], axis=1
+    ).reshape(F, 6, 6)
+    b = np.stack([np.bincount(fm, wgt * r * g[:, i], minlength=F) for i in range(6)], axis=1)
+    # frames sharing their four nodes (one time interval, one ring) are summed together
+    G = np.concatenate(jacs, axis=2)  # (F, 6, 72)
+    groups, Ag, bg = group_sum(list(nodes), np.swapaxes(G, 1, 2) @ A @ G, np.einsum("fai,fa->fi", G, b))
+    return info_batch("tof", groups, Ag, bg, float(costs.sum()))
+
+
+def group_sum(nodes: list[IntArray], A: FloatArray, b: FloatArray) -> tuple[list[IntArray], FloatArray, FloatArray]:
+    """Sum per-item ``A`` ``(M, ...)`` and ``b`` over items on the same node tuple: the distinct tuples and sums."""
+    key = np.stack(nodes, axis=1)
+    top = int(key.max()) + 1 if key.size else 1
+    flat = np.zeros(key.shape[0], dtype=np.int64)
+    for i in range(key.shape[1]):  # one integer per tuple (nodes < 2^15 for 4-tuples)
+        flat = flat * top + key[:, i]
+    _, first, gi = np.unique(flat, return_index=True, return_inverse=True)
+    groups = key[first]
+    gi = np.asarray(gi).reshape(-1)
+    order = np.argsort(gi, kind="stable")
+    starts = np.searchsorted(gi[order], np.arange(groups.shape[0]))
+    Ag = np.add.reduceat(A[order], starts, axis=0)
+    bg = np.add.reduceat(b[order], starts, axis=0)
+    return [np.ascontiguousarray(groups[:, i]).astype(np.int64) for i in range(len(nodes))], Ag, bg
+
+
+def info_batch(name: str, nodes: list[IntArray], A: FloatArray, b: FloatArray, cost: float) -> FactorBatch:
+    """A factor batch given by its summed ``J^T W J`` and ``J^T W r`` (see :class:`~.factors.FactorBatch`)."""
+    M = A.shape[0]
+    A = 0.5 * (A + np.swapaxes(A, 1, 2))
+    jac = [np.zeros((M, 0, DOF)) for _ in nodes]
+    return FactorBatch(name, nodes, jac, np.zeros((M, 0)), None, cost=cost, info=(A, b))
+
+
+def strain_measurement(
+    theta: FloatArray, kappa: FloatArray, sigma_theta: float, sigma_kappa: float
+) -> tuple[FloatArray, FloatArray]:
+    """Curvatures ``(S, 2)`` about x and y, and their ``(S, 2, 2)`` square-root information, from a bending angle
+    ``theta`` (direction of bending in the cross-section, from x) and curvature ``kappa`` (Eq. 7-8 in the
+    z-tangent convention: the angular strain is ``kappa [-sin(theta), cos(theta)]``, bending the backbone
+    towards ``[cos(theta), sin(theta)]``). Along the bending direction the noise is ``sigma_kappa``; across it
+    ``sqrt((kappa sigma_theta)^2 + sigma_kappa^2)``."""
+    th = np.asarray(theta, dtype=np.float64).reshape(-1)
+    ka = np.asarray(kappa, dtype=np.float64).reshape(-1)
+    u = np.column_stack([-np.sin(th), np.cos(th)])  # the angular strain's direction
+    v = np.column_stack([-np.cos(th), -np.sin(th)])  # across it
+    k = ka[:, None] * u
+    s_across = np.sqrt((ka * sigma_theta) ** 2 + sigma_kappa**2)
+    W = np.stack([u / sigma_kappa, v / s_across[:, None]], axis=1)
+    return k, W
+
+
+def strain_factor(
+    eps: FloatArray,
+    nodes: tuple[IntArray, IntArray, IntArray, IntArray],
+    ut: FloatArray,
+    us: FloatArray,
+    k_meas: FloatArray,
+    W: FloatArray,
+    cauchy: float | None = None,
+    *,
+    folded: bool = True,
+) -> FactorBatch:
+    """Measured curvatures against the strain's angular x, y entries interpolated linearly in time and s (Eq. 9);
+    ``folded``: one summed (information-form) factor per group of readings on the same four nodes."""
+    n00, n01, n10, n11 = nodes
+    M = n00.size
+    c = [(1 - ut) * (1 - us), ut * (1 - us), (1 - ut) * us, ut * us]
+    k = sum(ci[:, None] * eps[n][:, 3:5] for ci, n in zip(c, nodes, strict=True))
+    r = np.einsum("mij,mj->mi", W, k - k_meas)
+    jacs = []
+    for ci in c:
+        J = np.zeros((M, 2, DOF))
+        J[:, :, 9:11] = ci[:, None, None] * W
+        jacs.append(J)
+    if not folded or cauchy is not None:
+        return FactorBatch("strain", [n00, n01, n10, n11], jacs, r, cauchy)
+    # many readings share their four nodes (a time interval and a node span): sum them, as the ToF points,
+    # in the 8 coordinates they touch (angular x, y strain of each node)
+    G8 = np.concatenate([ci[:, None, None] * W for ci in c], axis=2)  # (M, 2, 8)
+    groups, A8, b8 = group_sum(list(nodes), np.swapaxes(G8, 1, 2) @ G8, np.einsum("mai,ma->mi", G8, r))
+    cols = np.concatenate([i * DOF + np.array([9, 10]) for i in range(4)])
+    A = np.zeros((A8.shape[0], 4 * DOF, 4 * DOF))
+    A[:, cols[:, None], cols[None, :]] = A8
+    b = np.zeros((A8.shape[0], 4 * DOF))
+    b[:, cols] = b8
+    return info_batch("strain", groups, A, b, float(0.5 * np.sum(r * r)))
+
+
+def stationary_bias(t: FloatArray, s: FloatArray, w: FloatArray, t_still: float) -> dict[float, FloatArray]:
+    """Constant gyroscope bias per sensor (keyed by arc length): the mean reading over ``t < t_still``.
+
+    Raises:
+        ContinuumError: a sensor has no reading in the still period.
+    """
+    out: dict[float, FloatArray] = {}
+    for sv in np.unique(s):
+        m = (s == sv) & (t < t_still)
+        if not m.any():
+            raise ContinuumError(f"gyroscope at s = {sv} m has no reading before t = {t_still} s to average a bias")
+        out[float(sv)] = np.nanmean(w[m], axis=0)
+    return out
+
+
+def project_points(
+    T: FloatArray, q: FloatArray, sigma: FloatArray, cov6: FloatArray | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Eq. 10-11: points ``p = T q`` ``(P, 3)`` and covariances ``(P, 3, 3)``.
+
+    Args:
+        T: ``(P, 4, 4)`` poses at the points' times and arc lengths.
+        q: ``(P, 3)`` points in the ring frame.
+        sigma: ``(P,)`` isotropic point noise (m).
+        cov6: ``(P, 6, 6)`` pose covariance (right perturbation, ``[rho; phi]``) or ``None``.
+    """
+    p = np.einsum("pij,pj->pi", T[:, :3, :3], q) + T[:, :3, 3]
+    cov = (sigma**2)[:, None, None] * np.eye(3)[None]
+    if cov6 is not None:
+        G = point_jacobian(T[:, :3, :3], q)
+        cov = cov + G @ cov6 @ np.swapaxes(G, 1, 2)
+    return p, cov
