@@ -51,6 +51,8 @@ setup(
         "threadpoolctl>=3.1,<4",
         "rosbags>=0.11.9,<0.12",
         "mcap>=1.6,<2",
+        "trimesh>=5.2,<6",
+        "tqdm>=4.64,<5",
     ],
     extras_require={
         # drivers on real buses and their simulated twins (smbus2 I2C, pyserial pty, python-can virtual bus)

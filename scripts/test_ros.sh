@@ -24,7 +24,7 @@ WS=${ROS_WS:-$ROOT/.ros-ws}
 # module -> Debian/Ubuntu package (also the rosdep keys of package.xml)
 DISTRO_MODULES="numpy:python3-numpy scipy:python3-scipy matplotlib:python3-matplotlib yaml:python3-yaml
 threadpoolctl:python3-threadpoolctl can:python3-can serial:python3-serial smbus2:python3-smbus2
-hypothesis:python3-hypothesis pytest:python3-pytest ensurepip:python3-venv"
+tqdm:python3-tqdm hypothesis:python3-hypothesis pytest:python3-pytest ensurepip:python3-venv"
 
 missing_distro_packages() {
   local missing="" pair
@@ -73,7 +73,7 @@ if [ ! -f "$stamp" ]; then
   "$SYS_PY" -m venv --system-site-packages "$VENV"
   "$SYS_PY" - > "$VENV/constraints.txt" <<'PY'
 import importlib.metadata as md
-for dist in ["numpy", "scipy", "matplotlib", "PyYAML", "threadpoolctl", "python-can", "pyserial", "smbus2",
+for dist in ["numpy", "scipy", "matplotlib", "PyYAML", "threadpoolctl", "python-can", "pyserial", "smbus2", "tqdm",
              "hypothesis", "pytest"]:
     print(f"{dist}=={md.version(dist)}")
 PY
