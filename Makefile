@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint typecheck pytest bench clean
+.PHONY: venv demo test lint typecheck pytest bench clean test-ros
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -28,11 +28,20 @@ typecheck: $(STAMP)
 pytest: $(STAMP)
 	$(PY) -m pytest -q
 
-## Lint, type check and the test suite.
+## Lint, type check and the test suite; where ROS 2 is sourced (ROS_DISTRO set) also the ROS stage.
 test: lint typecheck pytest
+ifneq ($(ROS_DISTRO),)
+	$(MAKE) test-ros
+endif
+
+## ROS stage (needs ROS 2 sourced): colcon build plain and --symlink-install, the suite on the installed package
+## with the distribution's Python stack (venv .venv-ros on /usr/bin/python3 --system-site-packages), rclpy and
+## launch tests. See scripts/test_ros.sh.
+test-ros:
+	bash scripts/test_ros.sh
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) -u $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache out
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache out .venv-ros .ros-ws

@@ -1,4 +1,8 @@
-"""ament_python build of shape_sensing (also pip-installable without ROS 2)."""
+"""pip install of shape_sensing without ROS 2 (the ROS 2 build is CMakeLists.txt: ament_cmake + rosidl).
+
+Console scripts are declared once, in setup.cfg's [options.entry_points], for both routes; ``NODES`` below is the
+table of node executables that the launch-file checks read (test/test_packaging.py checks setup.cfg against it).
+"""
 
 from glob import glob
 
@@ -36,15 +40,29 @@ setup(
         (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),
         (f"share/{PACKAGE}/msg", glob("msg/*.msg")),
     ],
-    install_requires=["setuptools"],
-    zip_safe=True,
+    python_requires=">=3.11",
+    # Ranges tested: the low end on Debian 12's python3-numpy/scipy/matplotlib (the ROS stage of .ci/run), the
+    # high end on requirements.txt's pins (make test). Ubuntu 24.04 (Jazzy) ships numpy 1.26, scipy 1.11.
+    install_requires=[
+        "numpy>=1.24,<3",
+        "scipy>=1.10,<2",
+        "matplotlib>=3.6,<4",
+        "PyYAML>=6.0,<7",
+        "threadpoolctl>=3.1,<4",
+        "rosbags>=0.11.9,<0.12",
+        "mcap>=1.6,<2",
+        "trimesh>=5.2,<6",
+        "tqdm>=4.64,<5",
+    ],
+    extras_require={
+        # drivers on real buses and their simulated twins (smbus2 I2C, pyserial pty, python-can virtual bus)
+        # and ST's VL53L5CX firmware image, shipped in SparkFun's package (read as data)
+        "hardware": ["python-can>=4.1,<5", "pyserial>=3.5,<4", "smbus2>=0.4.2,<0.7", "sparkfun-qwiic-vl53l5cx>=2.0,<3"],
+        "test": ["pytest>=7.2", "hypothesis>=6.67", "easydubins>=1.3.1,<2", "mcap-ros2-support>=0.6,<0.7"],
+    },
+    zip_safe=False,
     maintainer="shape_sensing maintainers",
     maintainer_email="maintainers@shape-sensing.invalid",
     description="Live shape sensing of continuum robots: drivers, estimators, TF, markers and bags.",
     license="Apache-2.0",
-    tests_require=["pytest"],
-    entry_points={
-        "console_scripts": [f"{name} = {PACKAGE}.nodes.{module}:main" for name, module in NODES.items()]
-        + ["shape-sensing = shape_sensing.cli:main"],
-    },
 )

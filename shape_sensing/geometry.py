@@ -111,25 +111,49 @@ def quat_to_matrix(q: ArrayLike) -> FloatArray:
     norm = np.linalg.norm(q, axis=-1)
     if np.any(~np.isfinite(norm)) or np.any(norm < 1e-6):
         raise ValueError(f"quaternion with zero or non-finite norm: {q!r}")
+    if q.size == 0:  # scipy 1.10-1.11 refuse empty stacks
+        return np.zeros((*q.shape[:-1], 3, 3))
     return Rotation.from_quat(q.reshape(-1, 4)).as_matrix().reshape(*q.shape[:-1], 3, 3)
 
 
+def canonical_quat(q: ArrayLike) -> FloatArray:
+    """``[x, y, z, w]`` quaternions with the sign scipy's ``as_quat(canonical=True)`` picks (a copy).
+
+    Of ``q`` and ``-q`` (the same rotation): the one with ``w > 0``; where ``w == 0``, the one whose first non-zero
+    of ``x, y, z`` is positive. Done here because ``canonical=`` needs scipy >= 1.11 (Debian 12 has 1.10).
+    """
+    q = _as_float(q).copy()
+    flip = q[..., 3] < 0
+    undecided = q[..., 3] == 0
+    for k in range(3):
+        flip |= undecided & (q[..., k] < 0)
+        undecided &= q[..., k] == 0
+    q[flip] *= -1.0
+    return q
+
+
 def matrix_to_quat(R: ArrayLike) -> FloatArray:
-    """Rotation matrices to ``[x, y, z, w]`` quaternions with ``w >= 0``."""
+    """Rotation matrices to ``[x, y, z, w]`` quaternions with ``w >= 0`` (:func:`canonical_quat`)."""
     R = _as_float(R)
-    q = Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat(canonical=True)
+    if R.size == 0:
+        return np.zeros((*R.shape[:-2], 4))
+    q = canonical_quat(Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat())
     return q.reshape(*R.shape[:-2], 4)
 
 
 def rotvec_to_matrix(v: ArrayLike) -> FloatArray:
-    """Rotation vectors (axis * angle) to rotation matrices."""
+    """Rotation vectors (axis * angle) to rotation matrices (an empty stack gives an empty stack)."""
     v = _as_float(v)
+    if v.size == 0:  # scipy 1.10-1.11 refuse empty stacks ("Invalid shape in axis 0: 0.")
+        return np.zeros((*v.shape[:-1], 3, 3))
     return Rotation.from_rotvec(v.reshape(-1, 3)).as_matrix().reshape(*v.shape[:-1], 3, 3)
 
 
 def matrix_to_rotvec(R: ArrayLike) -> FloatArray:
     """Rotation matrices to rotation vectors, angle in ``[0, pi]``."""
     R = _as_float(R)
+    if R.size == 0:
+        return np.zeros((*R.shape[:-2], 3))
     return Rotation.from_matrix(R.reshape(-1, 3, 3)).as_rotvec().reshape(*R.shape[:-2], 3)
 
 

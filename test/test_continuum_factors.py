@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from scipy.integrate import trapezoid
 
 from shape_sensing import geometry
 from shape_sensing.estimators.continuum import factors as fac
@@ -98,7 +99,7 @@ def test_space_prior_weight_is_the_inverse_of_its_covariance() -> None:
     taus = np.linspace(0.0, h, 2001)
     phis = [np.eye(18) + A * t + A @ A * t * t / 2 for t in taus]  # A^3 = 0: exact
     vals = np.array([P @ Lq @ P.T for P in phis])
-    cov = np.trapezoid(vals, taus, axis=0)
+    cov = trapezoid(vals, taus, axis=0)  # scipy.integrate: np.trapezoid needs numpy >= 2
     assert np.allclose(np.linalg.inv(W.T @ W), cov, rtol=1e-5, atol=1e-12)
     # a still robot gets the uncoupled process: the 12 x 12 constant-strain block and h Q3 on velocity
     W0 = fac.space_prior_sqrt_info(np.zeros((1, 6)), np.array([h]), Q2, Q3)[0]

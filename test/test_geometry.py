@@ -65,3 +65,130 @@ def test_bad_inputs_raise_clear_errors() -> None:
         g.quat_to_matrix([0.0, 0.0, 0.0, 0.0])
     with pytest.raises(ValueError, match="3- or 6-vector"):
         g.hat([1.0, 2.0])
+
+
+# -- the distro's scipy (Debian 12: 1.10; Ubuntu 24.04: 1.11) -------------------------------------------------------
+class Scipy110Rotation:
+    """scipy 1.10's ``Rotation`` where it differs from the newest: ``as_quat()`` takes no argument (``canonical=``
+    is new in 1.11) and ``from_*`` refuse an empty stack ("Invalid shape in axis 0: 0.", as 1.10 and 1.11 do).
+    Wraps the installed ``Rotation``; the real 1.10 runs the whole suite in the ROS stage of .ci/run."""
+
+    def __init__(self, rot: Rotation) -> None:
+        self._rot = rot
+
+    @staticmethod
+    def _refuse_empty(values: object, width: int) -> None:
+        arr = np.asarray(values, dtype=float)
+        if arr.ndim > 1 and arr.shape[0] == 0:
+            raise ValueError("Invalid shape in axis 0: 0.")
+        if arr.shape[-1:] != (width,) and arr.shape[-2:] != (3, 3):
+            raise ValueError(f"bad shape {arr.shape}")
+
+    @classmethod
+    def from_quat(cls, q: object) -> Scipy110Rotation:
+        cls._refuse_empty(q, 4)
+        return cls(Rotation.from_quat(q))
+
+    @classmethod
+    def from_matrix(cls, m: object) -> Scipy110Rotation:
+        cls._refuse_empty(m, 3)
+        return cls(Rotation.from_matrix(m))
+
+    @classmethod
+    def from_rotvec(cls, v: object) -> Scipy110Rotation:
+        cls._refuse_empty(v, 3)
+        return cls(Rotation.from_rotvec(v))
+
+    def as_quat(self) -> np.ndarray:
+        return self._rot.as_quat()
+
+    def as_matrix(self) -> np.ndarray:
+        return self._rot.as_matrix()
+
+    def as_rotvec(self) -> np.ndarray:
+        return self._rot.as_rotvec()
+
+
+@pytest.fixture
+def scipy_110(monkeypatch: pytest.MonkeyPatch) -> None:
+    from shape_sensing.estimators import hinge_arc
+    from shape_sensing.estimators.continuum import lie
+
+    for module in (g, lie, hinge_arc):
+        monkeypatch.setattr(module, "Rotation", Scipy110Rotation)
+
+
+def test_scipy_110_stand_in_refuses_what_scipy_110_refuses() -> None:
+    with pytest.raises(TypeError):
+        Scipy110Rotation.from_rotvec([[0.1, 0.0, 0.0]]).as_quat(canonical=True)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="Invalid shape in axis 0: 0"):
+        Scipy110Rotation.from_rotvec(np.zeros((0, 3)))
+
+
+def test_canonical_quat_picks_scipys_sign_including_w_zero() -> None:
+    """scipy >= 1.11's ``as_quat(canonical=True)`` is the reference: random rotations and every w = 0 tie."""
+    rot = Rotation.random(200, random_state=11)
+    cases = [rot.as_quat(), -rot.as_quat()]
+    ties = np.array([[1, 0, 0, 0], [-1, 0, 0, 0], [0, -1, 0, 0], [0, 0, -1, 0], [-0.6, 0.8, 0, 0], [0, -0.6, 0.8, 0],
+                     [0, 0.6, -0.8, 0], [0.6, -0.8, 0, 0]], dtype=float)
+    cases.append(ties)
+    for q in cases:
+        mine = g.canonical_quat(q)
+        assert np.array_equal(np.abs(mine), np.abs(q))  # a sign flip per row, nothing else
+        if "canonical" in (Rotation.as_quat.__doc__ or ""):  # scipy >= 1.11
+            ref = Rotation.from_quat(q)
+            np.testing.assert_array_equal(g.canonical_quat(ref.as_quat()), ref.as_quat(canonical=True))
+    expected_ties = np.array([[1, 0, 0, 0], [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0.6, -0.8, 0, 0],
+                              [0, 0.6, -0.8, 0], [0, 0.6, -0.8, 0], [0.6, -0.8, 0, 0]], dtype=float)
+    np.testing.assert_array_equal(g.canonical_quat(ties), expected_ties)
+    assert g.canonical_quat(np.zeros((0, 4))).shape == (0, 4)
+
+
+def test_quaternions_and_empty_stacks_on_the_scipy_110_api(scipy_110: None) -> None:
+    rot = Rotation.random(50, random_state=5)
+    q = g.matrix_to_quat(rot.as_matrix())
+    assert np.all(q[:, 3] >= 0)
+    np.testing.assert_allclose(Rotation.from_quat(q).as_matrix(), rot.as_matrix(), atol=1e-12)
+    assert g.matrix_to_quat(np.eye(3)).shape == (4,)
+    assert g.rotvec_to_matrix(np.zeros((0, 3))).shape == (0, 3, 3)
+    assert g.quat_to_matrix(np.zeros((0, 4))).shape == (0, 3, 3)
+    assert g.matrix_to_quat(np.zeros((0, 3, 3))).shape == (0, 4)
+    assert g.matrix_to_rotvec(np.zeros((0, 3, 3))).shape == (0, 3)
+
+
+def test_continuum_exp_of_no_twists_on_the_scipy_110_api(scipy_110: None) -> None:
+    from shape_sensing.estimators.continuum import lie
+
+    assert lie.exp(np.zeros((0, 6))).shape == (0, 4, 4)
+    xi = RNG.normal(size=(4, 6)) * 0.3
+    np.testing.assert_allclose(lie.exp(xi), np.array([expm(g.hat(x)) for x in xi]), atol=1e-12)
+
+
+def test_hinge_arc_quaternions_of_no_sensors_on_the_scipy_110_api(scipy_110: None) -> None:
+    from shape_sensing.estimators import hinge_arc
+
+    assert hinge_arc.quats_to_matrices(np.zeros((0, 4))).shape == (0, 3, 3)
+
+
+def test_vine_simulator_quaternions_on_the_scipy_110_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's IMU quaternions come out canonical with scipy 1.10's ``as_quat()`` (no ``canonical=``)."""
+    from shape_sensing.sim import vine
+
+    original = Rotation.as_quat
+    calls = []
+
+    def as_quat_110(self: Rotation) -> np.ndarray:
+        calls.append(1)
+        return original(self)
+
+    try:
+        Rotation.as_quat = original  # type: ignore[method-assign]
+    except TypeError:  # an extension type in older scipy, whose as_quat is the old API itself
+        calls.append(1)
+    else:
+        monkeypatch.setattr(Rotation, "as_quat", as_quat_110)
+    samples = vine.VineSimulator(vine.VineSimConfig()).imu_samples(1.0)
+    assert calls and len(samples) == vine.VineSimConfig().n_sensors
+    quats = np.array([s.orientation for s in samples])
+    assert np.all(quats[:, 3] >= 0)
+    np.testing.assert_allclose(np.linalg.norm(quats, axis=1), 1.0, atol=1e-12)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import os
+import select
 import sys
 import types
 from typing import Any
@@ -59,12 +60,14 @@ def test_pty_stream_split_across_reads() -> None:
         data = Wt901Emulator().cycle_bytes([0.5, 0.25, -0.75]) * 3
         os.write(master, data[:17])
         got = []
-        for _ in range(2000):  # bounded wait for the tty to deliver
+        for _ in range(2000):  # bounded wait for the tty to deliver (each round waits until readable, <= 5 ms)
+            select.select([port.fileno()], [], [], 0.005)
             got += drv.poll()
             if drv.parser.stats.frames >= 1:
                 break
         os.write(master, data[17:])
         for _ in range(2000):
+            select.select([port.fileno()], [], [], 0.005)
             got += drv.poll()
             if len(got) == 3:
                 break

@@ -224,6 +224,8 @@ class HingeArcConfig:
 
 def quats_to_matrices(q: FloatArray) -> FloatArray:
     """``(n, 4)`` ``[x, y, z, w]`` quaternions (normalised here) to ``(n, 3, 3)`` matrices."""
+    if len(q) == 0:  # scipy 1.10-1.11 refuse empty stacks
+        return np.zeros((0, 3, 3))
     return Rotation.from_quat(q).as_matrix()
 
 

@@ -49,7 +49,7 @@ import numpy as np
 from scipy.spatial.transform import Rotation
 
 from shape_sensing.config import Param, Schema
-from shape_sensing.geometry import FloatArray, make_transform
+from shape_sensing.geometry import FloatArray, canonical_quat, make_transform
 from shape_sensing.types import ImuSample
 
 __all__ = ["R_WORLD_BASE", "SCENARIOS", "SCHEMA", "VineSimConfig", "VineSimulator", "VineTruth"]
@@ -259,7 +259,7 @@ class VineSimulator:
         omega = (r_prev.inv() * r_now).as_rotvec() / dt if t > 0 else np.zeros((n, 3))
         gyro = omega + self.gyro_bias + self._rng.normal(0.0, c.gyro_noise, (n, 3))
         accel = r_now.inv().apply([0.0, 0.0, GRAVITY]) + self._rng.normal(0.0, c.accel_noise, (n, 3))
-        quats = measured.as_quat(canonical=True)
+        quats = canonical_quat(measured.as_quat())
         stamp = round(t * 1e9)
         ocov = np.eye(3) * np.deg2rad(c.orientation_noise_deg) ** 2
         gcov = np.eye(3) * c.gyro_noise**2

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from shape_sensing.geometry import FloatArray, hat
+from shape_sensing.geometry import FloatArray, hat, rotvec_to_matrix
 
 __all__ = ["adj", "curly", "exp", "inv", "jl", "jl_inv", "jr", "jr_inv", "log", "skew", "so3_log"]
 
@@ -84,7 +84,7 @@ def exp(xi: FloatArray) -> FloatArray:
     """``(M, 6)`` twists -> ``(M, 4, 4)`` transforms ``exp(xi^)``."""
     xi = np.asarray(xi, dtype=np.float64)
     out = np.zeros((*xi.shape[:-1], 4, 4))
-    out[..., :3, :3] = Rotation.from_rotvec(xi[..., 3:].reshape(-1, 3)).as_matrix().reshape(*xi.shape[:-1], 3, 3)
+    out[..., :3, :3] = rotvec_to_matrix(xi[..., 3:])  # also for M = 0, which scipy 1.10-1.11 refuse
     out[..., :3, 3] = np.einsum("...ij,...j->...i", _so3_jl(xi[..., 3:]), xi[..., :3])
     out[..., 3, 3] = 1.0
     return out
