@@ -69,8 +69,9 @@ class StandInTfBuffer:
 class FakeNode:
     """Records what a node object is asked to create."""
 
-    def __init__(self, name: str, overrides: dict[str, Any] | None = None) -> None:
+    def __init__(self, name: str, overrides: dict[str, Any] | None = None, namespace: str = "/") -> None:
         self.name = name
+        self.namespace = namespace
         self._parameter_overrides = dict(overrides or {})
         self.publishers: dict[str, Publisher] = {}
         self.subscriptions: dict[str, tuple[Any, Any, Any]] = {}  # topic -> (class, callback, qos)
@@ -81,6 +82,12 @@ class FakeNode:
 
     def get_name(self) -> str:
         return self.name
+
+    def get_namespace(self) -> str:
+        return self.namespace
+
+    def get_fully_qualified_name(self) -> str:
+        return f"{self.namespace.rstrip('/')}/{self.name}"
 
     def declare_parameter(self, name: str, default: Any, descriptor: Any) -> Any:
         value = self._parameter_overrides.get(name, default)

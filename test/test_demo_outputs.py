@@ -181,3 +181,37 @@ def test_vine_collision_crash_keeps_what_was_recorded(tmp_path: Path, monkeypatc
     assert meta["shape_sensing.partial"] == "writing stopped by RuntimeError"
     assert "collision_pivot_estimator" in meta["shape_sensing.parameters.collision_pivot_estimator"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["vine-collision.partial.mcap"]
+
+
+def test_tof_continuum_stops_on_sigint_leaving_previous_outputs_and_a_partial_bag(tmp_path: Path) -> None:
+    out = tmp_path / "tof"
+    out.mkdir()
+    names = ["tof-continuum.mcap", "tof-continuum.png", "tof-continuum.params.yaml", "prior_map.ply", "metrics.json"]
+    previous = {name: f"previous run's {name}".encode() for name in names}
+    for name, content in previous.items():
+        (out / name).write_bytes(content)
+    err_file = tmp_path / "stderr.txt"
+    with err_file.open("w") as err_out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "shape_sensing.cli", "demo", "tof-continuum", "--duration", "2", "--out", str(out)],
+            stdout=subprocess.DEVNULL,
+            stderr=err_out,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not re.search(r"tof-continuum demo.*\|\s*[2-5]/5", err_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the sensor data is in the bag (the estimate is running)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    err = err_file.read_text()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    partial = out / "tof-continuum.partial.mcap"
+    assert "stopped by SIGINT" in err and str(partial) in err and "previous complete run" in err
+    for name, content in previous.items():
+        assert (out / name).read_bytes() == content, name
+    assert not list(out.glob(".tof-continuum.*"))
+    meta = bag_metadata(partial)
+    assert meta["shape_sensing.partial"].startswith("stopped by SIGINT at t = ")
+    assert "tof_gate: 0.3" in meta["shape_sensing.parameters.continuum_tof_localise"]  # the estimator's parameters
+    assert sum(1 for _ in read_bag(partial, ["/tof/tof_0_0"])) == pytest.approx(2 * 15, abs=1)  # 15 Hz, all of it

@@ -56,7 +56,8 @@ def _root_of(frame: str, parent: dict[str, str]) -> str:
 def bags(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("frames")
     found = {}
-    demos = (("vine-imu", "1"), ("hyper-redundant", "2"), ("growing", "1"), ("tof-rings", "1"), ("vine-collision", "2"))
+    demos = (("vine-imu", "1"), ("hyper-redundant", "2"), ("growing", "1"), ("tof-rings", "1"), ("vine-collision", "2"),
+             ("tof-continuum", "1.5"))  # fmt: skip
     for demo, duration in demos:
         assert main(["demo", demo, "--duration", duration, "--out", str(out / demo), "--json"]) == 0
         found[demo] = out / demo / f"{demo}.mcap"
@@ -65,7 +66,7 @@ def bags(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "eval-continuum", str(DATASET), "slow_free_space", "--duration", "1", "--out", str(out / "ec"), "--json",
         ]) == 0  # fmt: skip
         found["eval-continuum"] = out / "ec" / "slow_free_space_batch_bag"
-    for name in [n for n in found if n not in ("growing", "tof-rings")]:
+    for name in [n for n in found if n not in ("growing", "tof-rings", "tof-continuum")]:
         replayed = out / f"{name}-replayed.mcap"
         assert main(["replay", str(found[name]), "--out", str(replayed), "--json"]) == 0
         found[f"replay of {name}"] = replayed
@@ -73,7 +74,7 @@ def bags(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def test_every_bag_connects_every_output_frame_to_world(bags: dict[str, Path]) -> None:
-    assert len(bags) >= 5 and {"tof-rings", "vine-collision", "replay of vine-collision"} <= set(bags)
+    assert len(bags) >= 5 and {"tof-rings", "vine-collision", "replay of vine-collision", "tof-continuum"} <= set(bags)
     for name, bag in bags.items():
         assert "/tf_static" in bag_topics(bag), f"{name}: no /tf_static"
         parent, used = _frames(bag)

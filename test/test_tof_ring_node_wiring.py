@@ -40,7 +40,7 @@ def test_node_boots_the_simulated_rings_and_publishes(ros_stand_ins: None) -> No
     assert len(node.publishers["ring_1_tof_2/points"].sent) == len(frames)
     assert len(node.publishers["ring_0_imu/imu"].sent) > 300
     status = {s.name: s for s in node.publishers["/diagnostics"].sent[-1].status}
-    assert status["tof_ring: ring_2_tof_1"].message == "streaming"
+    assert status["/tof_ring: ring_2_tof_1"].message == "streaming"  # named after the node (at the root here)
     app.close()
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "StopSignals",
     "add_common_arguments",
     "finite_float",
+    "non_negative_int",
     "positive_float",
     "positive_int",
     "prepare_out_dir",
@@ -52,15 +53,24 @@ def positive_float(text: str) -> float:
     return value
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
+def _int_at_least(text: str, low: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 1")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= {low}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    return _int_at_least(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """argparse type: an integer >= 0."""
+    return _int_at_least(text, 0)
 
 
 def add_common_arguments(
@@ -130,15 +140,29 @@ class DemoOutputs:
     ``out/<stem><suffix>`` (``os.replace``: atomic on one filesystem) and removes a previous output the
     new run did not produce, so a bag never sits beside an older run's picture. Until then the previous
     outputs stay untouched: a crash or a signal leaves them as they were, and :meth:`keep_partial` saves
-    what was recorded as ``out/<stem>.partial.mcap``.
+    what was recorded as ``out/<stem>.partial.mcap``. ``others``: further outputs under names of their own
+    (``out/<name>``, written at :meth:`other`), handled the same way.
     """
 
-    def __init__(self, out: Path, stem: str, suffixes: tuple[str, ...] = (".mcap", ".png")) -> None:
+    def __init__(
+        self, out: Path, stem: str, suffixes: tuple[str, ...] = (".mcap", ".png"), others: tuple[str, ...] = ()
+    ) -> None:
         out.mkdir(parents=True, exist_ok=True)
         self.out = out
         self.stem = stem
         self.suffixes = suffixes
+        self.others = others
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{stem}.", dir=out))
+
+    def other(self, name: str) -> Path:
+        """Where to write the output named ``name`` (one of ``others``) during the run."""
+        return self.tmp / name
+
+    def _moves(self) -> list[tuple[Path, Path]]:
+        """(temporary, final) path of every output."""
+        return [(self.path(s), self.final(s)) for s in self.suffixes] + [
+            (self.other(n), self.out / n) for n in self.others
+        ]
 
     def path(self, suffix: str) -> Path:
         """Where to write the output with this suffix during the run."""
@@ -156,8 +180,7 @@ class DemoOutputs:
 
     def commit(self) -> None:
         """Move every output into place and drop the previous run's outputs this run did not write."""
-        for suffix in self.suffixes:
-            src, dst = self.path(suffix), self.final(suffix)
+        for src, dst in self._moves():
             if src.exists():
                 os.replace(src, dst)
             elif dst.exists():
@@ -189,7 +212,7 @@ class DemoOutputs:
     def interrupted(self, signal_name: str, t: float, duration: float) -> DemoInterrupted:
         """Keep the partial bag and describe it; the caller raises the result."""
         partial = self.keep_partial()
-        previous = [str(self.final(s)) for s in self.suffixes if self.final(s).exists()]
+        previous = [str(dst) for _, dst in self._moves() if dst.exists()]
         text = f"stopped by {signal_name} at t = {t:.2f} s of {duration:g} s"
         if partial is not None:
             text += f": partial bag {partial} (readable; custom_data shape_sensing.partial says so)"

@@ -7,19 +7,23 @@ seed does. Writes, under ``--out``:
 * ``tof-continuum.mcap``: the sensor data (``/tof/<sensor>`` shape_sensing/TofFrame, ``/gyro/ring<i>``
   sensor_msgs/Imu, ``/strain`` std_msgs/Float64MultiArray of ``[s, theta, kappa]`` triplets), the ground truth
   (``/truth/shape``, shape_sensing/ShapeSamples at the base and the rings), the estimate at the same stamps
-  (``/estimate/shape``), the ring-to-sensor mountings on ``/tf_static``, and point clouds
-  (sensor_msgs/PointCloud2: ``/map/prior``, ``/reconstruction``, ``/anomalies``);
+  (``/estimate/shape``), the ring-to-sensor mountings and ``world`` -> ``base`` on ``/tf_static``, point clouds
+  (sensor_msgs/PointCloud2: ``/map/prior``, ``/reconstruction``, ``/anomalies``) and the estimator's
+  parameters in its metadata (also beside it as ``tof-continuum.params.yaml``);
 * ``prior_map.ply``, ``reconstruction.ply`` (with the squared Mahalanobis distance per point),
   ``anomalies.ply``;
 * ``tof-continuum.png`` (true and estimated robot over the map, reconstruction, anomalies, ring errors) and
   ``metrics.json`` (the Table II figures, anomaly precision and recall against the simulator's added objects).
 
-``shape-sensing eval-tof OUT`` scores the bag again.
+``shape-sensing eval-tof OUT`` scores the bag again. The outputs are written under temporary names and moved
+into place together at the end; SIGINT/SIGTERM or a crash leaves the previous outputs as they were and what was
+recorded as a readable ``tof-continuum.partial.mcap``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from pathlib import Path
@@ -27,7 +31,14 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress, add_common_arguments, prepare_out_dir, print_metrics
+from shape_sensing.demos.common import (
+    DemoOutputs,
+    Progress,
+    StopSignals,
+    add_common_arguments,
+    non_negative_int,
+    print_metrics,
+)
 from shape_sensing.drivers.vl53l5cx import TofReading
 from shape_sensing.estimators.continuum.tof_localise import (
     LocaliseConfig,
@@ -49,6 +60,7 @@ __all__ = [
     "BAG_NAME",
     "RIG_TOPIC",
     "add_arguments",
+    "estimator_parameters",
     "rig_description",
     "run",
     "run_demo",
@@ -56,20 +68,31 @@ __all__ = [
     "sensor_data_from_bag",
 ]
 
-BAG_NAME = "tof-continuum.mcap"
+STEM = "tof-continuum"
+BAG_NAME = f"{STEM}.mcap"
+#: the robot's base frame (config/continuum_tof.yaml's ``base_frame``), fixed in ``world`` as the launch file does
 BASE_FRAME = "base"
+WORLD_FRAME = "world"
+#: name under which the estimator's parameters are recorded (the batch localiser of seed 001)
+ESTIMATOR = "continuum_tof_localise"
+MAP_SPACING = 0.01  # m, Poisson-disk spacing of the S0 mesh's map
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Demo options."""
     add_common_arguments(parser, default_out="out/tof-continuum", default_duration=6.0)
     parser.add_argument("--scene", default="S0", choices=sorted(SCENES), help="scene variant (default S0)")
-    parser.add_argument("--trajectory", type=int, default=0, help="robot trajectory 0, 1, 2, ... (default 0)")
+    parser.add_argument(
+        "--trajectory", type=non_negative_int, default=0, help="robot trajectory 0, 1, 2, ... (default 0)"
+    )
     parser.add_argument("--no-strain", action="store_true", help="leave the strain readings out of the estimate")
     parser.add_argument("--no-tof", action="store_true", help="leave the ToF frames out (gyro and strain only)")
     parser.add_argument("--no-gyro", action="store_true", help="leave the gyroscopes out")
     parser.add_argument(
-        "--window", type=int, default=0, help="sliding window of this many slices instead of the batch (default 0)"
+        "--window",
+        type=non_negative_int,
+        default=0,
+        help="sliding window of this many slices instead of the batch (default 0)",
     )
     parser.add_argument("--map", type=Path, default=None, help="prior map file (.ply/.pcd) instead of the S0 mesh")
     parser.add_argument("--no-picture", action="store_true", help="skip the PNG")
@@ -202,58 +225,50 @@ def _ns(t: float) -> int:
     return round(t * 1e9)
 
 
-def _write_bag(path: Path, run: SimRun, est_T: np.ndarray, distro: str, clouds: dict[str, Any]) -> int:
-    with BagWriter(path, distro=distro, overwrite=True) as w:
-        f = w.factory
-        rings = sorted({m.s for m in run.mounts})
-        tfs = [TransformStamped(0, f"ring_{rings.index(m.s)}", m.name, m.T_ring_sensor) for m in run.mounts]
-        w.write("/tf_static", msgs.tf_message(tfs, f), 0, qos="static")
-        w.write(RIG_TOPIC, f.make("std_msgs/msg/String", data=json.dumps(rig_description(run))), 0, qos="static")
-        events: list[tuple[float, int, str, Any]] = []
-        for i in range(run.tof_t.size):
-            m = run.mounts[int(run.tof_mount[i])]
-            msg = tof_frame_msg(
-                sim_reading(_ns(run.tof_t[i]), run.tof_distance[i], run.tof_status[i], i),
-                m.name,
-                max_range=m.max_range,
-                fov=m.fov,
-                factory=f,
-            )
-            events.append((run.tof_t[i], 0, f"/tof/{m.name}", msg))
-        for t, s, wv in zip(run.gyro_t, run.gyro_s, run.gyro_w, strict=True):
-            ring = rings.index(float(s))
-            msg = msgs.imu_to_msg(ImuSample(_ns(t), f"ring_{ring}", None, wv), f)
-            events.append((t, 1, f"/gyro/ring{ring}", msg))
-        for t in np.unique(run.strain_t):
-            sel = run.strain_t == t
-            data = np.column_stack([run.strain_s[sel], run.strain_theta[sel], run.strain_kappa[sel]]).reshape(-1)
-            msg = f.make("std_msgs/msg/Float64MultiArray", data=data)
-            events.append((t, 2, "/strain", msg))
-        for k, t in enumerate(run.truth_t):
-            events.append(
-                (
-                    t,
-                    3,
-                    "/truth/shape",
-                    shape_samples_msg(_ns(t), BASE_FRAME, "truth", run.truth_s, run.truth_pose[k], None, f),
-                )
-            )
-            if k < est_T.shape[0]:
-                events.append(
-                    (
-                        t,
-                        4,
-                        "/estimate/shape",
-                        shape_samples_msg(_ns(t), BASE_FRAME, "continuum_tof", run.truth_s, est_T[k], None, f),
-                    )
-                )
-        events.sort(key=lambda e: (e[0], e[1]))
-        for t, _, topic, msg in events:
-            w.write(topic, msg, _ns(t), qos="sensor" if topic.startswith(("/tof", "/gyro")) else "default")
-        t_end = _ns(float(run.truth_t[-1]))
-        for topic, (pts, scal) in clouds.items():
-            w.write(topic, point_cloud2_msg(t_end, BASE_FRAME, pts, scal, f), t_end)
-        return w.count
+def _write_sensors(w: BagWriter, run: SimRun) -> None:
+    """The recorded part of a run: sensor mountings, rig description, sensor streams and ground truth."""
+    f = w.factory
+    rings = sorted({m.s for m in run.mounts})
+    tfs = [TransformStamped(0, f"ring_{rings.index(m.s)}", m.name, m.T_ring_sensor) for m in run.mounts]
+    w.write("/tf_static", msgs.tf_message(tfs, f), 0, qos="static")
+    w.write(RIG_TOPIC, f.make("std_msgs/msg/String", data=json.dumps(rig_description(run))), 0, qos="static")
+    events: list[tuple[float, int, str, Any]] = []
+    for i in range(run.tof_t.size):
+        m = run.mounts[int(run.tof_mount[i])]
+        msg = tof_frame_msg(
+            sim_reading(_ns(run.tof_t[i]), run.tof_distance[i], run.tof_status[i], i),
+            m.name,
+            max_range=m.max_range,
+            fov=m.fov,
+            factory=f,
+        )
+        events.append((run.tof_t[i], 0, f"/tof/{m.name}", msg))
+    for t, s, wv in zip(run.gyro_t, run.gyro_s, run.gyro_w, strict=True):
+        ring = rings.index(float(s))
+        msg = msgs.imu_to_msg(ImuSample(_ns(t), f"ring_{ring}", None, wv), f)
+        events.append((t, 1, f"/gyro/ring{ring}", msg))
+    for t in np.unique(run.strain_t):
+        sel = run.strain_t == t
+        data = np.column_stack([run.strain_s[sel], run.strain_theta[sel], run.strain_kappa[sel]]).reshape(-1)
+        msg = f.make("std_msgs/msg/Float64MultiArray", data=data)
+        events.append((t, 2, "/strain", msg))
+    for k, t in enumerate(run.truth_t):
+        msg = shape_samples_msg(_ns(t), BASE_FRAME, "truth", run.truth_s, run.truth_pose[k], None, f)
+        events.append((t, 3, "/truth/shape", msg))
+    events.sort(key=lambda e: (e[0], e[1]))
+    for t, _, topic, msg in events:
+        w.write(topic, msg, _ns(t), qos="sensor" if topic.startswith(("/tof", "/gyro")) else "default")
+
+
+def _write_estimates(w: BagWriter, run: SimRun, est_T: np.ndarray, clouds: dict[str, Any]) -> None:
+    """The estimate at the truth's stamps and the map, reconstruction and anomaly clouds."""
+    f = w.factory
+    for k, t in enumerate(run.truth_t[: est_T.shape[0]]):
+        msg = shape_samples_msg(_ns(t), BASE_FRAME, "continuum_tof", run.truth_s, est_T[k], None, f)
+        w.write("/estimate/shape", msg, _ns(t))
+    t_end = _ns(float(run.truth_t[-1]))
+    for topic, (pts, scal) in clouds.items():
+        w.write(topic, point_cloud2_msg(t_end, BASE_FRAME, pts, scal, f), t_end)
 
 
 def _precision_recall(flag: np.ndarray, truth: np.ndarray) -> tuple[float | None, float | None]:
@@ -261,6 +276,15 @@ def _precision_recall(flag: np.ndarray, truth: np.ndarray) -> tuple[float | None
     prec = tp / int(flag.sum()) if flag.any() else None
     rec = tp / int(truth.sum()) if truth.any() else None
     return prec, rec
+
+
+def estimator_parameters(cfg: LocaliseConfig, map_path: Path | None) -> dict[str, Any]:
+    """The continuum estimator's parameters of a run (recorded in the bag): its configuration and prior map."""
+    return {
+        **dataclasses.asdict(cfg),
+        "map_file": "" if map_path is None else str(map_path),
+        "map_spacing": MAP_SPACING,
+    }
 
 
 def run_demo(
@@ -279,33 +303,108 @@ def run_demo(
     picture: bool = True,
     progress: bool = False,
 ) -> dict[str, Any]:
-    """Simulate, localise, reconstruct, write the outputs; return the metrics (``progress``: stage bar on stderr)."""
+    """Simulate, localise, reconstruct, write the outputs; return the metrics (``progress``: stage bar on stderr).
+
+    The outputs are written under temporary names and moved into place together at the end; SIGINT/SIGTERM
+    (checked between stages) or a crash leaves the previous outputs as they were and what was recorded as a
+    readable ``tof-continuum.partial.mcap``.
+    """
     wall0 = time.perf_counter()
-    out = prepare_out_dir(out)
-    prog = Progress("tof-continuum demo (map, simulate, estimate, reconstruct, bag)", 5, enabled=progress, unit="stage")
-    tof_map = (
-        load_map(map_path)
-        if map_path is not None
-        else PriorMap.from_mesh(compressor_scene("S0").mesh(include_added=False), spacing=0.01, source="S0 mesh")
-    )
-    prog.update(1)
-    sim = simulate(compressor_scene(scene), cfg=SimConfig(duration=duration, trajectory=trajectory, seed=seed))
-    prog.update(2)
     cfg = LocaliseConfig(use_tof=use_tof, use_gyro=use_gyro, use_strain=use_strain, window=window)
-    t_sim = time.perf_counter()
-    res = localise(sensor_data(sim), tof_map, cfg)
-    t_est = time.perf_counter()
-    prog.update(3)
-    dp, ang = ring_errors(res.state, sim.truth_t, sim.truth_s[1:], sim.truth_pose[:, 1:])
-    summary = summarise_errors(dp, ang)
+    others = ("prior_map.ply", "reconstruction.ply", "anomalies.ply", "metrics.json")
+    with DemoOutputs(Path(out), STEM, (".mcap", ".png", ".params.yaml"), others) as outputs:
+        prog = Progress("tof-continuum demo (map, simulate, estimate, reconstruct, bag)", 5, enabled=progress,
+                        unit="stage")  # fmt: skip
+        recorded = 0.0  # simulated seconds in the bag
+        with StopSignals() as stop, BagWriter(outputs.path(".mcap"), distro=distro) as bag, prog:
+            outputs.record_parameters(bag, ESTIMATOR, estimator_parameters(cfg, map_path))
+            world = TransformStamped(0, WORLD_FRAME, BASE_FRAME, np.eye(4))
+            bag.write("/tf_static", msgs.tf_message([world], bag.factory), 0, qos="static")
+            tof_map = (
+                load_map(map_path)
+                if map_path is not None
+                else PriorMap.from_mesh(
+                    compressor_scene("S0").mesh(include_added=False), spacing=MAP_SPACING, source="S0 mesh"
+                )
+            )
+            prog.update(1)
+            if not stop.requested:
+                sim = simulate(compressor_scene(scene), cfg=SimConfig(duration=duration, trajectory=trajectory,
+                                                                      seed=seed))  # fmt: skip
+                _write_sensors(bag, sim)
+                recorded = float(sim.truth_t[-1])
+                prog.update(2)
+            if not stop.requested:
+                t_sim = time.perf_counter()
+                res = localise(sensor_data(sim), tof_map, cfg)
+                t_est = time.perf_counter()
+                prog.update(3)
+            if not stop.requested:
+                result = _reconstruct(sim, res, tof_map, cfg)
+                prog.update(4)
+            if not stop.requested:
+                _write_estimates(bag, sim, result["est_T"], result["clouds"])
+                count = bag.count
+                prog.update(5)
+            stop.mark_partial(bag, recorded)
+        if stop.requested:
+            raise outputs.interrupted(stop.requested, recorded, duration)
+        rec, dp, ang, tt, est_T = result["rec"], result["dp"], result["ang"], result["tt"], result["est_T"]
+        added = result["added"]
+        prec, recall = _precision_recall(rec.anomaly, added)
+        write_ply(
+            outputs.other("prior_map.ply"), tof_map.points, normals=tof_map.normals,
+            scalars={"planarity": tof_map.planarity},
+        )  # fmt: skip
+        write_ply(outputs.other("reconstruction.ply"), rec.points, scalars={"mahalanobis2": rec.mahalanobis2})
+        write_ply(outputs.other("anomalies.ply"), rec.points[rec.anomaly])
+        summary = summarise_errors(dp, ang)
+        metrics: dict[str, Any] = {
+            "scene": scene,
+            "trajectory": trajectory,
+            "duration_s": duration,
+            "sensors": {"tof": use_tof, "gyro": use_gyro, "strain": use_strain},
+            "estimator": f"window {window}" if window else "batch",
+            **{k: round(v, 4) for k, v in summary.items()},
+            "ring_trans_mae_cm": [round(float(v), 3) for v in dp.mean(axis=0) * 100],
+            "ring_rot_mae_deg": [round(float(v), 3) for v in np.rad2deg(ang.mean(axis=0))],
+            "iterations": res.iterations,
+            "converged": bool(res.converged),
+            "stop": res.stop,
+            "tof_points": res.stats.tof_points,
+            "tof_zones_invalid": res.stats.tof_invalid,
+            "tof_matched_fraction": round(rec.matched_fraction, 4),
+            "anomalies": int(rec.anomaly.sum()),
+            "points_on_added_objects": int(added.sum()),
+            "anomaly_precision": None if prec is None else round(prec, 4),
+            "anomaly_recall": None if recall is None else round(recall, 4),
+            "anomaly_tau": round(rec.tau, 3),
+            "map_points": len(tof_map),
+            "messages": count,
+            "simulate_s": round(t_sim - wall0, 2),
+            "estimate_s": round(t_est - t_sim, 2),
+            "bag": str(outputs.final(".mcap")),
+        }
+        if picture:
+            _plot(outputs.path(".png"), sim, est_T, tt, tof_map, rec, dp, ang, scene)
+            metrics["picture"] = str(outputs.final(".png"))
+        metrics["runtime_s"] = round(time.perf_counter() - wall0, 2)
+        outputs.other("metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
+        outputs.commit()
+    return metrics
+
+
+def _reconstruct(sim: SimRun, res: Any, tof_map: PriorMap, cfg: LocaliseConfig) -> dict[str, Any]:
+    """Ring errors, the estimate at the truth's stamps, the reconstruction and its anomalies of a run."""
     from shape_sensing.estimators.continuum.query import query_poses
 
+    dp, ang = ring_errors(res.state, sim.truth_t, sim.truth_s[1:], sim.truth_pose[:, 1:])
     tt = sim.truth_t[sim.truth_t <= res.state.t[-1]]
     S = sim.truth_s.size
     est_T = query_poses(res.state, np.repeat(tt, S), np.tile(sim.truth_s, tt.size)).reshape(tt.size, S, 4, 4)
     # reconstruction and anomalies from every ToF point (also when the estimate did not use them)
     rec_meas = res.meas
-    if not use_tof:
+    if not cfg.use_tof:
         from shape_sensing.estimators.continuum.tof_localise import build_measurements
 
         rec_meas, _ = build_measurements(sensor_data(sim), tof_map, LocaliseConfig())
@@ -313,53 +412,12 @@ def run_demo(
     # which reconstructed points hit an added object: the same zones, in the same order as build_measurements
     labels = _point_labels(sim)
     added = np.array([p.added for p in sim.scene.parts] + [False])[labels]
-    prec, recall = _precision_recall(rec.anomaly, added)
-    prog.update(4)
-    write_ply(out / "prior_map.ply", tof_map.points, normals=tof_map.normals, scalars={"planarity": tof_map.planarity})
-    write_ply(out / "reconstruction.ply", rec.points, scalars={"mahalanobis2": rec.mahalanobis2})
-    write_ply(out / "anomalies.ply", rec.points[rec.anomaly])
     clouds = {
         "/map/prior": (tof_map.points, {"planarity": tof_map.planarity}),
         "/reconstruction": (rec.points, {"mahalanobis2": rec.mahalanobis2}),
         "/anomalies": (rec.points[rec.anomaly], None),
     }
-    bag_path = out / BAG_NAME
-    count = _write_bag(bag_path, sim, est_T, distro, clouds)
-    prog.update(5)
-    prog.close()
-    metrics: dict[str, Any] = {
-        "scene": scene,
-        "trajectory": trajectory,
-        "duration_s": duration,
-        "sensors": {"tof": use_tof, "gyro": use_gyro, "strain": use_strain},
-        "estimator": f"window {window}" if window else "batch",
-        **{k: round(v, 4) for k, v in summary.items()},
-        "ring_trans_mae_cm": [round(float(v), 3) for v in dp.mean(axis=0) * 100],
-        "ring_rot_mae_deg": [round(float(v), 3) for v in np.rad2deg(ang.mean(axis=0))],
-        "iterations": res.iterations,
-        "converged": bool(res.converged),
-        "stop": res.stop,
-        "tof_points": res.stats.tof_points,
-        "tof_zones_invalid": res.stats.tof_invalid,
-        "tof_matched_fraction": round(rec.matched_fraction, 4),
-        "anomalies": int(rec.anomaly.sum()),
-        "points_on_added_objects": int(added.sum()),
-        "anomaly_precision": None if prec is None else round(prec, 4),
-        "anomaly_recall": None if recall is None else round(recall, 4),
-        "anomaly_tau": round(rec.tau, 3),
-        "map_points": len(tof_map),
-        "messages": count,
-        "simulate_s": round(t_sim - wall0, 2),
-        "estimate_s": round(t_est - t_sim, 2),
-        "bag": str(bag_path),
-    }
-    if picture:
-        png = out / "tof-continuum.png"
-        _plot(png, sim, est_T, tt, tof_map, rec, dp, ang, scene)
-        metrics["picture"] = str(png)
-    metrics["runtime_s"] = round(time.perf_counter() - wall0, 2)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
-    return metrics
+    return {"dp": dp, "ang": ang, "tt": tt, "est_T": est_T, "rec": rec, "added": added, "clouds": clouds}
 
 
 def _point_labels(sim: SimRun) -> np.ndarray:

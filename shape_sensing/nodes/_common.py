@@ -16,7 +16,7 @@ import array
 import contextlib
 import logging
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -168,6 +168,20 @@ def diagnostics_throttle(node: Any, period_s: float = 1.0) -> Any:
     from shape_sensing.pipelines.common import DiagnosticsThrottle
 
     return DiagnosticsThrottle(period_s, node=fq_name(node), hardware_id=node_namespace(node))
+
+
+def diagnostics_msg(node: Any, stamp_ns: int, statuses: Iterable[Any], factory: Any) -> Any:
+    """diagnostic_msgs/DiagnosticArray of ``statuses`` named as :func:`diagnostics_throttle` names them.
+
+    For drivers publishing on their own 1 s timer (diagnostic_updater's rate): the statuses carry the node's
+    fully qualified name and ``hardware_id`` its namespace (see
+    :func:`~shape_sensing.pipelines.common.qualify_status`).
+    """
+    from shape_sensing.messages.common import diagnostic_array
+    from shape_sensing.pipelines.common import qualify_status
+
+    name, namespace = fq_name(node), node_namespace(node)
+    return diagnostic_array(stamp_ns, [qualify_status(s, name, namespace) for s in statuses], factory)
 
 
 def fq_name(node: Any) -> str:

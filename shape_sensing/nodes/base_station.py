@@ -22,9 +22,8 @@ from shape_sensing.config import ConfigError
 from shape_sensing.drivers.base_station import SCHEMA, BaseStationDriver, calibration_from_params, open_port
 from shape_sensing.drivers.errors import BusError
 from shape_sensing.messages import collision as cmsgs
-from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos
 from shape_sensing.pipelines.vine_imu import length_message
 from shape_sensing.types import DiagnosticLevel
 
@@ -106,7 +105,7 @@ class BaseStationNode:
         status.values["port_failures"] = str(self.failures)
         if self.last_error:
             status.level, status.message = DiagnosticLevel.ERROR, f"port failed: {self.last_error}"
-        self.pubs["diag"].publish(msgs.diagnostic_array(now, [status], self.factory))
+        self.pubs["diag"].publish(diagnostics_msg(self.node, now, [status], self.factory))
 
 
 def main(args: Sequence[str] | None = None) -> int:

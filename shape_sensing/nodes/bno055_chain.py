@@ -30,7 +30,7 @@ from shape_sensing.drivers.errors import DriverConfigError
 from shape_sensing.drivers.i2c_topology import Topology
 from shape_sensing.messages import hardware as hw_msgs
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, static_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos, static_qos
 
 __all__ = ["NODE_NAME", "Bno055ChainNode", "main"]
 
@@ -117,7 +117,7 @@ class Bno055ChainNode:
     def _on_diagnostics(self) -> None:
         now = self._now()
         if now > 0:
-            self.diag_pub.publish(hw_msgs.chain_diagnostics_msg(now, self.chain.diagnostics(), self.factory))
+            self.diag_pub.publish(diagnostics_msg(self.node, now, self.chain.diagnostics(), self.factory))
 
     def _on_save(self, request: Any, response: Any) -> Any:
         if self.calibration_path is None:

@@ -23,7 +23,7 @@ from typing import Any
 from shape_sensing.estimators.collision_pivot import SCHEMA
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_throttle, reliable_qos, run, sensor_qos, tf_qos
 from shape_sensing.pipelines.vine_collision import INPUT_KINDS, CollisionMessages, CollisionTracker, feed
 
 __all__ = ["NODE_NAME", "CollisionPivotEstimatorNode", "main"]
@@ -51,7 +51,7 @@ class CollisionPivotEstimatorNode:
         self.tracker = CollisionTracker(p)
         f = self.factory = MessageFactory("rclpy")
         self.prefix = p["output_prefix"]
-        self.messages = CollisionMessages(self.tracker, self.prefix, f, p["tip_frame"])
+        self.messages = CollisionMessages(self.tracker, self.prefix, f, p["tip_frame"], diagnostics_throttle(node))
         self.pubs = {f"{self.prefix}/{k}": node.create_publisher(f.cls(t), f"{self.prefix}/{k}", reliable_qos())
                      for k, t in OUTPUTS.items()}  # fmt: skip
         self.pubs["/tf"] = node.create_publisher(f.cls("tf2_msgs/msg/TFMessage"), "/tf", tf_qos())

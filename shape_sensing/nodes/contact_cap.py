@@ -20,7 +20,7 @@ from shape_sensing.drivers.errors import DriverError
 from shape_sensing.messages import collision as cmsgs
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample
 
 __all__ = ["NODE_NAME", "ContactCapNode", "main"]
@@ -89,7 +89,7 @@ class ContactCapNode:
         message = "no base/state (stale)" if stale else "switch state fresh"
         values = {"i2c_errors": str(self.i2c_errors), "stray_switch_bits": str(self.cap.stray_bits)}
         status = DiagnosticStatus("contact_cap", level, message, values=values)
-        self.diag_pub.publish(msgs.diagnostic_array(now, [status], self.factory))
+        self.diag_pub.publish(diagnostics_msg(self.node, now, [status], self.factory))
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -18,9 +18,8 @@ from shape_sensing.config import ConfigError
 from shape_sensing.drivers.errors import BusError, DriverConfigError
 from shape_sensing.drivers.netft import SCHEMA, NetFtReceiver, open_socket
 from shape_sensing.messages import collision as cmsgs
-from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos
 
 __all__ = ["NODE_NAME", "NetFtNode", "main"]
 
@@ -70,7 +69,7 @@ class NetFtNode:
     def _on_diagnostics(self) -> None:
         now = self._now_ns()
         st = self.rx.diagnostics(now, round(self.params["stale_timeout"] * 1e9))
-        self.diag_pub.publish(msgs.diagnostic_array(now, [st], self.factory))
+        self.diag_pub.publish(diagnostics_msg(self.node, now, [st], self.factory))
 
     def close(self) -> None:
         """Stop the stream and close the socket."""

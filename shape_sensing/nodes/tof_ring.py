@@ -27,10 +27,10 @@ from typing import Any
 from shape_sensing.config import ConfigError
 from shape_sensing.drivers.errors import DriverConfigError, DriverError
 from shape_sensing.drivers.tof_ring import SCHEMA, TofRingSet, layout_from_params, split_by_bus
-from shape_sensing.messages.common import diagnostic_array, imu_to_msg, tf_message
+from shape_sensing.messages.common import imu_to_msg, tf_message
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.messages.tof import fov_markers, tof_frame_msg, tof_points_msg
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, static_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos, static_qos
 from shape_sensing.types import ImuSample, TransformStamped
 
 __all__ = ["NODE_NAME", "TofRingNode", "main"]
@@ -158,7 +158,7 @@ class TofRingNode:
         now = self._now()
         if now > 0:
             statuses = [s for rings in self.sets for s in rings.diagnostics()]
-            self.diag_pub.publish(diagnostic_array(now, statuses, self.factory))
+            self.diag_pub.publish(diagnostics_msg(self.node, now, statuses, self.factory))
 
     def close(self) -> None:
         """Close the buses."""

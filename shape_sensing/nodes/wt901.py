@@ -33,7 +33,7 @@ from shape_sensing.drivers.wt901_config import SCHEMA, Wt901NodeConfig, build_ca
 from shape_sensing.drivers.wt901_serial import Wt901SerialGroup
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos
 
 __all__ = ["NODE_NAME", "Wt901Node", "main"]
 
@@ -92,7 +92,7 @@ class Wt901Node:
     def _on_diagnostics(self) -> None:
         now = self._now_ns()
         stale = round(self.cfg.params["stale_timeout"] * 1e9)
-        self.diag_pub.publish(msgs.diagnostic_array(now, self.reader.diagnostics(now, stale), self.factory))
+        self.diag_pub.publish(diagnostics_msg(self.node, now, self.reader.diagnostics(now, stale), self.factory))
 
     def _write_all(self, commands: list[bytes]) -> list[str]:
         failed = []

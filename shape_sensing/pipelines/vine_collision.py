@@ -59,7 +59,7 @@ from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.messages.growth import pose_stamped_msg
-from shape_sensing.pipelines.common import RateThrottle, resolve_topic
+from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, resolve_topic
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, TransformStamped
 
 __all__ = [
@@ -270,14 +270,24 @@ class CollisionMessages:
         prefix: the estimator's output prefix.
         factory: message factory (rosbags for bags, rclpy in nodes).
         tip_frame: child frame of the tip transform (``frame_prefix`` applied by the caller).
+        diagnostics: status throttle, about 1 Hz by the steps' stamps (naming the node and hardware in a node);
+            default: 1 Hz, the core's names.
     """
 
-    def __init__(self, tracker: CollisionTracker, prefix: str, factory: MessageFactory, tip_frame: str) -> None:
+    def __init__(
+        self,
+        tracker: CollisionTracker,
+        prefix: str,
+        factory: MessageFactory,
+        tip_frame: str,
+        diagnostics: DiagnosticsThrottle | None = None,
+    ) -> None:
         p = tracker.params
         self.tracker, self.prefix, self.factory = tracker, prefix, factory
         self.base_frame = p["frame_prefix"] + p["base_frame"]
         self.tip_frame = p["frame_prefix"] + tip_frame
         self.throttle = RateThrottle(p["path_rate"])
+        self.diagnostics = diagnostics or DiagnosticsThrottle()
         self.path: list[tuple[float, float]] = []
         self.radius = p["radius"]
 
@@ -300,8 +310,9 @@ class CollisionMessages:
             pivots = np.array([(x, y) for x, y, _ in self.tracker.estimators[pre].recon.pivots])
             pairs.append((f"{pre}/markers", cmsgs.collision_markers(
                 out.stamp_ns, frame, pivots, out.tip, out.in_contact, ns=pre, radius=self.radius, factory=f)))
-            pairs.append(("/diagnostics", msgs.diagnostic_array(out.stamp_ns, self.tracker.diagnostics(
-                pre, out.stamp_ns), f)))
+        statuses = self.diagnostics.add(out.stamp_ns, self.tracker.diagnostics(pre, out.stamp_ns))
+        if statuses is not None:
+            pairs.append(("/diagnostics", msgs.diagnostic_array(out.stamp_ns, statuses, f)))
         return pairs  # fmt: skip
 
 
