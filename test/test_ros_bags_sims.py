@@ -13,7 +13,7 @@ the same bag, at the same stamps, within a tolerance; tf2 connects ``world`` to 
   sensor-data QoS, one executor, 2 shared cores); the estimate at that tick then uses that platform's previous
   sample, 10 ms older. A 10 ms older reading of a rig that bends at most a few degrees per second moves the end
   effector by well under a millimetre, so :data:`HR_MAX_TOLERANCE_M` is 2 mm, and the median must be 0.1 mm.
-  Measured on 2 shared cores, play at half speed (6 runs): every live stamp is a replay stamp, 74-92 % of the
+  Measured on 2 shared cores, play at half speed (5 runs): every live stamp is a replay stamp, 74-92 % of the
   estimates bit-equal, the others within 0.0001 mm.
 * ``vine_collision_sim.launch.xml``: inputs ``/vine/base/state``, ``base/length``, ``base/pressure``,
   ``cap/state``, ``cap/imu``, ``obstacle/wrench`` (:mod:`shape_sensing.pipelines.vine_collision`'s inputs) into
@@ -21,7 +21,7 @@ the same bag, at the same stamps, within a tolerance; tf2 connects ``world`` to 
   estimator steps on every length message with the latest pressure, cap state, heading and force; played on six
   topics through separate best-effort subscriptions and one executor, an input stamped before a length message
   can be delivered after it, and that step then uses the input's previous value (a heading or contact one frame
-  older), which moves the tip by up to a few millimetres at that step. Measured (6 runs): every live stamp is a
+  older), which moves the tip by up to a few millimetres at that step. Measured (5 runs): every live stamp is a
   replay stamp, 78-96 % of the tips bit-equal, median 0, max 0.7-2.3 mm; tolerances median 0.1 mm, max 5 mm.
 """
 
