@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint typecheck pytest bench clean test-ros
+.PHONY: venv demo test lint typecheck pytest bench clean test-ros test-jazzy-stack
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +40,12 @@ endif
 test-ros:
 	bash scripts/test_ros.sh
 
+## The ROS-free suite on ROS 2 Jazzy's numeric stack (Ubuntu 24.04: Python 3.12, numpy 1.26, scipy 1.11).
+test-jazzy-stack:
+	bash scripts/test_jazzy_stack.sh
+
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) -u $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache out .venv-ros .ros-ws
+	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache out .venv-ros .ros-ws .venv-jazzy
