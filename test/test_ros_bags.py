@@ -63,6 +63,10 @@ class Launch:
 
     def __init__(self, launch_file: str, *args: str, cwd: Path | None = None) -> None:
         self.log = Path(cwd or "/tmp", f"{launch_file}.{os.getpid()}.log")
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+            # a test run started in the background of a non-interactive shell ignores SIGINT, and an ignored
+            # signal stays ignored across exec: ros2 launch would then never see stop()'s Ctrl-C
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         self.proc = subprocess.Popen(
             ["ros2", "launch", "shape_sensing", launch_file, *args],
             cwd=cwd,

@@ -85,7 +85,8 @@ class ContinuumEstimatorNode:
         self.published = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         node.get_logger().info(
-            f"{len(self.params['gyro_topics'])} gyro and {len(self.params['pose_topics'])} pose topics, "
+            f"{len(self.params['gyro_topics'])} gyro, {len(self.params['pose_topics'])} pose and "
+            f"{len(self.params['tof_topics'])} ToF topics, "
             f"{self.params['nodes']} nodes at {self.params['rate']} Hz, window {self.params['window_size']} slices"
         )
 
