@@ -346,12 +346,35 @@ def _no_ticks(n: int) -> TickStates:
 def estimates(
     tracker: VineImuTracker, states: TickStates, progress: Callable[[float], None] | None = None
 ) -> Iterator[tuple[int, ShapeEstimate]]:
-    """``(tick index, estimate)`` for every tick that gives one, by the tracker's own estimate step.
+    """``(tick index, estimate)`` for every tick that gives one, as the tracker's own estimate step would.
+
+    At each tick the tracker's state is set and its estimate step is run up to the estimator's update
+    (:meth:`~shape_sensing.pipelines.vine_imu.VineImuTracker._prepare`: capture, freshness, diagnostics); the
+    updates of up to :data:`_BATCH` ticks are then made in one vectorised pass
+    (:meth:`~shape_sensing.estimators.hinge_arc.HingeArcEstimator.update_many`, the same bits as one
+    update per tick). Pending updates are made before any tick at which the straight reference may be
+    captured, so each uses the reference the tracker had at its tick.
 
     The flush tick (the last) counts only when the recording gave the tracker any reading, as in
     :meth:`~shape_sensing.pipelines.vine_imu.VineImuTracker.flush`.
     """
     total = len(states.ticks)
+    pending: list[tuple[int, np.ndarray, list[Any]]] = []
+
+    def run() -> list[tuple[int, ShapeEstimate]]:
+        if not pending:
+            return []
+        rows = np.array([t for t, _, _ in pending], dtype=np.intp)
+        made = tracker.estimator.update_many(
+            states.quats[rows], np.stack([v for _, v, _ in pending]), states.latest_ns[rows], states.length[rows]
+        )
+        out = []
+        for (t, _, extra), est in zip(pending, made, strict=True):
+            est.diagnostics.extend(extra)
+            out.append((t, est))
+        pending.clear()
+        return out
+
     for t in range(total):
         if progress is not None and t % 512 == 0:
             progress(t / total)
@@ -366,11 +389,19 @@ def estimates(
         tracker.stats.out_of_order = int(states.out_of_order[t])
         if hasattr(tracker, "first_ns"):  # trackers that time a capture from the first reading
             tracker.first_ns = int(states.first_ns[t])
-        est = tracker._estimate(int(states.ticks[t]))
-        if est is not None:
-            yield t, est
+        if tracker._offset_requested or tracker.capture_at_ns is not None:
+            yield from run()  # the reference may change at this tick
+        job = tracker._prepare(int(states.ticks[t]))
+        if job is not None:
+            pending.append((t, job[0], job[1]))
+            if len(pending) >= _BATCH:
+                yield from run()
+    yield from run()
     if progress is not None:
         progress(1.0)
+
+
+_BATCH = 256  # ticks whose estimator updates are made in one pass
 
 
 def replay_bulk(
