@@ -343,23 +343,9 @@ def _layouts(parent: str, children: tuple[str, ...], p: int) -> list[tuple[bytes
 
 def _poses_along_many(points: np.ndarray) -> np.ndarray:
     """:func:`~shape_sensing.messages.common._poses_along` of ``(G, P, 3)`` polylines (P >= 2), same operations."""
-    g, n = points.shape[:2]
-    out = np.tile(np.eye(4), (g, n, 1, 1))
-    out[:, :, :3, 3] = points
-    t = np.gradient(points, axis=1)
-    norm = np.linalg.norm(t, axis=2)
-    t = np.where(norm[:, :, None] > 1e-12, t / np.maximum(norm, 1e-12)[:, :, None], [0.0, 0.0, 1.0])
-    c = t[:, :, 2]
-    axis = np.stack([-t[:, :, 1], t[:, :, 0], np.zeros((g, n))], axis=2)
-    K = np.zeros((g, n, 3, 3))
-    K[:, :, 0, 2], K[:, :, 1, 2] = axis[:, :, 1], -axis[:, :, 0]
-    K[:, :, 2, 0], K[:, :, 2, 1] = -axis[:, :, 1], axis[:, :, 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(1.0 + c > 1e-9, 1.0 / (1.0 + c), 0.0)
-    R = np.eye(3) + K + f[:, :, None, None] * (K @ K)
-    R[1.0 + c <= 1e-9] = np.diag([1.0, -1.0, -1.0])
-    out[:, :, :3, :3] = R
-    return out
+    from shape_sensing.messages.common import _poses_along
+
+    return _poses_along(points)
 
 
 def tf_cdr(shape: ShapeEstimate, frame_prefix: str = "", values: np.ndarray | None = None) -> bytes:

@@ -374,26 +374,38 @@ def path_msg(stamp_ns: int, frame_id: str, poses: FloatArray, factory: MessageFa
 
 
 def _poses_along(points: FloatArray) -> FloatArray:
-    """Frames at points with z along the local tangent (minimal rotation from +z)."""
-    n = len(points)
-    out = np.tile(np.eye(4), (n, 1, 1))
-    out[:, :3, 3] = points
+    """Frames at points with z along the local tangent (minimal rotation from +z).
+
+    ``(..., N, 3)`` points to ``(..., N, 4, 4)`` frames: polylines of one length are done at once, by
+    elementwise operations only (no matrix products), so a polyline's frames do not depend on the batch.
+    """
+    points = np.asarray(points, dtype=float)
+    n = points.shape[-2]
+    out = np.zeros((*points.shape[:-1], 4, 4))
+    out[..., 0, 0] = out[..., 1, 1] = out[..., 2, 2] = out[..., 3, 3] = 1.0
+    out[..., :3, 3] = points
     if n < 2:
         return out
-    t = np.gradient(points, axis=0)
-    norm = np.linalg.norm(t, axis=1)
-    t = np.where(norm[:, None] > 1e-12, t / np.maximum(norm, 1e-12)[:, None], [0.0, 0.0, 1.0])
-    # Rotation taking z to t: axis z x t = (-t_y, t_x, 0), Rodrigues with sin = |z x t|, cos = t_z.
-    c = t[:, 2]
-    axis = np.stack([-t[:, 1], t[:, 0], np.zeros(n)], axis=1)
-    K = np.zeros((n, 3, 3))
-    K[:, 0, 2], K[:, 1, 2] = axis[:, 1], -axis[:, 0]
-    K[:, 2, 0], K[:, 2, 1] = -axis[:, 1], axis[:, 0]
+    t = np.gradient(points, axis=-2)
+    sq = t * t
+    norm = np.sqrt(sq[..., 0] + sq[..., 1] + sq[..., 2])
+    t = np.where(norm[..., None] > 1e-12, t / np.maximum(norm, 1e-12)[..., None], [0.0, 0.0, 1.0])
+    # Rotation taking z to t: axis z x t = (-t_y, t_x, 0), Rodrigues with sin = |z x t|, cos = t_z:
+    # R = I + K + K^2 / (1 + c), K the cross-product matrix of the axis.
+    c = t[..., 2]
+    K = np.zeros((*t.shape[:-1], 3, 3))
+    K[..., 0, 2] = t[..., 0]
+    K[..., 1, 2] = t[..., 1]
+    K[..., 2, 0] = -t[..., 0]
+    K[..., 2, 1] = -t[..., 1]
+    KK = K[..., :, 0, None] * K[..., None, 0, :]
+    KK += K[..., :, 1, None] * K[..., None, 1, :]
+    KK += K[..., :, 2, None] * K[..., None, 2, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.where(1.0 + c > 1e-9, 1.0 / (1.0 + c), 0.0)
-    R = np.eye(3) + K + f[:, None, None] * (K @ K)
+    R = np.eye(3) + K + f[..., None, None] * KK
     R[1.0 + c <= 1e-9] = np.diag([1.0, -1.0, -1.0])  # tangent along -z
-    out[:, :3, :3] = R
+    out[..., :3, :3] = R
     return out
 
 
