@@ -21,6 +21,7 @@ bytes with ``serialize_cdr`` of the built messages.
 
 from __future__ import annotations
 
+import copy
 import struct
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -30,7 +31,7 @@ import numpy as np
 from shape_sensing.geometry import make_transform, matrix_to_quat
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.types import DiagnosticStatus, ShapeEstimate
-from shape_sensing.viz import covariance_ellipsoid, tube_mesh_indexed
+from shape_sensing.viz import covariance_ellipsoid, tube_index, tube_mesh_indexed, tube_vertices
 
 if TYPE_CHECKING:
     from shape_sensing.pipelines.common import DiagnosticsThrottle
@@ -191,7 +192,7 @@ class ShapeCdr:
         if shape.position_covariance is not None:
             cov6[:3, :3] = shape.position_covariance[-1]
         frame = shape.parent_frame
-        nb = _numbers or _Numbers(None, None, None)
+        nb = _numbers or _Numbers(None, None, None, None)
         out = [
             ("/tf", "tf2_msgs/msg/TFMessage", nb.tf if nb.tf is not None else tf_cdr(shape)),
             ("shape/path", "nav_msgs/msg/Path",
@@ -203,7 +204,7 @@ class ShapeCdr:
         if statuses is not None:
             out.append(("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", diagnostics_cdr(stamp, statuses)))
         if self.markers.ready(stamp):
-            out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", markers_cdr(shape)))
+            out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", markers_cdr(shape, body=nb.body)))
         return out
 
     def build_many(self, shapes: list[ShapeEstimate]) -> Iterator[list[tuple[str, str, bytes]]]:
@@ -216,6 +217,11 @@ class ShapeCdr:
         for start in range(0, len(shapes), _BLOCK):
             block = shapes[start : start + _BLOCK]
             numbers = _block_numbers(block)
+            # which of them get markers (a copy of the throttle, so the real one decides the same in build)
+            probe = copy.copy(self.markers)
+            marked = [k for k, s in enumerate(block) if probe.ready(s.stamp_ns)]
+            for k, body in _block_bodies(block, marked).items():
+                numbers[k] = numbers[k]._replace(body=body)
             for shape, nb in zip(block, numbers, strict=True):
                 yield self.build(shape, nb)
 
@@ -226,6 +232,25 @@ class _Numbers(NamedTuple):
     tf: bytes | None
     path: bytes | None
     tip: bytes | None
+    body: np.ndarray | None = None  # the body marker's tube vertices
+
+
+def _block_bodies(shapes: list[ShapeEstimate], which: list[int]) -> dict[int, np.ndarray]:
+    """Tube vertices of the body markers of ``shapes[k]`` for ``k`` in ``which``, polylines of one length and
+    radius at once (:func:`~shape_sensing.viz.tube_vertices`: each with the bits it would get alone)."""
+    from shape_sensing.messages.common import _decimate
+
+    groups: dict[tuple[int, float], list[int]] = {}
+    for k in which:
+        bb = np.asarray(shapes[k].backbone)
+        if bb.ndim == 2 and bb.shape[1] == 3 and len(bb) >= 2:
+            groups.setdefault((len(bb), float(shapes[k].radius)), []).append(k)
+    out = {}
+    for (_, radius), members in groups.items():
+        points = np.stack([_decimate(np.asarray(shapes[k].backbone, dtype=float), 48) for k in members])
+        for k, v in zip(members, tube_vertices(points, radius, 8), strict=True):
+            out[k] = v
+    return out
 
 
 _BLOCK = 512  # estimates whose messages are made at once
@@ -439,8 +464,12 @@ def markers_cdr(
     frame_prefix: str = "",
     rgba: tuple[float, float, float, float] = (0.1, 0.6, 0.9, 0.6),
     n_sigma: float = 2.0,
+    body: np.ndarray | None = None,
 ) -> bytes:
-    """visualization_msgs/MarkerArray of :func:`~shape_sensing.messages.common.shape_markers` (same defaults)."""
+    """visualization_msgs/MarkerArray of :func:`~shape_sensing.messages.common.shape_markers` (same defaults).
+
+    ``body``: the tube's vertices when already made (:func:`~shape_sensing.viz.tube_vertices`).
+    """
     from shape_sensing.messages.common import (
         MARKER_LINE_STRIP,
         MARKER_SPHERE,
@@ -450,10 +479,13 @@ def markers_cdr(
     )
 
     head = _header_bytes(shape.stamp_ns, frame_prefix + shape.parent_frame)
-    vertices, corners = tube_mesh_indexed(_decimate(shape.backbone, 48), shape.radius, 8)
-    body = np.asarray(vertices, dtype=float).reshape(-1, 3)[corners]
+    if body is None:
+        vertices, corners = tube_mesh_indexed(_decimate(shape.backbone, 48), shape.radius, 8)
+    else:
+        vertices, corners = body, tube_index(len(body) // 8, 8)
+    body_points = np.asarray(vertices, dtype=float).reshape(-1, 3)[corners]
     markers: list[tuple[Any, ...]] = [
-        (f"{ns}/body", MARKER_TRIANGLE_LIST, None, (1.0, 1.0, 1.0), rgba, body),
+        (f"{ns}/body", MARKER_TRIANGLE_LIST, None, (1.0, 1.0, 1.0), rgba, body_points),
         (f"{ns}/backbone", MARKER_LINE_STRIP, None, (0.005, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0), shape.backbone),
         (f"{ns}/frames", MARKER_SPHERE_LIST, None, (0.02, 0.02, 0.02), (1.0, 0.5, 0.0, 1.0), shape.poses[:, :3, 3]),
     ]

@@ -391,21 +391,23 @@ def _poses_along(points: FloatArray) -> FloatArray:
     norm = np.sqrt(sq[..., 0] + sq[..., 1] + sq[..., 2])
     t = np.where(norm[..., None] > 1e-12, t / np.maximum(norm, 1e-12)[..., None], [0.0, 0.0, 1.0])
     # Rotation taking z to t: axis z x t = (-t_y, t_x, 0), Rodrigues with sin = |z x t|, cos = t_z:
-    # R = I + K + K^2 / (1 + c), K the cross-product matrix of the axis.
-    c = t[..., 2]
-    K = np.zeros((*t.shape[:-1], 3, 3))
-    K[..., 0, 2] = t[..., 0]
-    K[..., 1, 2] = t[..., 1]
-    K[..., 2, 0] = -t[..., 0]
-    K[..., 2, 1] = -t[..., 1]
-    KK = K[..., :, 0, None] * K[..., None, 0, :]
-    KK += K[..., :, 1, None] * K[..., None, 1, :]
-    KK += K[..., :, 2, None] * K[..., None, 2, :]
+    # R = I + K + K^2 / (1 + c) with K the cross-product matrix of the axis, written out entry by entry.
+    a, b, c = t[..., 0], t[..., 1], t[..., 2]
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.where(1.0 + c > 1e-9, 1.0 / (1.0 + c), 0.0)
-    R = np.eye(3) + K + f[..., None, None] * KK
+    fa = f * a
+    fab = -(fa * b)
+    R = out[..., :3, :3]
+    R[..., 0, 0] = 1.0 - fa * a
+    R[..., 0, 1] = fab
+    R[..., 0, 2] = a
+    R[..., 1, 0] = fab
+    R[..., 1, 1] = 1.0 - f * b * b
+    R[..., 1, 2] = b
+    R[..., 2, 0] = -a
+    R[..., 2, 1] = -b
+    R[..., 2, 2] = 1.0 - f * (a * a + b * b)
     R[1.0 + c <= 1e-9] = np.diag([1.0, -1.0, -1.0])  # tangent along -z
-    out[..., :3, :3] = R
     return out
 
 
