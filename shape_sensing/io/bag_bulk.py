@@ -236,7 +236,7 @@ class RecordBatch:
     def _close_new(self) -> None:
         if not self._added:
             return
-        self.sources.append(np.frombuffer(bytes(self._new), np.uint8))
+        self.sources.append(np.frombuffer(self._new, np.uint8))  # the buffer itself (replaced below), no copy
         cols = np.array(self._added, dtype=np.int64)
         n = len(cols)
         self._parts.append((np.full(n, len(self.sources) - 1), cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3]))
@@ -343,7 +343,7 @@ def _write_chunks(
             p0 = int(pos[runs[r]])
             pieces.append(views[int(src[runs[r]])][p0 : p0 + int(run_bytes[r])])
             r += 1
-        body = bytearray(b"".join(pieces))
+        body = bytearray().join(pieces)  # one copy, writable
         arr = np.frombuffer(body, np.uint8)
         at = start[a:b] - (0 if a == 0 else start[a])
         cid = conn[a:b]
@@ -362,17 +362,20 @@ def _write_chunks(
         bio.write(struct.pack("<Q", len(body)))
         bio.write(body)
         chunk_end = bio.tell()
+        # one message index per channel, in channel order: the chunk's entries sorted by channel (stable), cut
         order = np.argsort(cid, kind="stable")
         ids, first = np.unique(cid[order], return_index=True)
+        entries = np.empty(len(order), _INDEX_DTYPE)
+        entries["log_time"] = lt[order]
+        entries["offset"] = at[order]
+        entry_bytes = memoryview(entries.tobytes())
         offsets = []
+        bounds_ch = [*first.tolist(), len(order)]
         for k, ch in enumerate(ids.tolist()):
-            sel = order[first[k] : first[k + 1] if k + 1 < len(first) else len(order)]
-            entries = np.empty(len(sel), _INDEX_DTYPE)
-            entries["log_time"] = lt[sel]
-            entries["offset"] = at[sel]
+            n_bytes = 16 * (bounds_ch[k + 1] - bounds_ch[k])
             offsets.append((ch, bio.tell()))
-            bio.write(struct.pack("<BQHI", 0x07, 2 + 4 + entries.nbytes, ch, entries.nbytes))
-            bio.write(entries.tobytes())
+            bio.write(struct.pack("<BQHI", 0x07, 2 + 4 + n_bytes, ch, n_bytes))
+            bio.write(entry_bytes[16 * bounds_ch[k] : 16 * bounds_ch[k + 1]])
         index = BytesIO()
         index.write(struct.pack("<QQQQI", t_lo, t_hi, chunk_start, chunk_end - chunk_start, 10 * len(offsets)))
         for ch, off in offsets:
