@@ -262,6 +262,8 @@ def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
     For each layout the message is written once with zero numbers (:func:`_layouts`), recording where each
     stamp and each float64 row goes; every estimate's copy then gets its stamps and rows with numpy.
     """
+    from shape_sensing.messages.common import _path_values
+
     out: list[_Numbers] = [_Numbers(None, None, None)] * len(shapes)
     groups: dict[tuple[Any, ...], list[int]] = {}
     for k, s in enumerate(shapes):
@@ -285,10 +287,7 @@ def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
         tf = np.empty((g, n, 7))
         tf[:, :, :3] = poses[:, :, :3, 3]
         tf[:, :, 3:] = matrix_to_quat(poses.reshape(-1, 4, 4)[:, :3, :3]).reshape(g, n, 4)
-        frames = _poses_along_many(np.stack([np.asarray(shapes[k].backbone, dtype=float) for k in members]))
-        path = np.empty((g, p, 7))
-        path[:, :, :3] = frames[:, :, :3, 3]
-        path[:, :, 3:] = matrix_to_quat(frames.reshape(-1, 4, 4)[:, :3, :3]).reshape(g, p, 4)
+        path = _path_values(np.stack([np.asarray(shapes[k].backbone, dtype=float) for k in members]))
         tip_T = poses[:, -1]
         tip = np.zeros((g, 7 + 36))
         tip[:, :3] = tip_T[:, :3, 3]
@@ -366,13 +365,6 @@ def _layouts(parent: str, children: tuple[str, ...], p: int) -> list[tuple[bytes
     return found
 
 
-def _poses_along_many(points: np.ndarray) -> np.ndarray:
-    """:func:`~shape_sensing.messages.common._poses_along` of ``(G, P, 3)`` polylines (P >= 2), same operations."""
-    from shape_sensing.messages.common import _poses_along
-
-    return _poses_along(points)
-
-
 def tf_cdr(shape: ShapeEstimate, frame_prefix: str = "", values: np.ndarray | None = None) -> bytes:
     """tf2_msgs/TFMessage of :func:`~shape_sensing.messages.common.shape_transforms` (as ``tf_message``)."""
     c = _Cdr()
@@ -396,16 +388,16 @@ def tf_cdr(shape: ShapeEstimate, frame_prefix: str = "", values: np.ndarray | No
 
 def path_cdr(stamp_ns: int, frame_id: str, poses: np.ndarray, values: np.ndarray | None = None) -> bytes:
     """nav_msgs/Path of :func:`~shape_sensing.messages.common.path_msg` (same arguments)."""
-    from shape_sensing.messages.common import _poses_along
+    from shape_sensing.messages.common import _path_values
 
     if values is None:
         poses = np.asarray(poses, dtype=float)
         if poses.ndim == 2 and poses.shape[1] == 3:
-            poses = _poses_along(poses)
-        quats = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
-        values = np.empty((len(poses), 7))
-        values[:, :3] = poses[:, :3, 3]
-        values[:, 3:] = quats
+            values = _path_values(poses)
+        else:
+            values = np.empty((len(poses), 7))
+            values[:, :3] = poses[:, :3, 3]
+            values[:, 3:] = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
     c = _Cdr()
     c.header(stamp_ns, frame_id)
     c.u32(len(values))
