@@ -269,25 +269,25 @@ def _mm(A: FloatArray, B: FloatArray) -> FloatArray:
     ``np.matmul`` may hand a stack to BLAS or to its own loop depending on its size and layout, which can
     change the last bit; this cannot.
     """
-    out = A[..., :, 0, None] * B[..., None, 0, :]
-    out += A[..., :, 1, None] * B[..., None, 1, :]
-    out += A[..., :, 2, None] * B[..., None, 2, :]
+    p = A[..., :, :, None] * B[..., None, :, :]  # p[..., i, k, j] = A_ik B_kj
+    out = p[..., 0, :] + p[..., 1, :]
+    out += p[..., 2, :]
     return out
 
 
 def _mat_vec(A: FloatArray, v: FloatArray, out: FloatArray) -> FloatArray:
     """``A @ v`` of stacks of 3x3 matrices and 3-vectors, elementwise in a fixed order (see :func:`_mm`)."""
-    np.multiply(A[..., :, 0], v[..., 0, None], out=out)
-    out += A[..., :, 1] * v[..., 1, None]
-    out += A[..., :, 2] * v[..., 2, None]
+    p = A * v[..., None, :]  # p[..., i, j] = A_ij v_j
+    np.add(p[..., 0], p[..., 1], out=out)
+    out += p[..., 2]
     return out
 
 
 def _rows_times(v: FloatArray, A: FloatArray, out: FloatArray | None = None) -> FloatArray:
     """Row vectors times matrices, ``v @ A`` (broadcast), elementwise in a fixed order (see :func:`_mm`)."""
-    out = np.multiply(v[..., 0, None], A[..., 0, :], out=out)
-    out += v[..., 1, None] * A[..., 1, :]
-    out += v[..., 2, None] * A[..., 2, :]
+    p = v[..., :, None] * A  # p[..., k, j] = v_k A_kj
+    out = np.add(p[..., 0, :], p[..., 1, :], out=out)
+    out += p[..., 2, :]
     return out
 
 
