@@ -477,12 +477,20 @@ class HingeArcEstimator:
         Raises:
             NotOffsetError: before :meth:`capture_offset`.
 
-        This is :meth:`update_many` with one tick: the same operations, so the same bits.
+        This is :meth:`update_many` with one tick: the same kernel on the same numbers, so the same bits.
         """
+        if self._world_base_T is None or self._mount_T is None:
+            raise NotOffsetError("the straight reference has not been captured (call the offset service)")
+        cfg = self.config
+        everted = cfg.sensor_positions <= (length + 1e-9) if length is not None else None
+        selected = self.used if everted is None else self.used & everted
+        active = selected & np.asarray(valid, dtype=bool) & self._mount_ok
+        plan = self._plans.get((selected.tobytes(), active.tobytes()))
+        if plan is None:
+            plan = self._plan(selected, active)
         lengths = np.array([np.nan if length is None else float(length)])
-        return self.update_many(
-            np.asarray(quats, dtype=float)[None], np.asarray(valid, dtype=bool)[None], [int(stamp_ns)], lengths
-        )[0]
+        stamps = np.array([int(stamp_ns)], dtype=np.int64)
+        return self._batch(plan, np.asarray(quats, dtype=float)[None], stamps, lengths)[0]
 
     def update_many(
         self, quats: FloatArray, valid: np.ndarray, stamps_ns: list[int] | np.ndarray, lengths: FloatArray
