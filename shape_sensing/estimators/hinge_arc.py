@@ -552,7 +552,8 @@ class HingeArcEstimator:
         B = np.empty((T, m + 1, 3, 3))
         B[:, 0] = _EYE3
         R = quats_to_matrices(quats[:, plan.idx])
-        B[:, 1:] = _mm(_mm(self._world_base_T, R), plan.mount_tr)
+        sensor_rot = _mm(self._world_base_T, R)  # W^T R_i: each sensor's orientation in the base frame
+        B[:, 1:] = _mm(sensor_rot, plan.mount_tr)
         Bk, BkT = B[:, :-1], B[:, :-1].swapaxes(-1, -2)
         rel = _mm(BkT, B[:, 1:])
         # The segments and, for the covariance, six turned copies of each (see _covariance), in one batch.
@@ -583,7 +584,7 @@ class HingeArcEstimator:
         # Poses: sensors on the wall with their mounting, then the tip on the centreline.
         poses = np.zeros((T, m + 1, 4, 4))
         poses[:, :, 3, 3] = 1.0
-        poses[:, :m, :3, :3] = _mm(B[:, 1:], plan.mount)
+        poses[:, :m, :3, :3] = sensor_rot  # B_i M_i = W^T R_i
         np.add(centre[:, 1:], wall, out=poses[:, :m, :3, 3])
         poses[:, m, :3, :3] = B[:, -1]
         np.add(centre[:, -1], tip_chord, out=poses[:, m, :3, 3])
