@@ -209,11 +209,13 @@ class VineImuTracker:
         est.diagnostics.extend(extra)
         return est
 
-    def _prepare(self, tick: int) -> tuple[np.ndarray, list[DiagnosticStatus]] | None:
+    def _prepare(self, tick: int, valid: np.ndarray | None = None) -> tuple[np.ndarray, list[DiagnosticStatus]] | None:
         """Everything of an estimate at ``tick`` but the estimator's update: ``None`` when there is none, else
         the sensors that are fresh and the diagnostics to add to the update's (the bulk replay runs the
-        updates of many ticks at once, :meth:`HingeArcEstimator.update_many`)."""
-        valid = self._fresh(tick)
+        updates of many ticks at once, :meth:`HingeArcEstimator.update_many`, and passes ``valid``, the
+        sensors fresh at ``tick``, found for all ticks at once)."""
+        if valid is None:
+            valid = self._fresh(tick)
         if self.capture_at_ns is not None and self.first_ns >= 0 and tick - self.first_ns >= self.capture_at_ns:
             self.capture_at_ns = None
             self.request_offset()

@@ -375,23 +375,29 @@ def estimates(
         pending.clear()
         return out
 
+    # the tracker's freshness rule (_fresh) at every tick at once
+    fresh = (states.last_ns >= 0) & (states.ticks[:, None] - states.last_ns <= tracker.stale_ns)
+    ticks = states.ticks.tolist()
+    latest = states.latest_ns.tolist()
+    lengths = states.length.tolist()
+    bad = states.bad.tolist()
+    ooo = states.out_of_order.tolist()
+    first = states.first_ns.tolist()
     for t in range(total):
         if progress is not None and t % 512 == 0:
             progress(t / total)
-        if t == total - 1 and states.latest_ns[t] < 0:
+        if t == total - 1 and latest[t] < 0:
             break
-        tracker.quats[:] = states.quats[t]
-        tracker.last_ns[:] = states.last_ns[t]
-        tracker.latest_ns = int(states.latest_ns[t])
-        length = float(states.length[t])
-        tracker.length = None if math.isnan(length) else length
-        tracker.stats.bad_samples = int(states.bad[t])
-        tracker.stats.out_of_order = int(states.out_of_order[t])
-        if hasattr(tracker, "first_ns"):  # trackers that time a capture from the first reading
-            tracker.first_ns = int(states.first_ns[t])
+        tracker.latest_ns = latest[t]
+        tracker.length = None if math.isnan(lengths[t]) else lengths[t]
+        tracker.stats.bad_samples = bad[t]
+        tracker.stats.out_of_order = ooo[t]
+        tracker.first_ns = first[t]
         if tracker._offset_requested or tracker.capture_at_ns is not None:
-            yield from run()  # the reference may change at this tick
-        job = tracker._prepare(int(states.ticks[t]))
+            yield from run()  # the reference may change at this tick: the capture reads the tracker's arrays
+            tracker.quats[:] = states.quats[t]
+            tracker.last_ns[:] = states.last_ns[t]
+        job = tracker._prepare(ticks[t], fresh[t])
         if job is not None:
             pending.append((t, job[0], job[1]))
             if len(pending) >= _BATCH:
