@@ -447,6 +447,8 @@ def diagnostics_cdr(stamp_ns: int, statuses: Iterable[DiagnosticStatus]) -> byte
 
 _EYE4 = np.eye(4)
 _UNIT_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
+_IDENTITY_POSE = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]).tobytes()  # _pose_values(_EYE4, _UNIT_QUAT)
+_TUBE_INDEX: dict[int, np.ndarray] = {}  # tube_index(n, 8) by n (read only)
 
 
 def markers_cdr(
@@ -474,7 +476,11 @@ def markers_cdr(
     if body is None:
         vertices, corners = tube_mesh_indexed(_decimate(shape.backbone, 48), shape.radius, 8)
     else:
-        vertices, corners = body, tube_index(len(body) // 8, 8)
+        n_rings = len(body) // 8
+        corners = _TUBE_INDEX.get(n_rings)
+        if corners is None:
+            corners = _TUBE_INDEX[n_rings] = tube_index(n_rings, 8)
+        vertices = body
     body_points = np.asarray(vertices, dtype=float).reshape(-1, 3)[corners]
     markers: list[tuple[Any, ...]] = [
         (f"{ns}/body", MARKER_TRIANGLE_LIST, None, (1.0, 1.0, 1.0), rgba, body_points),
@@ -493,8 +499,11 @@ def markers_cdr(
         c.string(name)
         c.align(4)
         c.buf += _3I.pack(0, mtype, 0)  # id, type, action
-        values = _pose_values(_EYE4, _UNIT_QUAT) if pose is None else _pose_values(np.asarray(pose, dtype=float))
-        c.f64(values)
+        if pose is None:
+            c.align(8)
+            c.buf += _IDENTITY_POSE
+        else:
+            c.f64(_pose_values(np.asarray(pose, dtype=float)))
         c.f64(np.array([float(scale[0]), float(scale[1]), float(scale[2])]))
         c.buf += _4F.pack(*color)  # ColorRGBA float32, 4-aligned after float64s
         c.buf += _TIME.pack(0, 0)  # lifetime

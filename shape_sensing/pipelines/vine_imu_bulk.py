@@ -544,7 +544,9 @@ def replay(
         check_inputs,
         check_made_estimates,
     )
+    from shape_sensing.runtime import retain_heap
 
+    retain_heap()  # freed blocks of the passes (hundreds of MB in all) reused, not page-faulted in again
     topics: dict[str, str] | None = getattr(args, "bag_topics", None)
     namespace = getattr(args, "namespace", DEFAULT_NAMESPACE)
     tracker = VineImuTracker(_params_from(config, (topics or {}).keys(), namespace))
