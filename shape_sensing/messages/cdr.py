@@ -477,10 +477,9 @@ def markers_cdr(
         vertices, corners = tube_mesh_indexed(_decimate(shape.backbone, 48), shape.radius, 8)
     else:
         n_rings = len(body) // 8
-        corners = _TUBE_INDEX.get(n_rings)
-        if corners is None:
-            corners = _TUBE_INDEX[n_rings] = tube_index(n_rings, 8)
-        vertices = body
+        if n_rings not in _TUBE_INDEX:
+            _TUBE_INDEX[n_rings] = tube_index(n_rings, 8)
+        vertices, corners = body, _TUBE_INDEX[n_rings]
     body_points = np.asarray(vertices, dtype=float).reshape(-1, 3)[corners]
     markers: list[tuple[Any, ...]] = [
         (f"{ns}/body", MARKER_TRIANGLE_LIST, None, (1.0, 1.0, 1.0), rgba, body_points),
