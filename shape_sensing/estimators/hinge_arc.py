@@ -263,32 +263,56 @@ _QM_COEF = np.array(
 )
 
 
-def _mm(A: FloatArray, B: FloatArray) -> FloatArray:
-    """``A @ B`` of stacks of 3x3 matrices (broadcast), as three elementwise products summed in a fixed order.
+# Every 3x3 product below is one call of numpy's matmul on a stack of matrix-vector products whose matrix has
+# its rows in reverse order (a view with a negative row stride). numpy's matmul loop (umath/matmul.c.src,
+# ``@TYPE@_matmul``, the same in numpy 1.24, 1.26 and 2.x) then takes, for every matrix of the stack on its own,
+# the branch "special case (a core dimension is 1), neither vector @ matrix nor matrix @ vector blasable":
+# ``is_blasable2d`` needs a unit stride along one axis and a stride >= the other dimension along the other, which
+# a negative row stride never satisfies, so no BLAS ``gemv`` (and no copy to a BLAS buffer, which numpy >= 2.3
+# makes for non-blasable matrix @ matrix) but ``@TYPE@_matmul_inner_noblas``: each output element is
+# ``((0 + a_0 b_0) + a_1 b_1) + a_2 b_2``, summed in that order by the same C loop whatever the stack's size.
+# So a tick's numbers do not depend on how many ticks are computed with it (update() is update_many() with one
+# tick), by construction of that loop; ``test_update_many_gives_the_bits_of_one_update_per_tick``
+# (test/test_hinge_arc.py) and test/test_vine_bulk_replay.py check it on every supported numpy.
+# The output must not overlap the inputs (numpy would copy an operand, and a copy may be blasable).
 
-    ``np.matmul`` may hand a stack to BLAS or to its own loop depending on its size and layout, which can
-    change the last bit; this cannot.
+
+def _matvecs(A: FloatArray, x: FloatArray, out: FloatArray) -> FloatArray:
+    """``out[..., i] = sum_n A[..., i, n] x[..., n]`` (broadcast), through numpy's plain C loop (see above)."""
+    np.matmul(A[..., ::-1, :], x[..., None], out=out[..., ::-1, None])
+    return out
+
+
+def _stack_shape(A: FloatArray, B: FloatArray) -> tuple[int, ...]:
+    a, b = A.shape[:-2], B.shape[:-2]
+    if a == b or not b:
+        return a
+    if not a:
+        return b
+    return np.broadcast(A[..., 0, 0], B[..., 0, 0]).shape
+
+
+def _mm(A: FloatArray, B: FloatArray) -> FloatArray:
+    """``A @ B`` of stacks of 3x3 matrices (broadcast): column ``j`` is ``A`` times column ``j`` of ``B``.
+
+    ``np.matmul(A, B)`` itself may hand a stack to BLAS (whose summation order is its own) or to its own loop
+    depending on the numpy version and the operands' layout; :func:`_matvecs` always takes the plain loop.
     """
-    p = A[..., :, :, None] * B[..., None, :, :]  # p[..., i, k, j] = A_ik B_kj
-    out = p[..., 0, :] + p[..., 1, :]
-    out += p[..., 2, :]
+    out = np.empty((*_stack_shape(A, B), 3, 3))
+    _matvecs(A[..., None, :, :], B.swapaxes(-1, -2), out.swapaxes(-1, -2))
     return out
 
 
 def _mat_vec(A: FloatArray, v: FloatArray, out: FloatArray) -> FloatArray:
-    """``A @ v`` of stacks of 3x3 matrices and 3-vectors, elementwise in a fixed order (see :func:`_mm`)."""
-    p = A * v[..., None, :]  # p[..., i, j] = A_ij v_j
-    np.add(p[..., 0], p[..., 1], out=out)
-    out += p[..., 2]
-    return out
+    """``A @ v`` of stacks of 3x3 matrices and 3-vectors (see :func:`_matvecs`)."""
+    return _matvecs(A, v, out)
 
 
 def _rows_times(v: FloatArray, A: FloatArray, out: FloatArray | None = None) -> FloatArray:
-    """Row vectors times matrices, ``v @ A`` (broadcast), elementwise in a fixed order (see :func:`_mm`)."""
-    p = v[..., :, None] * A  # p[..., k, j] = v_k A_kj
-    out = np.add(p[..., 0, :], p[..., 1, :], out=out)
-    out += p[..., 2, :]
-    return out
+    """Row vectors times matrices, ``v @ A`` (broadcast), i.e. ``A^T v`` (see :func:`_matvecs`)."""
+    if out is None:
+        out = np.empty((*np.broadcast(v[..., 0], A[..., 0, 0]).shape, 3))
+    return _matvecs(A.swapaxes(-1, -2), v, out)
 
 
 class _Segments(NamedTuple):
