@@ -292,13 +292,14 @@ def _stack_shape(A: FloatArray, B: FloatArray) -> tuple[int, ...]:
     return np.broadcast(A[..., 0, 0], B[..., 0, 0]).shape
 
 
-def _mm(A: FloatArray, B: FloatArray) -> FloatArray:
+def _mm(A: FloatArray, B: FloatArray, out: FloatArray | None = None) -> FloatArray:
     """``A @ B`` of stacks of 3x3 matrices (broadcast): column ``j`` is ``A`` times column ``j`` of ``B``.
 
     ``np.matmul(A, B)`` itself may hand a stack to BLAS (whose summation order is its own) or to its own loop
     depending on the numpy version and the operands' layout; :func:`_matvecs` always takes the plain loop.
     """
-    out = np.empty((*_stack_shape(A, B), 3, 3))
+    if out is None:
+        out = np.empty((*_stack_shape(A, B), 3, 3))
     _matvecs(A[..., None, :, :], B.swapaxes(-1, -2), out.swapaxes(-1, -2))
     return out
 
@@ -577,7 +578,7 @@ class HingeArcEstimator:
         B[:, 0] = _EYE3
         R = quats_to_matrices(quats[:, plan.idx])
         sensor_rot = _mm(self._world_base_T, R)  # W^T R_i: each sensor's orientation in the base frame
-        B[:, 1:] = _mm(sensor_rot, plan.mount_tr)
+        _mm(sensor_rot, plan.mount_tr, out=B[:, 1:])
         Bk, BkT = B[:, :-1], B[:, :-1].swapaxes(-1, -2)
         rel = _mm(BkT, B[:, 1:])
         # The segments and, for the covariance, six turned copies of each (see _covariance), in one batch.
@@ -738,7 +739,7 @@ class HingeArcEstimator:
         self, since: FloatArray, plan: _Plan, theta: FloatArray, rel: FloatArray, lengths: FloatArray
     ) -> list[DiagnosticStatus]:
         T, m = theta.shape
-        n_over = np.count_nonzero(theta > plan.over_at, axis=1).tolist()
+        n_over = np.add.reduce(theta > plan.over_at, axis=1, dtype=np.intp).tolist()
         if m:
             max_bend = np.maximum.reduce(theta, axis=1).tolist()
             max_twist = (2.0 * np.maximum.reduce(np.abs(self._half_twist(rel)), axis=1)).tolist()
