@@ -225,42 +225,42 @@ class HingeArcConfig:
 def quats_to_matrices(q: FloatArray) -> FloatArray:
     """``(..., 4)`` ``[x, y, z, w]`` quaternions (normalised here) to ``(..., 3, 3)`` matrices.
 
-    Elementwise operations and sums in a fixed order only, so a quaternion's matrix does not depend on the
-    batch it is converted in (:meth:`HingeArcEstimator.update_many`); equal to scipy's ``as_matrix`` to
-    rounding.
+    The nine entries and ``|q|^2`` are sums of the products ``q_i q_j`` with fixed coefficients: one matmul
+    with the coefficients as a view numpy never hands to BLAS (see :func:`_matvecs`), so each quaternion's
+    numbers come from numpy's plain loop alone, whatever the batch it is converted in
+    (:meth:`HingeArcEstimator.update_many`); equal to scipy's ``as_matrix`` to rounding.
     """
     q = np.asarray(q, dtype=float)
-    p = (q[..., :, None] * q[..., None, :]).reshape(*q.shape[:-1], 16)  # products q_i q_j
-    terms = p[..., _QM_INDEX] * _QM_COEF  # (..., 4, 9)
-    r9 = terms[..., 0, :] + terms[..., 1, :]
-    r9 += terms[..., 2, :]
-    r9 += terms[..., 3, :]
-    norm2 = p[..., 0] + p[..., 5]
-    norm2 += p[..., 10]
-    norm2 += p[..., 15]
-    r9 /= norm2[..., None]
-    return r9.reshape(*q.shape[:-1], 3, 3)
+    p = q[..., :, None] * q[..., None, :]  # products q_i q_j
+    r = np.matmul(p.reshape(*q.shape[:-1], 1, 16), _QM_COEF_VIEW)[..., 0, :]
+    return np.divide(r[..., :9], r[..., 9:]).reshape(*q.shape[:-1], 3, 3)
 
 
 # Rotation matrix of a quaternion from the products q_i q_j (index 4 i + j, x y z w = 0 1 2 3), row-major:
 # R00 = xx - yy - zz + ww, R01 = 2 (xy - zw), R02 = 2 (xz + yw), R10 = 2 (xy + zw), R11 = -xx + yy - zz + ww,
-# R12 = 2 (yz - xw), R20 = 2 (xz - yw), R21 = 2 (yz + xw), R22 = -xx - yy + zz + ww; divided by |q|^2.
-_QM_INDEX = np.array(
+# R12 = 2 (yz - xw), R20 = 2 (xz - yw), R21 = 2 (yz + xw), R22 = -xx - yy + zz + ww; divided by |q|^2,
+# the tenth column (xx + yy + zz + ww).
+_QM_COEF = np.zeros((16, 10))
+for _k, _terms in enumerate(
     [
-        [0, 1, 2, 1, 0, 6, 2, 6, 0],
-        [5, 11, 7, 11, 5, 3, 7, 3, 5],
-        [10, 0, 0, 0, 10, 0, 0, 0, 10],
-        [15, 0, 0, 0, 15, 0, 0, 0, 15],
+        {0: 1.0, 5: -1.0, 10: -1.0, 15: 1.0},
+        {1: 2.0, 11: -2.0},
+        {2: 2.0, 7: 2.0},
+        {1: 2.0, 11: 2.0},
+        {0: -1.0, 5: 1.0, 10: -1.0, 15: 1.0},
+        {6: 2.0, 3: -2.0},
+        {2: 2.0, 7: -2.0},
+        {6: 2.0, 3: 2.0},
+        {0: -1.0, 5: -1.0, 10: 1.0, 15: 1.0},
+        {0: 1.0, 5: 1.0, 10: 1.0, 15: 1.0},
     ]
-)
-_QM_COEF = np.array(
-    [
-        [1.0, 2.0, 2.0, 2.0, -1.0, 2.0, 2.0, 2.0, -1.0],
-        [-1.0, -2.0, 2.0, 2.0, 1.0, -2.0, -2.0, 2.0, -1.0],
-        [-1.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0],
-        [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
-    ]
-)
+):
+    for _i, _c in _terms.items():
+        _QM_COEF[_i, _k] = _c
+# Stored with its columns reversed and read back through a negative column stride: not "blasable" (see
+# _matvecs), so the vector @ matrix product takes numpy's plain loop.
+del _k, _terms, _i, _c
+_QM_COEF_VIEW = np.ascontiguousarray(_QM_COEF[:, ::-1])[:, ::-1]
 
 
 # Every 3x3 product below is one call of numpy's matmul on a stack of matrix-vector products whose matrix has
