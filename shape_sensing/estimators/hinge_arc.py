@@ -268,12 +268,14 @@ _QM_COEF_VIEW = np.ascontiguousarray(_QM_COEF[:, ::-1])[:, ::-1]
 # ``@TYPE@_matmul``, the same in numpy 1.24, 1.26 and 2.x) then takes, for every matrix of the stack on its own,
 # the branch "special case (a core dimension is 1), neither vector @ matrix nor matrix @ vector blasable":
 # ``is_blasable2d`` needs a unit stride along one axis and a stride >= the other dimension along the other, which
-# a negative row stride never satisfies, so no BLAS ``gemv`` (and no copy to a BLAS buffer, which numpy >= 2.3
-# makes for non-blasable matrix @ matrix) but ``@TYPE@_matmul_inner_noblas``: each output element is
-# ``((0 + a_0 b_0) + a_1 b_1) + a_2 b_2``, summed in that order by the same C loop whatever the stack's size.
+# a negative row stride never satisfies, so no BLAS ``gemv`` (and no copy to a BLAS buffer, which recent numpy
+# makes for a non-blasable matrix @ matrix, gh-23588) but ``@TYPE@_matmul_inner_noblas``: each output element is
+# ``((0 + a_0 b_0) + a_1 b_1) + a_2 b_2``, summed in that order by the same C loop whatever the stack's size
+# (where the compiler fuses those multiply-adds, it does so for every matrix alike).
 # So a tick's numbers do not depend on how many ticks are computed with it (update() is update_many() with one
-# tick), by construction of that loop; ``test_update_many_gives_the_bits_of_one_update_per_tick``
-# (test/test_hinge_arc.py) and test/test_vine_bulk_replay.py check it on every supported numpy.
+# tick), by construction of that loop; ``test_update_many_gives_the_bits_of_one_update_per_tick`` and
+# ``test_3x3_products_of_a_stack_are_the_bits_of_each_product_alone`` (test/test_hinge_arc.py) and
+# test/test_vine_bulk_replay.py check it (run them on numpy 1.24 and 1.26 too when this changes).
 # The output must not overlap the inputs (numpy would copy an operand, and a copy may be blasable).
 
 
