@@ -473,15 +473,25 @@ def replay_bulk(
             for est in shapes
         )
     conns: dict[str, int] = {}
-    seq = 0
+    rec_conn: list[int] = []
+    rec_time: list[int] = []
+    rec_data: list[bytes] = []
+    rec_fire: list[int] = []
     for (t, est), built in zip(est_list, messages, strict=True):
         fire = int(states.fire_rank[t])
         for topic, msgtype, raw in built:
-            name = resolve_topic(topic, namespace)
-            if name not in conns:
-                conns[name] = writer.connection_id(name, msgtype)
-            batch.add(conns[name], est.stamp_ns, raw, (fire, 1, seq))
-            seq += 1
+            cid = conns.get(topic)
+            if cid is None:
+                cid = conns[topic] = writer.connection_id(resolve_topic(topic, namespace), msgtype)
+            rec_conn.append(cid)
+            rec_time.append(est.stamp_ns)
+            rec_data.append(raw)
+            rec_fire.append(fire)
+    key = np.zeros((len(rec_data), 3), dtype=np.int64)
+    key[:, 0] = rec_fire
+    key[:, 1] = 1
+    key[:, 2] = np.arange(len(rec_data))
+    batch.add_many(rec_conn, rec_time, rec_data, key)
     t5 = clock()
     write_records(writer, batch)
     t6 = clock()
