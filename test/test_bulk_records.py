@@ -162,3 +162,21 @@ def test_add_many_makes_the_records_add_makes_one_by_one() -> None:
     for col_a, col_b in zip(a[1:], b[1:], strict=True):
         assert col_a.tolist() == col_b.tolist()
     assert bytes(one.sources[-1]) == bytes(many.sources[-1])
+
+
+def test_a_rewritten_bag_is_read_anew_not_from_the_kept_summary(tmp_path: Path) -> None:
+    import shutil
+
+    from shape_sensing.io.bag import bag_topics
+
+    path = tmp_path / "b.mcap"
+    for topic, n in (("/first", 3), ("/second", 5)):
+        with BagWriter(tmp_path / f"{n}.mcap") as w:
+            w.set_metadata("topic", topic)
+            for j in range(n):
+                w.write(topic, w.factory.make("std_msgs/msg/String", data="x"), j)
+        shutil.copyfile(tmp_path / f"{n}.mcap", path)  # the same file (inode) rewritten
+        assert bag_topics(path) == {topic: "std_msgs/msg/String"}
+        assert bag_metadata(path) == {"topic": topic}
+        assert bag_message_count(path) == n
+        assert len(read_topics(path, [topic])[topic]) == n

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.io.bag import _resolve, read_bag
+from shape_sensing.io.bag import _resolve, mcap_summary, read_bag
 from shape_sensing.io.errors import BagError
 
 __all__ = ["RecordBatch", "TopicArrays", "read_topics", "write_records"]
@@ -113,11 +113,9 @@ def _read_indexed_mcap(
 ) -> dict[str, TopicArrays] | None:
     """The fast path, or ``None`` when the file does not allow it (compressed chunks, no index)."""
     from mcap.exceptions import McapError
-    from mcap.reader import make_reader
 
     try:
-        with path.open("rb") as stream:
-            summary = make_reader(stream).get_summary()
+        summary = mcap_summary(path)
     except (McapError, EOFError, ValueError, OSError, struct.error) as exc:
         raise BagError(f"bag {path} is malformed or truncated: {type(exc).__name__}: {exc}") from exc
     if summary is None or not summary.chunk_indexes:
