@@ -156,7 +156,7 @@ def test_add_many_makes_the_records_add_makes_one_by_one() -> None:
     many.add(7, 5, b"first", (2, 0, 0))  # a single record before the block: positions continue after it
     for c, t, d, k in zip(conns, times, datas, keys.tolist(), strict=True):
         one.add(c, t, d, tuple(k))
-    many.add_many(conns, times, datas, keys)
+    many.add_many((c, t, d, (k[0], k[1], k[2])) for c, t, d, k in zip(conns, times, datas, keys.tolist(), strict=True))
     assert len(one) == len(many) == 41
     a, b = one.ordered(), many.ordered()
     for col_a, col_b in zip(a[1:], b[1:], strict=True):

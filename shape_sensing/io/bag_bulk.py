@@ -220,10 +220,9 @@ class RecordBatch:
         self._keys: list[np.ndarray] = []
         self._new = bytearray()
         self._added: list[tuple[int, int, int, int, int, int, int]] = []
-        self._added_blocks: list[tuple[tuple[np.ndarray, ...], np.ndarray]] = []
 
     def __len__(self) -> int:
-        return sum(len(p[1]) for p in self._parts) + len(self._added) + sum(len(b[1]) for b in self._added_blocks)
+        return sum(len(p[1]) for p in self._parts) + len(self._added)
 
     def copy(self, buf: np.ndarray, record_at: np.ndarray, conn: int, log_time: np.ndarray, key: np.ndarray) -> None:
         """Records already in ``buf`` at ``record_at`` (lengths read from them); ``key``: ``(N, 3)`` int64."""
@@ -248,30 +247,26 @@ class RecordBatch:
         self._new += data
         self._added.append((pos, 31 + len(data), conn, log_time, *key))
 
-    def add_many(self, conn: list[int], log_time: list[int], data: list[bytes], key: np.ndarray) -> None:
-        """New records, as :meth:`add` one by one (same bytes), for many messages: ``key`` ``(N, 3)`` int64."""
+    def add_many(self, records: Iterable[tuple[int, int, bytes, tuple[int, int, int]]]) -> None:
+        """:meth:`add` of every ``(conn, log_time, data, key)`` of ``records``, in order (same bytes), the data
+        appended as it comes (no block of them held at once)."""
+        new = self._new
         head = _RECORD_HEAD.pack
-        sizes = [len(d) for d in data]
-        pieces = [
-            b for c, t, d, z in zip(conn, log_time, data, sizes, strict=True) for b in (head(5, 22 + z, c, 0, t, t), d)
-        ]
-        size = np.array(sizes, dtype=np.int64) + 31
-        pos = np.cumsum(size) - size + len(self._new)
-        self._new += b"".join(pieces)
-        cols = (pos, size, np.array(conn, dtype=np.int64), np.array(log_time, dtype=np.int64))
-        self._added_blocks.append((cols, np.asarray(key, dtype=np.int64).reshape(len(sizes), 3)))
+        added = self._added
+        for conn, log_time, data, key in records:
+            added.append((len(new), 31 + len(data), conn, log_time, *key))
+            new += head(0x05, 22 + len(data), conn, 0, log_time, log_time)
+            new += data
 
     def _close_new(self) -> None:
-        if not self._added and not self._added_blocks:
+        if not self._added:
             return
         self.sources.append(np.frombuffer(self._new, np.uint8))  # the buffer itself (replaced below), no copy
-        if self._added:
-            cols = np.array(self._added, dtype=np.int64)
-            self._added_blocks.append(((cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3]), cols[:, 4:7]))
-        for block, keys in self._added_blocks:
-            self._parts.append((np.full(len(keys), len(self.sources) - 1), *block))
-            self._keys.append(keys)
-        self._added, self._added_blocks, self._new = [], [], bytearray()
+        cols = np.array(self._added, dtype=np.int64)
+        n = len(cols)
+        self._parts.append((np.full(n, len(self.sources) - 1), cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3]))
+        self._keys.append(cols[:, 4:7])
+        self._added, self._new = [], bytearray()
 
     def ordered(self) -> tuple[np.ndarray, ...]:
         """``(source, pos, size, conn, log_time)`` of every record, in key order (stable)."""

@@ -473,25 +473,19 @@ def replay_bulk(
             for est in shapes
         )
     conns: dict[str, int] = {}
-    rec_conn: list[int] = []
-    rec_time: list[int] = []
-    rec_data: list[bytes] = []
-    rec_fire: list[int] = []
-    for (t, est), built in zip(est_list, messages, strict=True):
-        fire = int(states.fire_rank[t])
-        for topic, msgtype, raw in built:
-            cid = conns.get(topic)
-            if cid is None:
-                cid = conns[topic] = writer.connection_id(resolve_topic(topic, namespace), msgtype)
-            rec_conn.append(cid)
-            rec_time.append(est.stamp_ns)
-            rec_data.append(raw)
-            rec_fire.append(fire)
-    key = np.zeros((len(rec_data), 3), dtype=np.int64)
-    key[:, 0] = rec_fire
-    key[:, 1] = 1
-    key[:, 2] = np.arange(len(rec_data))
-    batch.add_many(rec_conn, rec_time, rec_data, key)
+
+    def records() -> Iterator[tuple[int, int, bytes, tuple[int, int, int]]]:
+        seq = 0
+        for (t, est), built in zip(est_list, messages, strict=True):
+            fire = int(states.fire_rank[t])
+            for topic, msgtype, raw in built:
+                cid = conns.get(topic)
+                if cid is None:
+                    cid = conns[topic] = writer.connection_id(resolve_topic(topic, namespace), msgtype)
+                yield cid, est.stamp_ns, raw, (fire, 1, seq)
+                seq += 1
+
+    batch.add_many(records())
     t5 = clock()
     write_records(writer, batch)
     t6 = clock()
