@@ -108,6 +108,18 @@ def _arrays(msgtype: str, log_time: np.ndarray, rank: np.ndarray, raws: list[byt
     return TopicArrays(msgtype, log_time, rank.astype(np.int64), data)
 
 
+def _map_file(path: Path) -> np.ndarray:
+    """The file's bytes as a plain read-only array over a memory map (not an ``np.memmap``, whose indexing goes
+    through a Python ``__getitem__`` and wraps every result)."""
+    import mmap
+
+    with path.open("rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return np.zeros(0, dtype=np.uint8)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(mm, dtype=np.uint8)
+
+
 def _read_indexed_mcap(
     path: Path, wanted: set[str], progress: Callable[[float], None] | None
 ) -> dict[str, TopicArrays] | None:
@@ -126,7 +138,7 @@ def _read_indexed_mcap(
     for ch in channels.values():
         if ch.message_encoding != "cdr" or ch.schema_id not in summary.schemas:
             return None  # let the streaming reader report it
-    buf = np.memmap(path, dtype=np.uint8, mode="r")
+    buf = _map_file(path)
     size = len(buf)
     if size < 64:
         return None
