@@ -59,7 +59,10 @@ __all__ = [
     "PhysicsSpec",
     "RobotModel",
     "available",
+    "body_poses_at",
     "build_model",
+    "cast_zones",
+    "kinematic_reference",
     "scene_geoms_xml",
     "simulate",
     "tendon_tensions",
@@ -118,6 +121,10 @@ class PhysicsSpec:
     pretension: float = 10.0  # N, least tension in a tendon
     max_tension: float = 3000.0  # N
     friction: float = 0.5  # sliding friction robot-scene
+    #: MuJoCo's contact softness (solref time constant, s, and solimp): stiffer than MuJoCo's default 0.02 s so
+    #: that the robot pushed hard against an 8 mm blade stays on its face (at least 2 timesteps)
+    contact_timeconst: float = 0.004
+    contact_solimp: tuple[float, float, float] = (0.95, 0.99, 0.001)
     gravity: tuple[float, float, float] = (0.0, -9.81, 0.0)  # the duct's axis (z) horizontal
     timestep: float = 1.0 / 720.0  # s; every sensor rate (and 3x the ToF rate) must divide 1 / timestep
     insertion: float = 0.3  # m the base is advanced along the axis during the lead-in
@@ -233,7 +240,8 @@ def build_model(scene: Scene, robot: RobotSpec | None = None, phys: PhysicsSpec 
     phi = np.array([[2 * np.pi * i / 3 + j * 2 * np.pi / 9 for i in range(3)] for j in range(nseg)], dtype=np.float64)
     rings = np.asarray(robot.ring_s, dtype=np.float64)
     stiff = phys.bending_stiffness / dl
-    fr = f"{phys.friction:g} 0.005 0.0001"
+    fr = f'friction="{phys.friction:g} 0.005 0.0001" solref="{phys.contact_timeconst:g} 1"'
+    fr += f' solimp="{_xyz(phys.contact_solimp)}"'
 
     def body_inner(i: int) -> str:
         a, ln = starts[i], lens[i]
@@ -283,8 +291,8 @@ def build_model(scene: Scene, robot: RobotSpec | None = None, phys: PhysicsSpec 
   <option timestep="{phys.timestep:.12g}" gravity="{_xyz(phys.gravity)}" integrator="implicitfast"/>
   <size memory="64M"/>
   <default>
-    <default class="robot"><geom contype="1" conaffinity="2" group="{ROBOT_GROUP}" friction="{fr}"/></default>
-    <default class="scene"><geom contype="2" conaffinity="1" group="{SCENE_GROUP}" friction="{fr}"/></default>
+    <default class="robot"><geom contype="1" conaffinity="2" group="{ROBOT_GROUP}" {fr}/></default>
+    <default class="scene"><geom contype="2" conaffinity="1" group="{SCENE_GROUP}" {fr}/></default>
   </default>
   <worldbody>
 {scene_geoms_xml(scene)}
@@ -417,9 +425,6 @@ def simulate(
             f"(every {phys.link_length} m from {phys.link_length / 2:.4g} m)"
         )
     truth_s = np.concatenate([[0.0], rings])
-    group = np.zeros(6, dtype=np.uint8)
-    group[SCENE_GROUP] = 1
-    multi_ray_has_normal = "normal" in (mj.mj_multiRay.__doc__ or "")
 
     tof_t: list[float] = []
     tof_mount: list[int] = []
@@ -458,22 +463,13 @@ def simulate(
                     site = rm.ring_sites[ring_of[mi]]
                     Ts = _pose(d.site_xpos[site], d.site_xmat[site]) @ mt.T_ring_sensor
                     u = u_loc[mi] @ Ts[:3, :3].T
-                    nz = u.shape[0]
-                    gid = np.zeros(nz, dtype=np.int32)
-                    dist = np.zeros(nz)
-                    o = np.ascontiguousarray(Ts[:3, 3])
-                    args = (m, d, o, np.ascontiguousarray(u.ravel()), group, 1, -1, gid, dist)
-                    if multi_ray_has_normal:
-                        mj.mj_multiRay(*args, None, nz, 2.0 * mt.max_range)
-                    else:  # pragma: no cover - mujoco < 3.3 has no normals argument
-                        mj.mj_multiRay(*args, nz, 2.0 * mt.max_range)
-                    lam = np.where(dist >= 0, dist, np.inf)
-                    hit = (gid >= 0) & np.isfinite(lam) & (lam * np.linalg.norm(u, axis=1) <= mt.max_range)
+                    lam, part = cast_zones(rm, d, Ts[:3, 3], u, 2.0 * mt.max_range)
+                    hit = (part >= 0) & (lam * np.linalg.norm(u, axis=1) <= mt.max_range)
                     tof_t.append(t)
                     tof_mount.append(mi)
                     tof_lam.append(lam)
                     tof_hit.append(hit)
-                    tof_part.append(np.where(hit, rm.geom_part[np.maximum(gid, 0)], -1))
+                    tof_part.append(np.where(hit, part, -1))
             if n % n_gyro == 0:
                 gyro_t.append(t)
                 gyro_w.append(np.stack([d.sensordata[a : a + 3] for a in rm.gyro_adr]))
@@ -533,6 +529,27 @@ def simulate(
         steps=n_run + lead,
         parts_touched=sorted(scene.parts[i].name for i in touched),
     )
+
+
+def cast_zones(
+    rm: RobotModel, data: Any, origin: FloatArray, u: FloatArray, cutoff: float = 10.0
+) -> tuple[FloatArray, NDArray[np.int64]]:
+    """MuJoCo ray casts ``origin + lam u`` (``u`` not normalised, ``(Z, 3)``) against the scene's geoms only:
+    ``lam`` (inf where nothing is hit within ``cutoff``) and the scene part hit (-1 none), as ``Scene.cast``."""
+    mj = _mujoco()
+    nz = u.shape[0]
+    gid = np.zeros(nz, dtype=np.int32)
+    dist = np.zeros(nz)
+    group = np.zeros(6, dtype=np.uint8)
+    group[SCENE_GROUP] = 1
+    o = np.ascontiguousarray(origin, dtype=np.float64)
+    vec = np.ascontiguousarray(np.asarray(u, dtype=np.float64).ravel())
+    if "normal" in (mj.mj_multiRay.__doc__ or ""):
+        mj.mj_multiRay(rm.model, data, o, vec, group, 1, -1, gid, dist, None, nz, cutoff)
+    else:  # pragma: no cover - mujoco < 3.3 has no normals argument
+        mj.mj_multiRay(rm.model, data, o, vec, group, 1, -1, gid, dist, nz, cutoff)
+    hit = (gid >= 0) & (dist >= 0)
+    return np.where(hit, dist, np.inf), np.where(hit, rm.geom_part[np.maximum(gid, 0)], -1).astype(np.int64)
 
 
 def _quat_rotvec(q: FloatArray) -> FloatArray:
