@@ -229,6 +229,10 @@ def test_bad_inputs_name_what_was_wrong(monkeypatch: pytest.MonkeyPatch, capsys:
         demo.resolve_simulator("bullet")
     monkeypatch.setattr(tm, "available", lambda: False)
     assert demo.resolve_simulator("auto") == "kinematic"
+    monkeypatch.setattr(demo, "run_demo", lambda *a, **k: {"simulator": k["sim"]})
+    assert main(["demo", "tof-continuum", "--json"]) == 0
+    err = capsys.readouterr()
+    assert "mujoco is not installed" in err.err and '"simulator": "kinematic"' in err.out
     with pytest.raises(ImportError, match="--sim mujoco needs the mujoco package"):
         demo.resolve_simulator("mujoco")
     with pytest.raises(SystemExit, match="2"):

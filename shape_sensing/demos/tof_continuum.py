@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -540,6 +541,13 @@ def _plot(
 
 def run(args: argparse.Namespace) -> int:
     """CLI entry."""
+    sim = resolve_simulator(args.sim)
+    if args.sim == "auto" and sim != "mujoco":
+        print(
+            "tof-continuum demo: mujoco is not installed (pip install 'mujoco>=4.0,<5', the 'sim' extra): "
+            "using the kinematic simulator (no contact, gravity or dynamics)",
+            file=sys.stderr,
+        )
     metrics = run_demo(
         args.out,
         scene=args.scene,
@@ -554,7 +562,7 @@ def run(args: argparse.Namespace) -> int:
         distro=args.distro,
         picture=not args.no_picture,
         progress=not args.json,
-        sim=args.sim,
+        sim=sim,
     )
     print_metrics(metrics, args.json, title=f"tof-continuum demo ({args.scene})")
     return 0
