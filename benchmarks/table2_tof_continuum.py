@@ -30,6 +30,13 @@ SEED = {"S0": (0.78, 0.99, 0.96, 0.98)}
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sim", choices=("auto", *SIMULATORS), default="auto", help="simulator (default auto)")
+    ap.add_argument(
+        "--reach",
+        type=float,
+        default=None,
+        help="commanded shape's largest distance from the duct axis (m); "
+        "MuJoCo runs beyond ~0.14 m press on the blades (default: the simulator's own)",
+    )
     ap.add_argument("--trajectories", type=int, default=3)
     ap.add_argument("--duration", type=float, default=6.0)
     ap.add_argument("--scenes", default=",".join(sorted(SCENES)))
@@ -42,8 +49,8 @@ def main() -> int:
     if a.tables_from is not None:
         rows = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
         # last run wins; rows of older files have no simulator (they are kinematic)
-        keys = ("variant", "scene", "trajectory", "duration_s")
-        unique = {(r.get("simulator", "kinematic"), *(r[k] for k in keys)): r for r in rows}
+        keys = ("variant", "scene", "trajectory", "duration_s", "reach_m")
+        unique = {(r.get("simulator", "kinematic"), *(r.get(k) for k in keys)): r for r in rows}
         print_tables(list(unique.values()))
         return 0
     rows: list[dict] = []
@@ -64,6 +71,7 @@ def main() -> int:
                     use_gyro=variant not in ("no-gyro", "tof-only"),
                     picture=False,
                     sim=sim,
+                    reach=a.reach,
                 )
                 m["variant"] = variant
                 m.pop("ring_s", None)
@@ -84,9 +92,14 @@ def main() -> int:
 
 def print_tables(rows: list[dict]) -> None:
     """Table II (mean +- std across trials and rings) per variant and scene, and anomaly detection per scene."""
-    for sim, variant in dict.fromkeys((r.get("simulator", "kinematic"), r["variant"]) for r in rows):
-        mine = [r for r in rows if r.get("simulator", "kinematic") == sim and r["variant"] == variant]
-        print(f"\n{sim} {variant}: scene  trans MAE (cm)  trans RMSE (cm)  rot MAE (deg)  rot RMSE (deg)  trials")
+
+    def kind(r: dict) -> tuple[str, str, object]:
+        return r.get("simulator", "kinematic"), r["variant"], r.get("reach_m")
+
+    for sim, variant, reach in dict.fromkeys(kind(r) for r in rows):
+        mine = [r for r in rows if kind(r) == (sim, variant, reach)]
+        label = f"{sim} {variant}" + ("" if reach is None else f" reach {reach} m")
+        print(f"\n{label}: scene  trans MAE (cm)  trans RMSE (cm)  rot MAE (deg)  rot RMSE (deg)  trials  contact")
         for scene in sorted({r["scene"] for r in mine}):
             sel = [r for r in mine if r["scene"] == scene]
             cells = []
@@ -95,8 +108,9 @@ def print_tables(rows: list[dict]) -> None:
                 means = np.array([r[key] for r in sel])
                 stds = np.array([r[key + "_std"] for r in sel])
                 pooled_std = float(np.sqrt(np.mean(stds**2 + (means - means.mean()) ** 2)))
-                cells.append(f"{means.mean():.2f} +- {pooled_std:.2f}")
-            print(f"  {scene}   " + "   ".join(cells) + f"   {len(sel)}")
+                cells.append(f"{means.mean():.3f} +- {pooled_std:.3f}")
+            touched = sum(1 for r in sel if r.get("contact_steps"))
+            print(f"  {scene}   " + "   ".join(cells) + f"   {len(sel)}   {touched}/{len(sel)}")
     for sim in dict.fromkeys(r.get("simulator", "kinematic") for r in rows):
         full = [r for r in rows if r["variant"] == "full" and r.get("simulator", "kinematic") == sim]
         if full:

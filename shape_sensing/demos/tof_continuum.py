@@ -126,15 +126,24 @@ def resolve_simulator(name: str) -> str:
     return name
 
 
-def simulate_run(scene: str, simulator: str, duration: float, trajectory: int, seed: int) -> SimRun:
-    """A run of ``scene`` on ``simulator`` (``mujoco`` or ``kinematic``)."""
+def simulate_run(
+    scene: str, simulator: str, duration: float, trajectory: int, seed: int, reach: float | None = None
+) -> SimRun:
+    """A run of ``scene`` on ``simulator`` (``mujoco`` or ``kinematic``); ``reach`` (m): the commanded shape's
+    largest distance from the duct axis (``SimConfig.max_radius``; default the simulator's own)."""
+    if reach is not None and not (np.isfinite(reach) and reach > 0):
+        raise ValueError(f"reach must be a positive number of metres, got {reach!r}")
     if simulator == "mujoco":
         from shape_sensing.sim import tof_mujoco
 
-        cfg = SimConfig(duration=duration, trajectory=trajectory, seed=seed, max_radius=tof_mujoco.MAX_RADIUS)
+        r = tof_mujoco.MAX_RADIUS if reach is None else reach
+        cfg = SimConfig(duration=duration, trajectory=trajectory, seed=seed, max_radius=r)
         return tof_mujoco.simulate(compressor_scene(scene), cfg=cfg)
     if simulator == "kinematic":
-        return simulate(compressor_scene(scene), cfg=SimConfig(duration=duration, trajectory=trajectory, seed=seed))
+        cfg = SimConfig(duration=duration, trajectory=trajectory, seed=seed)
+        if reach is not None:
+            cfg = dataclasses.replace(cfg, max_radius=reach)
+        return simulate(compressor_scene(scene), cfg=cfg)
     raise ValueError(f"simulator {simulator!r} unknown; expected one of {', '.join(SIMULATORS)}")
 
 
@@ -343,10 +352,12 @@ def run_demo(
     picture: bool = True,
     progress: bool = False,
     sim: str = "kinematic",
+    reach: float | None = None,
 ) -> dict[str, Any]:
     """Simulate, localise, reconstruct, write the outputs; return the metrics (``progress``: stage bar on stderr).
 
-    ``sim``: ``kinematic`` or ``mujoco`` (see :func:`resolve_simulator` for ``auto``).
+    ``sim``: ``kinematic`` or ``mujoco`` (see :func:`resolve_simulator` for ``auto``); ``reach``: see
+    :func:`simulate_run` (MuJoCo runs beyond ~0.14 m touch the blades).
 
     The outputs are written under temporary names and moved into place together at the end; SIGINT/SIGTERM
     (checked between stages) or a crash leaves the previous outputs as they were and what was recorded as a
@@ -373,7 +384,7 @@ def run_demo(
             )
             prog.update(1)
             if not stop.requested:
-                simrun = simulate_run(scene, sim_name, duration, trajectory, seed)
+                simrun = simulate_run(scene, sim_name, duration, trajectory, seed, reach)
                 _write_sensors(bag, simrun)
                 recorded = float(simrun.truth_t[-1])
                 prog.update(2)
@@ -407,6 +418,7 @@ def run_demo(
             "trajectory": trajectory,
             "duration_s": duration,
             "simulator": sim_name,
+            "reach_m": reach,
             **_physics_metrics(simrun),
             "sensors": {"tof": use_tof, "gyro": use_gyro, "strain": use_strain},
             "estimator": f"window {window}" if window else "batch",
