@@ -343,6 +343,30 @@ def test_update_many_gives_the_bits_of_one_update_per_tick(every_k: int, first_s
         assert many[t].diagnostics == one.diagnostics
 
 
+def test_3x3_products_of_a_stack_are_the_bits_of_each_product_alone() -> None:
+    # The kernel's products go through numpy's plain matmul loop (no BLAS) whatever the stack's size and the
+    # operands' layout (contiguous, transposed, broadcast): a big stack gives every matrix the bits it gets alone.
+    from shape_sensing.estimators.hinge_arc import _mat_vec, _mm, _rows_times
+
+    rng = np.random.default_rng(17)
+    A, B = rng.normal(size=(2, 700, 6, 3, 3))
+    v = rng.normal(size=(700, 6, 3))
+    W = rng.normal(size=(3, 3))
+    for a, b in ((A, B), (A.swapaxes(-1, -2), B), (W, B), (A, B[0].swapaxes(-1, -2))):
+        many = _mm(a, b)
+        assert np.allclose(many, np.matmul(a, b), rtol=0, atol=1e-14)
+        for t in (0, 1, 350, 699):
+            one = _mm(a[t : t + 1] if a.ndim == 4 else a, b[t : t + 1] if b.ndim == 4 else b)
+            assert one.tobytes() == many[t : t + 1].tobytes(), t
+    mv = _mat_vec(A, v, np.empty((700, 6, 3)))
+    rows = _rows_times(v, B)
+    assert np.allclose(mv, np.einsum("...ij,...j->...i", A, v), rtol=0, atol=1e-14)
+    assert np.allclose(rows, np.einsum("...j,...ji->...i", v, B), rtol=0, atol=1e-14)
+    for t in (0, 411):
+        assert _mat_vec(A[t : t + 1], v[t : t + 1], np.empty((1, 6, 3))).tobytes() == mv[t : t + 1].tobytes()
+        assert _rows_times(v[t : t + 1], B[t : t + 1]).tobytes() == rows[t : t + 1].tobytes()
+
+
 def test_quaternion_matrices_match_scipy() -> None:
     from shape_sensing.estimators.hinge_arc import quats_to_matrices
 

@@ -225,70 +225,97 @@ class HingeArcConfig:
 def quats_to_matrices(q: FloatArray) -> FloatArray:
     """``(..., 4)`` ``[x, y, z, w]`` quaternions (normalised here) to ``(..., 3, 3)`` matrices.
 
-    Elementwise operations and sums in a fixed order only, so a quaternion's matrix does not depend on the
-    batch it is converted in (:meth:`HingeArcEstimator.update_many`); equal to scipy's ``as_matrix`` to
-    rounding.
+    The nine entries and ``|q|^2`` are sums of the products ``q_i q_j`` with fixed coefficients: one matmul
+    with the coefficients as a view numpy never hands to BLAS (see :func:`_matvecs`), so each quaternion's
+    numbers come from numpy's plain loop alone, whatever the batch it is converted in
+    (:meth:`HingeArcEstimator.update_many`); equal to scipy's ``as_matrix`` to rounding.
     """
     q = np.asarray(q, dtype=float)
-    p = (q[..., :, None] * q[..., None, :]).reshape(*q.shape[:-1], 16)  # products q_i q_j
-    terms = p[..., _QM_INDEX] * _QM_COEF  # (..., 4, 9)
-    r9 = terms[..., 0, :] + terms[..., 1, :]
-    r9 += terms[..., 2, :]
-    r9 += terms[..., 3, :]
-    norm2 = p[..., 0] + p[..., 5]
-    norm2 += p[..., 10]
-    norm2 += p[..., 15]
-    r9 /= norm2[..., None]
-    return r9.reshape(*q.shape[:-1], 3, 3)
+    p = q[..., :, None] * q[..., None, :]  # products q_i q_j
+    r = np.matmul(p.reshape(*q.shape[:-1], 1, 16), _QM_COEF_VIEW)[..., 0, :]
+    return np.divide(r[..., :9], r[..., 9:]).reshape(*q.shape[:-1], 3, 3)
 
 
 # Rotation matrix of a quaternion from the products q_i q_j (index 4 i + j, x y z w = 0 1 2 3), row-major:
 # R00 = xx - yy - zz + ww, R01 = 2 (xy - zw), R02 = 2 (xz + yw), R10 = 2 (xy + zw), R11 = -xx + yy - zz + ww,
-# R12 = 2 (yz - xw), R20 = 2 (xz - yw), R21 = 2 (yz + xw), R22 = -xx - yy + zz + ww; divided by |q|^2.
-_QM_INDEX = np.array(
+# R12 = 2 (yz - xw), R20 = 2 (xz - yw), R21 = 2 (yz + xw), R22 = -xx - yy + zz + ww; divided by |q|^2,
+# the tenth column (xx + yy + zz + ww).
+_QM_COEF = np.zeros((16, 10))
+for _k, _terms in enumerate(
     [
-        [0, 1, 2, 1, 0, 6, 2, 6, 0],
-        [5, 11, 7, 11, 5, 3, 7, 3, 5],
-        [10, 0, 0, 0, 10, 0, 0, 0, 10],
-        [15, 0, 0, 0, 15, 0, 0, 0, 15],
+        {0: 1.0, 5: -1.0, 10: -1.0, 15: 1.0},
+        {1: 2.0, 11: -2.0},
+        {2: 2.0, 7: 2.0},
+        {1: 2.0, 11: 2.0},
+        {0: -1.0, 5: 1.0, 10: -1.0, 15: 1.0},
+        {6: 2.0, 3: -2.0},
+        {2: 2.0, 7: -2.0},
+        {6: 2.0, 3: 2.0},
+        {0: -1.0, 5: -1.0, 10: 1.0, 15: 1.0},
+        {0: 1.0, 5: 1.0, 10: 1.0, 15: 1.0},
     ]
-)
-_QM_COEF = np.array(
-    [
-        [1.0, 2.0, 2.0, 2.0, -1.0, 2.0, 2.0, 2.0, -1.0],
-        [-1.0, -2.0, 2.0, 2.0, 1.0, -2.0, -2.0, 2.0, -1.0],
-        [-1.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0],
-        [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
-    ]
-)
+):
+    for _i, _c in _terms.items():
+        _QM_COEF[_i, _k] = _c
+# Stored with its columns reversed and read back through a negative column stride: not "blasable" (see
+# _matvecs), so the vector @ matrix product takes numpy's plain loop.
+del _k, _terms, _i, _c
+_QM_COEF_VIEW = np.ascontiguousarray(_QM_COEF[:, ::-1])[:, ::-1]
 
 
-def _mm(A: FloatArray, B: FloatArray) -> FloatArray:
-    """``A @ B`` of stacks of 3x3 matrices (broadcast), as three elementwise products summed in a fixed order.
+# Every 3x3 product below is one call of numpy's matmul on a stack of matrix-vector products whose matrix has
+# its rows in reverse order (a view with a negative row stride). numpy's matmul loop (umath/matmul.c.src,
+# ``@TYPE@_matmul``, the same in numpy 1.24, 1.26 and 2.x) then takes, for every matrix of the stack on its own,
+# the branch "special case (a core dimension is 1), neither vector @ matrix nor matrix @ vector blasable":
+# ``is_blasable2d`` needs a unit stride along one axis and a stride >= the other dimension along the other, which
+# a negative row stride never satisfies, so no BLAS ``gemv`` (and no copy to a BLAS buffer, which recent numpy
+# makes for a non-blasable matrix @ matrix, gh-23588) but ``@TYPE@_matmul_inner_noblas``: each output element is
+# ``((0 + a_0 b_0) + a_1 b_1) + a_2 b_2``, summed in that order by the same C loop whatever the stack's size
+# (where the compiler fuses those multiply-adds, it does so for every matrix alike).
+# So a tick's numbers do not depend on how many ticks are computed with it (update() is update_many() with one
+# tick), by construction of that loop; ``test_update_many_gives_the_bits_of_one_update_per_tick`` and
+# ``test_3x3_products_of_a_stack_are_the_bits_of_each_product_alone`` (test/test_hinge_arc.py) and
+# test/test_vine_bulk_replay.py check it (run them on numpy 1.24 and 1.26 too when this changes).
+# The output must not overlap the inputs (numpy would copy an operand, and a copy may be blasable).
 
-    ``np.matmul`` may hand a stack to BLAS or to its own loop depending on its size and layout, which can
-    change the last bit; this cannot.
+
+def _matvecs(A: FloatArray, x: FloatArray, out: FloatArray) -> FloatArray:
+    """``out[..., i] = sum_n A[..., i, n] x[..., n]`` (broadcast), through numpy's plain C loop (see above)."""
+    np.matmul(A[..., ::-1, :], x[..., None], out=out[..., ::-1, None])
+    return out
+
+
+def _stack_shape(A: FloatArray, B: FloatArray) -> tuple[int, ...]:
+    a, b = A.shape[:-2], B.shape[:-2]
+    if a == b or not b:
+        return a
+    if not a:
+        return b
+    return np.broadcast(A[..., 0, 0], B[..., 0, 0]).shape
+
+
+def _mm(A: FloatArray, B: FloatArray, out: FloatArray | None = None) -> FloatArray:
+    """``A @ B`` of stacks of 3x3 matrices (broadcast): column ``j`` is ``A`` times column ``j`` of ``B``.
+
+    ``np.matmul(A, B)`` itself may hand a stack to BLAS (whose summation order is its own) or to its own loop
+    depending on the numpy version and the operands' layout; :func:`_matvecs` always takes the plain loop.
     """
-    p = A[..., :, :, None] * B[..., None, :, :]  # p[..., i, k, j] = A_ik B_kj
-    out = p[..., 0, :] + p[..., 1, :]
-    out += p[..., 2, :]
+    if out is None:
+        out = np.empty((*_stack_shape(A, B), 3, 3))
+    _matvecs(A[..., None, :, :], B.swapaxes(-1, -2), out.swapaxes(-1, -2))
     return out
 
 
 def _mat_vec(A: FloatArray, v: FloatArray, out: FloatArray) -> FloatArray:
-    """``A @ v`` of stacks of 3x3 matrices and 3-vectors, elementwise in a fixed order (see :func:`_mm`)."""
-    p = A * v[..., None, :]  # p[..., i, j] = A_ij v_j
-    np.add(p[..., 0], p[..., 1], out=out)
-    out += p[..., 2]
-    return out
+    """``A @ v`` of stacks of 3x3 matrices and 3-vectors (see :func:`_matvecs`)."""
+    return _matvecs(A, v, out)
 
 
 def _rows_times(v: FloatArray, A: FloatArray, out: FloatArray | None = None) -> FloatArray:
-    """Row vectors times matrices, ``v @ A`` (broadcast), elementwise in a fixed order (see :func:`_mm`)."""
-    p = v[..., :, None] * A  # p[..., k, j] = v_k A_kj
-    out = np.add(p[..., 0, :], p[..., 1, :], out=out)
-    out += p[..., 2, :]
-    return out
+    """Row vectors times matrices, ``v @ A`` (broadcast), i.e. ``A^T v`` (see :func:`_matvecs`)."""
+    if out is None:
+        out = np.empty((*np.broadcast(v[..., 0], A[..., 0, 0]).shape, 3))
+    return _matvecs(A.swapaxes(-1, -2), v, out)
 
 
 class _Segments(NamedTuple):
@@ -553,7 +580,7 @@ class HingeArcEstimator:
         B[:, 0] = _EYE3
         R = quats_to_matrices(quats[:, plan.idx])
         sensor_rot = _mm(self._world_base_T, R)  # W^T R_i: each sensor's orientation in the base frame
-        B[:, 1:] = _mm(sensor_rot, plan.mount_tr)
+        _mm(sensor_rot, plan.mount_tr, out=B[:, 1:])
         Bk, BkT = B[:, :-1], B[:, :-1].swapaxes(-1, -2)
         rel = _mm(BkT, B[:, 1:])
         # The segments and, for the covariance, six turned copies of each (see _covariance), in one batch.
@@ -714,7 +741,7 @@ class HingeArcEstimator:
         self, since: FloatArray, plan: _Plan, theta: FloatArray, rel: FloatArray, lengths: FloatArray
     ) -> list[DiagnosticStatus]:
         T, m = theta.shape
-        n_over = np.count_nonzero(theta > plan.over_at, axis=1).tolist()
+        n_over = np.add.reduce(theta > plan.over_at, axis=1, dtype=np.intp).tolist()
         if m:
             max_bend = np.maximum.reduce(theta, axis=1).tolist()
             max_twist = (2.0 * np.maximum.reduce(np.abs(self._half_twist(rel)), axis=1)).tolist()
