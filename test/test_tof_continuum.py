@@ -70,10 +70,24 @@ def test_tof_factor_jacobian_by_finite_differences() -> None:
 
     def residuals(T: np.ndarray, eps: np.ndarray, varpi: np.ndarray) -> np.ndarray:
         out: list = []
-        tof_factor(T, eps, varpi, cells, frame, q, sig, m, cauchy=None, gate=10.0, details=out)
+        tof_factor(
+            T,
+            eps,
+            varpi,
+            cells,
+            frame,
+            q,
+            sig,
+            m,
+            cauchy=None,
+            gate=10.0,
+            outlier_gate=None,
+            anomaly_tau=None,
+            details=out,
+        )
         return np.asarray(out[0].r)
 
-    b = tof_factor(T, eps, varpi, cells, frame, q, sig, m, cauchy=None, gate=10.0)
+    b = tof_factor(T, eps, varpi, cells, frame, q, sig, m, cauchy=None, gate=10.0, outlier_gate=None, anomaly_tau=None)
     r0 = residuals(T, eps, varpi)
     assert r0.size == P and b.cost == pytest.approx(0.5 * float(r0 @ r0))
     n = T.shape[0]
@@ -100,7 +114,9 @@ def test_tof_factor_jacobian_by_finite_differences() -> None:
     np.testing.assert_allclose(g, Jfd.T @ r0, atol=1e-5 * np.abs(g).max())
     # Cauchy IRLS weights of Eq. 3: 1 / (1 + r^2)
     out: list = []
-    tof_factor(T, eps, varpi, cells, frame, q, sig, m, cauchy=1.0, gate=10.0, details=out)
+    tof_factor(
+        T, eps, varpi, cells, frame, q, sig, m, cauchy=1.0, gate=10.0, outlier_gate=None, anomaly_tau=None, details=out
+    )
     np.testing.assert_allclose(out[0].weight, 1.0 / (1.0 + r0**2))
 
 
