@@ -1,10 +1,10 @@
 """Seed 001 Table II on a simulated compressor duct: every scene S0-S9, several trajectories, always the S0 map.
 
-For each sensor set (``--variants``), scene, trajectory and noise seed: simulate with ``--simulator`` (a module
-``shape_sensing.sim.tof_<name>`` with ``simulate(scene, cfg=SimConfig(...))`` returning a
-:class:`~shape_sensing.sim.tof_continuum.SimRun`; ``kinematic`` is ``sim/tof_continuum.py``), localise against
-the S0 map with the batch estimator, score the rings against the simulator's truth and the anomalies (Eq. 12)
-against the simulator's added objects. Prints:
+For each sensor set (``--variants``), scene, trajectory and noise seed: simulate with ``--sim NAME`` (the
+demo's simulators, or a module ``shape_sensing.sim.tof_<NAME>`` with ``simulate(scene, cfg=SimConfig(...))``
+returning a :class:`~shape_sensing.sim.tof_continuum.SimRun`; ``kinematic`` is ``sim/tof_continuum.py``),
+localise against the S0 map with the batch estimator, score the rings against the simulator's truth and the
+anomalies (Eq. 12) against the simulator's added objects. Prints:
 
 * Table II per sensor set (translation and rotation MAE and RMSE at the rings, mean +- std across trials and
   rings, as the seed reports them);
@@ -52,10 +52,37 @@ def simulator_module(name: str) -> Any:
     try:
         mod = importlib.import_module(module)
     except ImportError as exc:
-        raise SystemExit(f"--simulator {name!r}: cannot import {module} ({exc})") from exc
+        raise SystemExit(f"--sim {name!r}: cannot import {module} ({exc})") from exc
     if not hasattr(mod, "simulate"):
-        raise SystemExit(f"--simulator {name!r}: {module} has no simulate(scene, cfg=...)")
+        raise SystemExit(f"--sim {name!r}: {module} has no simulate(scene, cfg=...)")
     return mod
+
+
+def simulate(name: str, scene: str, duration: float, trajectory: int, seed: int) -> Any:
+    """A run of ``scene`` on simulator ``name``: through the demo's ``simulate_run`` where the demo has one (it
+    knows each simulator's settings), else ``shape_sensing.sim.tof_<name>.simulate(scene, cfg=SimConfig(...))``."""
+    from shape_sensing.demos import tof_continuum as demo
+    from shape_sensing.sim.tof_scene import compressor_scene
+
+    if hasattr(demo, "simulate_run"):
+        return demo.simulate_run(scene, name, duration, trajectory, seed)
+    mod = simulator_module(name)
+    cfg_cls = getattr(mod, "SimConfig", None) or importlib.import_module("shape_sensing.sim.tof_continuum").SimConfig
+    return mod.simulate(compressor_scene(scene), cfg=cfg_cls(duration=duration, trajectory=trajectory, seed=seed))
+
+
+def resolve(name: str) -> str:
+    """``auto`` and unknown names resolved as the demo does where it can, else checked by import."""
+    from shape_sensing.demos import tof_continuum as demo
+
+    if hasattr(demo, "resolve_simulator"):
+        try:
+            return str(demo.resolve_simulator(name))
+        except (ValueError, ImportError) as exc:
+            raise SystemExit(f"--sim {name!r}: {exc}") from exc
+    name = "kinematic" if name == "auto" else name
+    simulator_module(name)
+    return name
 
 
 def _init_worker(association: str) -> None:
@@ -93,15 +120,10 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
         ring_errors,
         summarise_errors,
     )
-    from shape_sensing.sim.tof_scene import compressor_scene
 
     t0 = time.perf_counter()
-    sim_mod = simulator_module(job["simulator"])
     tof, gyro, strain = VARIANTS[job["variant"]]
-    sim = sim_mod.simulate(
-        compressor_scene(job["scene"]),
-        cfg=sim_mod.SimConfig(duration=job["duration"], trajectory=job["trajectory"], seed=job["seed"]),
-    )
+    sim = simulate(job["simulator"], job["scene"], job["duration"], job["trajectory"], job["seed"])
     tof_map = prior_map()
     cfg = LocaliseConfig(use_tof=tof, use_gyro=gyro, use_strain=strain)
     data = sensor_data(sim)
@@ -127,7 +149,13 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--simulator", default="kinematic", help="kinematic, or NAME for shape_sensing.sim.tof_NAME")
+    ap.add_argument(
+        "--sim",
+        "--simulator",
+        dest="simulator",
+        default="kinematic",
+        help="kinematic (default), mujoco, auto (mujoco where installed), or NAME for shape_sensing.sim.tof_NAME",
+    )
     ap.add_argument("--trajectories", type=int, default=3)
     ap.add_argument("--seeds", default="0", help="noise seeds, comma separated (default 0)")
     ap.add_argument("--duration", type=float, default=6.0)
@@ -149,7 +177,7 @@ def main() -> int:
     bad = [v for v in a.variants.split(",") if v not in VARIANTS]
     if bad:
         raise SystemExit(f"--variants: unknown {bad}; expected some of {list(VARIANTS)}")
-    simulator_module(a.simulator)  # fail early on a bad name
+    a.simulator = resolve(a.simulator)  # fail early on a bad name
     seeds = [int(s) for s in a.seeds.split(",")]
     jobs = []
     for variant in a.variants.split(","):
