@@ -16,8 +16,9 @@ anomalies (Eq. 12) against the simulator's added objects. Prints:
     python benchmarks/table2_tof_continuum.py --jsonl runs.jsonl [--jobs 2] [--seeds 0,1] [--trajectories 3]
     python benchmarks/table2_tof_continuum.py --tables-from runs.jsonl
 
-``--association legacy`` runs the ToF factor as Eq. 1-3 alone (no point-to-plane gate, no Eq. 12 rejection),
-for the before/after comparison.
+``--association legacy`` runs the ToF factor as Eq. 1-3 alone (nearest map point, no point-to-plane gate, no
+Eq. 12 rejection), ``gates`` adds the gates to it, ``visible`` (the default, the factor's defaults) also skips
+map points hidden behind a nearer surface: the before/after comparison.
 """
 
 from __future__ import annotations
@@ -86,27 +87,33 @@ def resolve(name: str) -> str:
 
 
 def _init_worker(association: str) -> None:
-    if association == "legacy":
-        from shape_sensing.estimators.continuum import tof
+    """Set the ToF factor's association for this process: ``visible`` (the default: gates and visible match),
+    ``gates`` (gates, nearest map point), ``legacy`` (Eq. 1-3 alone: nearest map point, Cauchy, no gates)."""
+    from shape_sensing.estimators.continuum import tof
 
-        assert tof.tof_factor.__kwdefaults__ is not None
-        tof.tof_factor.__kwdefaults__["outlier_gate"] = None
-        tof.tof_factor.__kwdefaults__["anomaly_tau"] = None
+    kw = tof.tof_factor.__kwdefaults__
+    assert kw is not None
+    if association in ("gates", "legacy"):
+        kw["visible_k"] = 1
+    if association == "legacy":
+        kw["outlier_gate"] = None
+        kw["anomaly_tau"] = None
 
 
 _MAP: dict[str, Any] = {}
 
 
-def prior_map() -> Any:
-    """The S0 map (Poisson-disk samples of the S0 mesh, as the demo builds it), once per process."""
-    if "S0" not in _MAP:
+def prior_map(scene: str = "S0") -> Any:
+    """The map of ``scene`` (Poisson-disk samples of its mesh without added objects, as the demo builds the S0
+    map), once per process."""
+    if scene not in _MAP:
         from shape_sensing.demos.tof_continuum import MAP_SPACING
         from shape_sensing.io.maps import PriorMap
         from shape_sensing.sim.tof_scene import compressor_scene
 
-        mesh = compressor_scene("S0").mesh(include_added=False)
-        _MAP["S0"] = PriorMap.from_mesh(mesh, spacing=MAP_SPACING, source="S0 mesh")
-    return _MAP["S0"]
+        mesh = compressor_scene(scene).mesh(include_added=False)
+        _MAP[scene] = PriorMap.from_mesh(mesh, spacing=MAP_SPACING, source=f"{scene} mesh")
+    return _MAP[scene]
 
 
 def run_one(job: dict[str, Any]) -> dict[str, Any]:
@@ -124,12 +131,13 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     tof, gyro, strain = VARIANTS[job["variant"]]
     sim = simulate(job["simulator"], job["scene"], job["duration"], job["trajectory"], job["seed"])
-    tof_map = prior_map()
+    tof_map = prior_map(job["map_scene"])
     cfg = LocaliseConfig(use_tof=tof, use_gyro=gyro, use_strain=strain)
     data = sensor_data(sim)
     res = localise(data, tof_map, cfg)
     dp, ang = ring_errors(res.state, sim.truth_t, sim.truth_s[1:], sim.truth_pose[:, 1:])
-    out: dict[str, Any] = {k: job[k] for k in ("simulator", "association", "variant", "scene", "trajectory", "seed")}
+    keys = ("simulator", "association", "variant", "scene", "trajectory", "seed", "map_scene")
+    out: dict[str, Any] = {k: job[k] for k in keys}
     out["duration_s"] = job["duration"]
     out.update({k: float(v) for k, v in summarise_errors(dp, ang).items()})
     out["ring_trans_mae_cm"] = [round(float(v), 4) for v in dp.mean(axis=0) * 100]
@@ -162,7 +170,8 @@ def main() -> int:
     ap.add_argument("--scenes", default=",".join(f"S{i}" for i in range(10)))
     ap.add_argument("--variants", default="full,no-strain,no-tof,no-gyro", help=f"of {', '.join(VARIANTS)}")
     ap.add_argument("--ablation-scenes", default=None, help="scenes of the variants other than full and no-strain")
-    ap.add_argument("--association", choices=("gated", "legacy"), default="gated")
+    ap.add_argument("--map-scene", default="S0", help="the scene whose mesh is the prior map (default S0, as the seed)")
+    ap.add_argument("--association", choices=("visible", "gates", "legacy"), default="visible")
     ap.add_argument("--jobs", type=int, default=1, help="trials run in parallel (processes)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append each trial's metrics here")
     ap.add_argument("--tables-from", type=Path, default=None, help="only print the tables of --jsonl files")
@@ -170,7 +179,7 @@ def main() -> int:
     a = ap.parse_args()
     if a.tables_from is not None:
         rows = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
-        key = ("simulator", "association", "variant", "scene", "trajectory", "seed", "duration_s")
+        key = ("simulator", "association", "variant", "scene", "trajectory", "seed", "duration_s", "map_scene")
         unique = {tuple(r.get(k) for k in key): r for r in rows}  # the last run of a trial wins
         print_tables(list(unique.values()))
         return 0
@@ -187,7 +196,8 @@ def main() -> int:
                 for seed in seeds:
                     jobs.append(
                         {"simulator": a.simulator, "association": a.association, "variant": variant,
-                         "scene": scene, "trajectory": traj, "seed": seed, "duration": a.duration}
+                         "scene": scene, "trajectory": traj, "seed": seed, "duration": a.duration,
+                         "map_scene": a.map_scene}
                     )  # fmt: skip
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -221,15 +231,19 @@ def _pooled(sel: list[dict[str, Any]], key: str) -> tuple[float, float]:
 
 
 def print_tables(rows: list[dict[str, Any]]) -> None:
-    """Table II per (simulator, association, variant), paired degradation against S0, anomaly detection."""
-    groups = dict.fromkeys((r.get("simulator", "kinematic"), r.get("association", "gated"), r["variant"]) for r in rows)
-    for sim, assoc, variant in groups:
-        sel_v = [
-            r
-            for r in rows
-            if (r.get("simulator", "kinematic"), r.get("association", "gated"), r["variant"]) == (sim, assoc, variant)
-        ]
-        print(f"\n## {variant} ({sim} simulator, {assoc} association)")
+    """Table II per (simulator, association, variant, map), paired degradation against S0, anomaly detection."""
+
+    def group(r: dict[str, Any]) -> tuple[str, str, str, str]:
+        return (
+            r.get("simulator", "kinematic"),
+            r.get("association", "visible"),
+            r["variant"],
+            r.get("map_scene", "S0"),
+        )
+
+    for sim, assoc, variant, map_scene in dict.fromkeys(group(r) for r in rows):
+        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene)]
+        print(f"\n## {variant} ({sim} simulator, {assoc} association, {map_scene} map)")
         print("scene | trans MAE (cm) | trans RMSE (cm) | rot MAE (deg) | rot RMSE (deg) | trials")
         scenes = sorted({r["scene"] for r in sel_v})
         for scene in scenes:

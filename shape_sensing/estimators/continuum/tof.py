@@ -47,6 +47,7 @@ __all__ = [
     "MIN_RANGE",
     "OUTLIER_GATE",
     "VALID_STATUS",
+    "VISIBLE_K",
     "TofMount",
     "frame_points",
     "group_sum",
@@ -59,6 +60,7 @@ __all__ = [
     "strain_measurement",
     "table_i_sigma",
     "tof_factor",
+    "visible_nearest",
     "zone_directions",
 ]
 
@@ -74,6 +76,8 @@ OUTLIER_GATE = float(np.sqrt(chi2.ppf(0.999, 1)))
 #: Squared Mahalanobis distance to the nearest map point beyond which a point is anomalous (Eq. 12):
 #: chi-square with 3 degrees of freedom at 99.9 % (16.27).
 ANOMALY_TAU = float(chi2.ppf(0.999, 3))
+#: Map points looked at per ToF point for a visible match (:func:`visible_nearest`).
+VISIBLE_K = 4
 
 
 def table_i_sigma(d: FloatArray) -> FloatArray:
@@ -254,6 +258,7 @@ def tof_factor(
     gate: float = 0.5,
     outlier_gate: float | None = OUTLIER_GATE,
     anomaly_tau: float | None = ANOMALY_TAU,
+    visible_k: int = VISIBLE_K,
     details: list[TofEvaluation] | None = None,
 ) -> FactorBatch:
     """Point-to-plane factors of ToF points, folded into one factor per group of frames on the same four nodes.
@@ -273,6 +278,8 @@ def tof_factor(
             constant cost of the gate (``None``: no such gate).
         anomaly_tau: squared Mahalanobis distance to the map point (point noise and ``tof_map.point_sigma``)
             beyond which a matched point is treated the same way (``None``: no such test).
+        visible_k: the match is the nearest of the ``visible_k`` nearest map points that is not hidden behind
+            another (see :func:`visible_nearest`); 1 takes the nearest map point as it is.
         details: if given, a :class:`TofEvaluation` is appended.
 
     Both thresholds are multiplied by ``max(1, s)`` (``s^2`` for ``anomaly_tau``), ``s`` the robust scale
@@ -283,7 +290,7 @@ def tof_factor(
     Ts, jacs = pose_st(T, eps, varpi, nodes, ut, dt, us, h)
     Tp = Ts[frame]
     world = np.einsum("pij,pj->pi", Tp[:, :3, :3], q) + Tp[:, :3, 3]
-    dist, idx = tof_map.nearest(world)  # type: ignore[attr-defined]
+    dist, idx = visible_nearest(tof_map, world, Tp[:, :3, 3], visible_k)
     matched = dist <= gate
     n = tof_map.normals[idx[matched]]  # type: ignore[attr-defined]
     alpha = tof_map.planarity[idx[matched]]  # type: ignore[attr-defined]
@@ -327,6 +334,40 @@ def tof_factor(
     G = np.concatenate(jacs, axis=2)  # (F, 6, 72)
     groups, Ag, bg = group_sum(list(nodes), np.swapaxes(G, 1, 2) @ A @ G, np.einsum("fai,fa->fi", G, b))
     return info_batch("tof", groups, Ag, bg, float(costs.sum()))
+
+
+def visible_nearest(
+    tof_map: object, world: FloatArray, origin: FloatArray, k: int = VISIBLE_K
+) -> tuple[FloatArray, IntArray]:
+    """Distance to and index of each point's map match: the nearest of its ``k`` nearest map points that the
+    sensor can see.
+
+    A sensor sees the first surface along its ray, but the nearest map point of a point on one face of a thin
+    part (a blade a few millimetres thick, sampled every centimetre) is often on the far face, which the
+    point-to-plane error then puts a thickness away: a bias that always pushes the part's points through it.
+    Along the (sensor-facing) normal of the nearest map point, a candidate lying more than the map's point
+    sigma behind the front-most candidate of the same orientation (normals within 30 deg) is on such a hidden
+    face and is passed over. On one surface (flat or curved) the candidates are within the map's noise of each
+    other and the nearest is kept. ``origin`` ``(P, 3)``: a point on each point's line of sight (its ring's
+    backbone point), to orient the normals.
+    """
+    if k <= 1 or not hasattr(tof_map, "tree"):
+        return tof_map.nearest(world)  # type: ignore[attr-defined,no-any-return]
+    k = min(k, len(tof_map.points))  # type: ignore[attr-defined]
+    dk, ik = tof_map.tree.query(world, k=k)  # type: ignore[attr-defined]
+    ik = np.asarray(ik, dtype=np.int64).reshape(world.shape[0], k)
+    dk = np.asarray(dk, dtype=np.float64).reshape(world.shape[0], k)
+    normals = tof_map.normals[ik]  # type: ignore[attr-defined]
+    n0 = normals[:, 0]
+    n0 = n0 * np.where(np.einsum("pi,pi->p", n0, origin - world) < 0, -1.0, 1.0)[:, None]
+    same = np.abs(np.einsum("pki,pi->pk", normals, n0)) > np.cos(np.deg2rad(30.0))
+    h = np.einsum("pi,pki->pk", n0, tof_map.points[ik] - world[:, None, :])  # type: ignore[attr-defined]
+    front = np.where(same, h, -np.inf).max(axis=1)
+    tol = float(getattr(tof_map, "point_sigma", 0.005))
+    seen = ~same | (h >= front[:, None] - tol)
+    j = np.argmax(seen, axis=1)  # the nearest candidate not hidden (the nearest itself is always `same`)
+    rows = np.arange(world.shape[0])
+    return dk[rows, j], ik[rows, j]
 
 
 def group_sum(nodes: list[IntArray], A: FloatArray, b: FloatArray) -> tuple[list[IntArray], FloatArray, FloatArray]:
