@@ -370,3 +370,29 @@ def test_outlier_gate_truncates_the_cauchy_cost_and_widens_with_the_residual_sca
         np.testing.assert_allclose(out[0].weight[~cut], 1 / (1 + r[~cut] ** 2))
         rc = np.minimum(np.abs(r), k * scale)
         assert b.cost == pytest.approx(0.5 * np.sum(np.log1p(rc**2)))
+
+
+def test_visible_match_skips_the_far_face_of_a_thin_part() -> None:
+    """Points on the top face of an 8 mm plate sampled every 1 cm: the nearest map point is often on the bottom
+    face (a point-to-plane error of a whole thickness); the visible match seldom is (4 candidates). On one convex surface (a
+    sphere seen from outside) it is exactly the nearest map point."""
+    trimesh = pytest.importorskip("trimesh")
+    from shape_sensing.estimators.continuum.tof import visible_nearest
+
+    plate = PriorMap.from_mesh(trimesh.creation.box(extents=(0.4, 0.4, 0.008)), spacing=0.01)
+    rng = np.random.default_rng(3)
+    p = np.column_stack([rng.uniform(-0.12, 0.12, (2000, 2)), np.full(2000, 0.004)])
+    origin = p + np.array([0.05, -0.02, 0.3])  # the sensor above the plate
+    _, i_near = plate.nearest(p)
+    _, i_vis = visible_nearest(plate, p, origin)
+    far_near = float(np.mean(plate.points[i_near, 2] < 0))
+    far_vis = float(np.mean(plate.points[i_vis, 2] < 0))
+    assert far_near > 0.2 and far_vis < 0.02, (far_near, far_vis)  # measured 0.32 and 0.0065
+    ball = PriorMap.from_mesh(trimesh.creation.icosphere(subdivisions=4, radius=0.14), spacing=0.01)
+    u = rng.normal(size=(2000, 3))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    q = 0.14 * u
+    d0, i0 = ball.nearest(q)
+    d1, i1 = visible_nearest(ball, q, q + 0.3 * u)
+    np.testing.assert_array_equal(i1, i0)
+    np.testing.assert_array_equal(d1, d0)
