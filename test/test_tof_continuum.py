@@ -374,8 +374,8 @@ def test_outlier_gate_truncates_the_cauchy_cost_and_widens_with_the_residual_sca
 
 def test_visible_match_skips_the_far_face_of_a_thin_part() -> None:
     """Points on the top face of an 8 mm plate sampled every 1 cm: the nearest map point is often on the bottom
-    face (a point-to-plane error of a whole thickness); the visible match seldom is (4 candidates). On one convex surface (a
-    sphere seen from outside) it is exactly the nearest map point."""
+    face (a point-to-plane error of a whole thickness); the visible match seldom is (4 candidates). On one convex
+    surface (a sphere seen from outside) it is exactly the nearest map point."""
     trimesh = pytest.importorskip("trimesh")
     from shape_sensing.estimators.continuum.tof import visible_nearest
 
