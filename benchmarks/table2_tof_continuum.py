@@ -178,9 +178,9 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print the rows as JSON instead of tables")
     a = ap.parse_args()
     if a.tables_from is not None:
-        rows = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
+        loaded = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
         key = ("simulator", "association", "variant", "scene", "trajectory", "seed", "duration_s", "map_scene")
-        unique = {tuple(r.get(k) for k in key): r for r in rows}  # the last run of a trial wins
+        unique = {tuple(r.get(k) for k in key): r for r in loaded}  # the last run of a trial wins
         print_tables(list(unique.values()))
         return 0
     bad = [v for v in a.variants.split(",") if v not in VARIANTS]

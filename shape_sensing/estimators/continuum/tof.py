@@ -352,9 +352,9 @@ def visible_nearest(
     backbone point), to orient the normals.
     """
     if k <= 1 or not hasattr(tof_map, "tree"):
-        return tof_map.nearest(world)  # type: ignore[attr-defined,no-any-return]
+        return tof_map.nearest(world)  # type: ignore[attr-defined]
     k = min(k, len(tof_map.points))  # type: ignore[attr-defined]
-    dk, ik = tof_map.tree.query(world, k=k)  # type: ignore[attr-defined]
+    dk, ik = tof_map.tree.query(world, k=k)
     ik = np.asarray(ik, dtype=np.int64).reshape(world.shape[0], k)
     dk = np.asarray(dk, dtype=np.float64).reshape(world.shape[0], k)
     normals = tof_map.normals[ik]  # type: ignore[attr-defined]
