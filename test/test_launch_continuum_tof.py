@@ -49,7 +49,7 @@ else:
         "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 1.0),
         "/clock": ("rosgraph_msgs/msg/Clock", None),
     }
-    FRAMES = ["base"] + [f"continuum_node_{i:02d}" for i in range(NODES)]
+    FRAMES = ["continuum_base"] + [f"continuum_node_{i:02d}" for i in range(NODES)]
     OUT = Path(tempfile.mkdtemp(prefix="continuum_tof_launch_"))
     atexit.register(shutil.rmtree, OUT, True)
 

@@ -7,7 +7,7 @@ seed does. Writes, under ``--out``:
 * ``tof-continuum.mcap``: the sensor data (``/tof/<sensor>`` shape_sensing/TofFrame, ``/gyro/ring<i>``
   sensor_msgs/Imu, ``/strain`` std_msgs/Float64MultiArray of ``[s, theta, kappa]`` triplets), the ground truth
   (``/truth/shape``, shape_sensing/ShapeSamples at the base and the rings), the estimate at the same stamps
-  (``/estimate/shape``), the ring-to-sensor mountings and ``world`` -> ``base`` on ``/tf_static``, point clouds
+  (``/estimate/shape``), the ring-to-sensor mountings and ``world`` -> ``continuum_base`` on ``/tf_static``, point clouds
   (sensor_msgs/PointCloud2: ``/map/prior``, ``/reconstruction``, ``/anomalies``) and the estimator's
   parameters in its metadata (also beside it as ``tof-continuum.params.yaml``);
 * ``prior_map.ply``, ``reconstruction.ply`` (with the squared Mahalanobis distance per point),
@@ -71,7 +71,7 @@ __all__ = [
 STEM = "tof-continuum"
 BAG_NAME = f"{STEM}.mcap"
 #: the robot's base frame (config/continuum_tof.yaml's ``base_frame``), fixed in ``world`` as the launch file does
-BASE_FRAME = "base"
+BASE_FRAME = "continuum_base"
 WORLD_FRAME = "world"
 #: name under which the estimator's parameters are recorded (the batch localiser of seed 001)
 ESTIMATOR = "continuum_tof_localise"
