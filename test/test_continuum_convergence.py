@@ -15,7 +15,6 @@ from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum import solver as sv
 from shape_sensing.estimators.continuum.model import GridState, Weights, straight_state
 from shape_sensing.estimators.continuum.solver import (
-    DECREMENT_TOL,
     _robust_curvature,
     assign_measurements,
     backtrack,
