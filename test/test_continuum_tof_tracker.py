@@ -129,7 +129,7 @@ def test_reconstruction_messages_round_trip(s1_run: Any) -> None:
     PointCloud2 with float32 x y z, mahalanobis2, anomaly; the prior map with normals and planarity."""
     from shape_sensing.messages.tof import point_cloud2_to_arrays
 
-    sim, tr, pairs, prior = s1_run
+    _, _, pairs, prior = s1_run
     f = MessageFactory("rosbags")
     build = ContinuumMessages(f)
     est, rec = next((e, r) for e, r in pairs if r is not None and r.anomaly.any())

@@ -48,6 +48,10 @@ else:
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
         "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 1.0),
         "/clock": ("rosgraph_msgs/msg/Clock", None),
+        # the scene reconstruction of each finalised slice's ToF points and its anomalies (Eq. 10-12), the map
+        "/continuum/tof/reconstruction": ("sensor_msgs/msg/PointCloud2", 10.0),
+        "/continuum/tof/anomalies": ("sensor_msgs/msg/PointCloud2", 10.0),
+        "/continuum/tof/prior_map": ("sensor_msgs/msg/PointCloud2", None),
     }
     FRAMES = ["continuum_base"] + [f"continuum_node_{i:02d}" for i in range(NODES)]
     OUT = Path(tempfile.mkdtemp(prefix="continuum_tof_launch_"))
@@ -120,6 +124,48 @@ else:
             config = h.share("config", "continuum_tof.yaml")
             expected = h.expected_parameters("continuum_estimator", config, {"map_file": str(OUT / "prior_map.ply")})
             h.check_param_dump("/continuum/continuum_estimator", expected)
+
+        def test_6_prior_map_latched_and_reconstruction_clouds(self) -> None:
+            """A subscriber joining late still gets the prior map (transient local), all of the map file's points
+            with normals and planarity; reconstruction clouds carry x y z, mahalanobis2, anomaly in the base frame,
+            their points near the map (S0: the scene is the map) and few anomalies."""
+            import numpy as np
+            from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+            from sensor_msgs.msg import PointCloud2
+
+            from shape_sensing.io.maps import load_map
+            from shape_sensing.messages.tof import point_cloud2_to_arrays
+
+            got: dict[str, list[Any]] = {"map": [], "rec": []}
+            latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
+                                 reliability=ReliabilityPolicy.RELIABLE)  # fmt: skip
+            node = self.probe.node
+            subs = [
+                node.create_subscription(PointCloud2, "/continuum/tof/prior_map", got["map"].append, latched),
+                node.create_subscription(PointCloud2, "/continuum/tof/reconstruction", got["rec"].append, 10),
+            ]
+            try:
+                assert self.probe.spin_until(lambda: got["map"] and len(got["rec"]) >= 3), {
+                    k: len(v) for k, v in got.items()
+                }
+            finally:
+                for sub in subs:
+                    node.destroy_subscription(sub)
+            prior = load_map(OUT / "prior_map.ply")
+            m = got["map"][0]
+            arr = point_cloud2_to_arrays(m)
+            assert m.header.frame_id == "continuum_base" and arr["x"].size == len(prior)
+            assert {"normal_x", "normal_y", "normal_z", "planarity"} <= set(arr)
+            rec = got["rec"][-1]
+            arr = point_cloud2_to_arrays(rec)
+            assert rec.header.frame_id == "continuum_base" and [f.name for f in rec.fields] == [
+                "x", "y", "z", "mahalanobis2", "anomaly"
+            ]
+            pts = np.column_stack([arr["x"], arr["y"], arr["z"]])
+            dist, _ = prior.nearest(pts)
+            print(f"reconstruction: {pts.shape[0]} points, median {1e3 * np.median(dist):.1f} mm from the map, "
+                  f"{int(arr['anomaly'].sum())} anomalies")  # fmt: skip
+            assert pts.shape[0] > 50 and np.median(dist) < 0.01 and arr["anomaly"].mean() < 0.05
 
         def test_5_bad_parameter_file_stops_the_node_naming_it(self) -> None:
             h.check_bad_parameter_file("continuum_estimator", "/bad_tof", {"tof_topicz": ["/tof/a"]}, "tof_topicz")
