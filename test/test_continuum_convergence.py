@@ -27,15 +27,17 @@ DATASET = ROOT.parent / "shared" / "datasets" / "space_time_continuum"
 needs_data = pytest.mark.skipif(not DATASET.is_dir(), reason="shared dataset not present")
 OLD = {"robust_curvature": False, "extrapolate": False}
 
-#: How far apart the two solvers' answers may be, ``d^T H d`` in the metric of the Laplace information ``H``:
-#: 0.05 posterior standard deviations (then every linear function of the state differs by at most 5 % of its
-#: posterior standard deviation, by Cauchy-Schwarz in ``H``). Both stop by the same tests, but ``dx^T H dx <
-#: DECREMENT_TOL`` bounds the distance to the minimum only in the metric of the system each solves; IRLS's
-#: ``H`` overstates the curvature of robust factors, so the former solver stops farther from the minimum than
-#: ``sqrt(DECREMENT_TOL)`` says (measured on the synthetic robot with a Cauchy along-s prior of scale 1: 0.10
-#: standard deviations from it, the new solver 0.066, the two 0.036 apart). The tests also require the change
-#: to be smaller than the former answer's own distance to the minimum.
-SAME_ANSWER = 0.05**2
+#: How far apart the two solvers' answers may be, and how far the new one may be from the exact minimum:
+#: ``d^T H d`` in the metric of the Laplace information ``H``, 0.1 posterior standard deviations (every linear
+#: function of the state then within 10 % of its posterior standard deviation, by Cauchy-Schwarz in ``H``).
+#: Both solvers stop by ``dx^T H dx < DECREMENT_TOL``, 0.01 standard deviations, but in the metric of the
+#: system each solves: IRLS's ``H`` overstates the curvature of robust factors (the new solver keeps it for
+#: factors beyond the Cauchy bend), so a converged answer lies farther from the minimum than that. Measured:
+#: synthetic robot with a Cauchy along-s prior of scale 1, the former answer 0.10 sd from the minimum, the new
+#: one 0.042, the two 0.060 apart; fast_contact (5 s, s0.01b1r4c1) the new one 0.093 sd. Without robust
+#: along-s priors all are below 0.02 sd. The tests also require the change to be no larger than the former
+#: answer's own distance to the minimum.
+SAME_ANSWER = 0.1**2
 #: Tight tolerances giving the minimum itself (the reference the answers are compared with).
 TIGHT = {"tol": 1e-12, "decrement_tol": 1e-14}
 
@@ -143,8 +145,8 @@ def _synthetic(cauchy_space: float | None) -> tuple[GridState, Weights, sv.Assig
 def test_where_the_former_solver_converges_the_answer_is_the_same(cauchy_space: float | None) -> None:
     """Synthetic bending robot, Cauchy pose factors (and along-s prior): both solvers converge within the cap, no
     slower with the new one; their answers are within SAME_ANSWER of each other and closer to each other than
-    the former one is to the minimum, the new one no farther from it (both solvers run to tight tolerances:
-    the same minimum, to 1e-10)."""
+    the former one is to the minimum, the new one closer to it (both solvers run to tight tolerances: the same
+    minimum, to 1e-10)."""
     st, w, am = _synthetic(cauchy_space)
     old = gauss_newton(st, w, am, max_iterations=50, **OLD)  # type: ignore[arg-type]
     new = gauss_newton(st, w, am, max_iterations=50)
@@ -153,8 +155,7 @@ def test_where_the_former_solver_converges_the_answer_is_the_same(cauchy_space: 
     assert new.iterations <= old.iterations
     change = _h_distance(old, new)
     assert change < SAME_ANSWER and change <= _h_distance(old, ref)
-    # no farther from the minimum than the former answer (or within SAME_ANSWER of it)
-    assert _h_distance(new, ref) < max(_h_distance(old, ref), SAME_ANSWER)
+    assert _h_distance(new, ref) < min(_h_distance(old, ref), SAME_ANSWER)
     if cauchy_space == 3.0:  # the former solver, given the iterations, reaches the same minimum
         ref_old = gauss_newton(st, w, am, max_iterations=200, **TIGHT, **OLD)  # type: ignore[arg-type]
         assert ref_old.converged and _h_distance(ref_old, ref) < 1e-10
@@ -192,7 +193,7 @@ def test_recorded_trial_the_former_solver_left_at_its_cap_converges() -> None:
     assert new.converged and new.stop == "converged" and new.expanded > 0
     ref = gauss_newton(new.state, w, am, max_iterations=50, **TIGHT)  # type: ignore[arg-type]
     assert ref.converged
-    assert _h_distance(new, ref) < SAME_ANSWER < _h_distance(capped, ref)
+    assert _h_distance(new, ref) < SAME_ANSWER and _h_distance(new, ref) < 0.1 * _h_distance(capped, ref)
     assert new.cost < capped.cost
 
 

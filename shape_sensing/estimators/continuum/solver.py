@@ -749,10 +749,11 @@ def gauss_newton(
 
     Two things make it converge where IRLS Gauss-Newton crawls (robot-2 trials with a Cauchy along-s prior hit
     the 50-iteration cap with the cost still falling by a constant amount per iteration):
-    ``robust_curvature`` adds the Cauchy loss's own (negative) curvature of the factors inside its bend to the
-    Newton system (:func:`_robust_curvature`), and ``extrapolate`` lets the line search lengthen a full step
-    whose decrease shows the cost is much flatter along it than the model says (:func:`backtrack`). Every step is
-    still accepted only on a decrease of the true (robust, re-matched) cost. Both off is the former solver.
+    ``extrapolate`` lets the line search lengthen a full step whose decrease shows the cost is much flatter along
+    it than the model says (:func:`backtrack`), and ``robust_curvature`` then (from the first such step on) adds
+    the Cauchy loss's own curvature of the factors inside its bend to the Newton system
+    (:func:`_robust_curvature`). Until a step shows that signature the iterations are the former solver's (both
+    off). Every step is still accepted only on a decrease of the true (robust, re-matched) cost.
     """
     with blas_single_thread():
         return _gauss_newton(
@@ -789,6 +790,10 @@ def _gauss_newton(
     cost, (batches, extra) = evaluate(state)
     stop = "iteration cap"
     expanded = 0
+    # the Cauchy curvature joins the system once a full step has shown the crawl (a decrease well beyond the
+    # model's prediction): until then every step is the former solver's, so a solve that converges as it did
+    # takes the same steps
+    crawling = False
     while it < max_iterations:
         it += 1
         if progress is not None:
@@ -797,8 +802,9 @@ def _gauss_newton(
         # Newton step from far away can
         newton = second_order and it < max_iterations
         ab, g, dx, _ = newton_step(
-            n_nodes, state.N, batches, extra, second_order=newton, dense=dense, robust_curvature=robust_curvature
-        )
+            n_nodes, state.N, batches, extra, second_order=newton, dense=dense,
+            robust_curvature=robust_curvature and crawling,
+        )  # fmt: skip
         costs.append(cost)
         if step_converged(dx, g, tol, decrement_tol):
             state = state.retract(dx)
@@ -813,6 +819,7 @@ def _gauss_newton(
             stop = "no descent"
             break
         expanded += int(alpha > 1.0)
+        crawling |= alpha >= 1.0 and cost - c > EXPAND_GAIN * 0.5 * -float(g @ dx)
         state, cost, (batches, extra) = moved, c, payload
     return GNResult(state, it, converged, costs[-1] if costs else 0.0, costs, ab, stop, expanded)
 
