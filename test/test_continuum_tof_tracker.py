@@ -80,7 +80,7 @@ def test_gyro_bias_from_the_still_start_is_the_simulated_bias(caplog: pytest.Log
     keep = sim.gyro_s != 0.9
     late = (sim.gyro_s == 0.9) & (sim.gyro_t >= 1.0)
     sim.gyro_t, sim.gyro_s, sim.gyro_w = (x[keep | late] for x in (sim.gyro_t, sim.gyro_s, sim.gyro_w))
-    with caplog.at_level(logging.WARNING, logger="shape_sensing"):
+    with caplog.at_level(logging.WARNING):
         _feed(tr2, sim, p, tof=False, strain=False)
     assert "/gyro/ring2" in caplog.text and "no bias removed" in caplog.text
     assert tr2.gyro_bias is not None and not np.any(tr2.gyro_bias.get(2, np.zeros(3)))
