@@ -162,6 +162,15 @@ SCHEMA = Schema(
             min=0.0,
             unit="s",
         ),
+        Param(
+            "gyro_still_threshold",
+            float,
+            0.05,
+            "during the still start, a gyroscope reading this far from that gyroscope's mean so far (any axis, after "
+            "10 readings) ends it there: the robot started moving (a node that joined late); 0 = off",
+            min=0.0,
+            unit="rad/s",
+        ),
         Param("strain_topic", str, "", "shape_sensing/StrainArray topic (bending angle and curvature); empty: none"),
         Param("strain_sigma_theta", float, 0.015, "1-sigma of a strain gauge's bending angle", min=1e-9, unit="rad"),
         Param("strain_sigma_kappa", float, 0.01, "1-sigma of a strain gauge's curvature", min=1e-9, unit="1/m"),
@@ -382,11 +391,11 @@ class ContinuumTracker:
         sat = np.abs(w) >= self.params["gyro_saturation"]
         self.stats.saturated_axes += int(sat.sum())
         w = np.where(sat, np.nan, w)  # a saturated axis only bounds the rate: left out, as in the evaluation
-        if self.gyro_bias is None and t < self.params["gyro_bias_duration"]:
+        if self.gyro_bias is None and t < self.params["gyro_bias_duration"] and not self._moving(index, w):
             self._still.append((index, t, w))  # the still start: averaged into the bias, used once it is known
             self.latest = max(self.latest, t)
             return []
-        self._settle_bias(t)
+        self._settle_bias(t, force=True)
         self._pending.append(self._gyro_measurement(index, t, w))
         return self._advance(t)
 
@@ -396,10 +405,27 @@ class ContinuumTracker:
         w = w - self.gyro_bias.get(index, np.zeros(3))
         return Measurements(gyro_t=np.array([t]), gyro_s=np.array([s]), gyro_w=w[None, :])
 
-    def _settle_bias(self, t: float) -> None:
-        """Once past the still start (``t >= gyro_bias_duration``): each gyroscope's bias from its still readings
-        (the seed's constant bias from a stationary start), and those readings released, corrected."""
-        if self.gyro_bias is not None or t < self.params["gyro_bias_duration"]:
+    def _moving(self, index: int, w: FloatArray) -> bool:
+        """Whether a reading during the still start shows the robot moving (``gyro_still_threshold``)."""
+        thr = self.params["gyro_still_threshold"]
+        if thr <= 0:
+            return False
+        mine = [x for i, _, x in self._still if i == index]
+        if len(mine) < 10:
+            return False
+        moving = bool(np.nanmax(np.abs(w - np.nanmean(np.stack(mine), axis=0)), initial=0.0) > thr)
+        if moving:
+            _log.warning(
+                "gyroscope %s turned at %s rad/s during the still start: bias from the %d readings before",
+                self.params["gyro_topics"][index], np.round(w, 3).tolist(), len(mine),
+            )  # fmt: skip
+        return moving
+
+    def _settle_bias(self, t: float, force: bool = False) -> None:
+        """Once past the still start (``t >= gyro_bias_duration``, or ``force``: a gyroscope saw motion or a reading
+        came after it): each gyroscope's bias from its still readings (the seed's constant bias from a stationary
+        start), and those readings released, corrected."""
+        if self.gyro_bias is not None or (t < self.params["gyro_bias_duration"] and not force):
             return
         bias: dict[int, FloatArray] = {}
         if self._still:
