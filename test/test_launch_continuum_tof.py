@@ -92,6 +92,10 @@ else:
                     cls.truth[stamp_ns(msg)] = (q.x, q.y, q.z)
 
             qos = QoSProfile(depth=1000)
+            from sensor_msgs.msg import PointCloud2
+
+            cls.recs: list[Any] = []
+            p.node.create_subscription(PointCloud2, "/continuum/tof/reconstruction", cls.recs.append, qos)
             p.node.create_subscription(PoseWithCovarianceStamped, "/continuum/shape/tip", on_tip, qos)
             p.node.create_subscription(ShapeSamples, "/truth/shape", on_truth, qos)
             p.tf_buffer()  # listening from the start
@@ -136,27 +140,22 @@ else:
             from shape_sensing.io.maps import load_map
             from shape_sensing.messages.tof import point_cloud2_to_arrays
 
-            got: dict[str, list[Any]] = {"map": [], "rec": []}
+            got: list[Any] = []
             latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL,
                                  reliability=ReliabilityPolicy.RELIABLE)  # fmt: skip
             node = self.probe.node
-            subs = [
-                node.create_subscription(PointCloud2, "/continuum/tof/prior_map", got["map"].append, latched),
-                node.create_subscription(PointCloud2, "/continuum/tof/reconstruction", got["rec"].append, 10),
-            ]
+            sub = node.create_subscription(PointCloud2, "/continuum/tof/prior_map", got.append, latched)
             try:
-                assert self.probe.spin_until(lambda: got["map"] and len(got["rec"]) >= 3), {
-                    k: len(v) for k, v in got.items()
-                }
+                assert self.probe.spin_until(lambda: bool(got)), "no prior map for a late subscriber"
             finally:
-                for sub in subs:
-                    node.destroy_subscription(sub)
+                node.destroy_subscription(sub)
+            assert len(self.recs) >= 10, f"{len(self.recs)} reconstruction clouds heard over the run"
             prior = load_map(OUT / "prior_map.ply")
-            m = got["map"][0]
+            m = got[0]
             arr = point_cloud2_to_arrays(m)
             assert m.header.frame_id == "continuum_base" and arr["x"].size == len(prior)
             assert {"normal_x", "normal_y", "normal_z", "planarity"} <= set(arr)
-            rec = got["rec"][-1]
+            rec = self.recs[-1]
             arr = point_cloud2_to_arrays(rec)
             assert rec.header.frame_id == "continuum_base" and [f.name for f in rec.fields] == [
                 "x", "y", "z", "mahalanobis2", "anomaly"
