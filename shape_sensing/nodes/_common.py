@@ -15,7 +15,9 @@ from __future__ import annotations
 import array
 import contextlib
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -26,6 +28,7 @@ from shape_sensing.config import ConfigError, Param, Schema
 __all__ = [
     "PARAMETER_TYPES",
     "RclpyLogHandler",
+    "SigintSeen",
     "declare_schema",
     "describe",
     "diagnostics_throttle",
@@ -310,6 +313,49 @@ def _try_shutdown() -> None:
         rclpy.shutdown()
 
 
+class SigintSeen(contextlib.AbstractContextManager["SigintSeen"]):
+    """Record that SIGINT arrived, then let the handler that was installed act on it as before.
+
+    rclpy's own SIGINT handler chains to the Python one, which raises :class:`KeyboardInterrupt` at the
+    next bytecode boundary: that may be inside a message's ``__init__`` that rclpy's C++ ``take_message``
+    called, which then turns it into ``RuntimeError: Unable to convert call argument to Python object``,
+    before rclpy's deferred shutdown has made ``rclpy.ok()`` false. :attr:`seen` tells such an ending from
+    a real error. Installed only from the main thread and only over a callable handler (a SIGINT that the
+    parent set to be ignored stays ignored); the previous handler is restored on exit.
+    """
+
+    def __init__(self) -> None:
+        self._seen = threading.Event()
+        self._previous: Any = None
+        self._installed = False
+
+    @property
+    def seen(self) -> bool:
+        return self._seen.is_set()
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self._seen.set()
+        previous = self._previous
+        if callable(previous):
+            previous(signum, frame)
+        else:  # pragma: no cover - only installed over a callable handler
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> SigintSeen:
+        if threading.current_thread() is threading.main_thread():
+            previous = signal.getsignal(signal.SIGINT)
+            if callable(previous):
+                self._previous = previous
+                signal.signal(signal.SIGINT, self._handle)
+                self._installed = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._installed and signal.getsignal(signal.SIGINT) == self._handle:
+            signal.signal(signal.SIGINT, self._previous)
+        self._installed = False
+
+
 def usage(node_name: str) -> str:
     """``-h/--help`` text of node ``node_name``: how to run it and every parameter of its schema."""
     from shape_sensing.schemas import schema_for
@@ -361,6 +407,7 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
     quiet_end: tuple[type[BaseException], ...] = (KeyboardInterrupt,) + ((external,) if external else ())
     try:
         with contextlib.ExitStack() as stack:
+            sigint = stack.enter_context(SigintSeen())  # before rclpy.init, whose handler chains to it
             init = rclpy.init(args=None if args is None else list(args))
             if hasattr(init, "__enter__") and hasattr(init, "__exit__"):
                 stack.enter_context(init)  # shuts the context down on exit
@@ -382,10 +429,11 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
             except quiet_end:
                 pass
             except Exception:
-                if rclpy.ok():
+                if rclpy.ok() and not sigint.seen:
                     raise  # a real error while running
-                # Ctrl-C shut the context down in the middle of a take (rclpy then raises e.g. "RuntimeError:
-                # Unable to convert call argument to Python object"): the node is ending anyway, quietly.
+                # Ctrl-C landed in the middle of a take (rclpy then raises e.g. "RuntimeError: Unable to
+                # convert call argument to Python object"), before or after rclpy's shutdown of the
+                # context: the node is ending anyway, quietly.
     except KeyboardInterrupt:
         pass
     return 0
