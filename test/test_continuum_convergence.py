@@ -33,8 +33,8 @@ OLD = {"robust_curvature": False, "extrapolate": False}
 #: Both solvers stop by ``dx^T H dx < DECREMENT_TOL``, 0.01 standard deviations, but in the metric of the
 #: system each solves: IRLS's ``H`` overstates the curvature of robust factors, so the former solver stops
 #: farther from the minimum than that. Measured: synthetic robot with a Cauchy along-s prior of scale 1, the
-#: former answer 0.10 sd from the minimum, the new one 0.0066, the two 0.065 apart; fast_contact (5 s,
-#: s0.01b1r4c1) the new one 0.011 sd, the former one at its cap 0.41. Without robust along-s priors all are below
+#: former answer 0.10 sd from the minimum, the new one 0.042, the two 0.060 apart; fast_contact (5 s,
+#: s0.01b1r4c1) the new one 0.093 sd, the former one at its cap 0.77. Without robust along-s priors all are below
 #: 0.02 sd. The tests also require the change to be no larger than the former answer's own distance to the
 #: minimum, and the new answer to be closer to it.
 SAME_ANSWER = 0.1**2
@@ -70,8 +70,7 @@ def _h_distance(res_a: sv.GNResult, res_b: sv.GNResult) -> float:
 
 def test_robust_curvature_is_the_cauchy_hessian_inside_the_bend() -> None:
     """For linear residuals r = A x + b the cost c^2/2 log(1 + |r|^2/c^2) has the Hessian w A^T A + the returned
-    term (finite differences of its gradient), for residuals inside the bend (|r| < c); beyond, the term makes
-    the curvature along r zero (positive semidefinite) and leaves it across r."""
+    term (finite differences of its gradient), for residuals inside the bend (|r| < c); beyond, nothing is added."""
     rng = np.random.default_rng(4)
     c = 1.5
     A = rng.standard_normal((4, 7))
@@ -91,13 +90,8 @@ def test_robust_curvature_is_the_cauchy_hessian_inside_the_bend() -> None:
         h = 1e-6
         fd = np.column_stack([(grad(x + h * e) - grad(x - h * e)) / (2 * h) for e in np.eye(7)])
         np.testing.assert_allclose(H, fd, atol=1e-7, rtol=1e-6)
-    # beyond the bend the exact curvature along r is negative: the term makes it 0 there, leaves w across r
-    far = np.array([2.0, -1.0, 0.5, 3.0]) * c
-    wf = 1.0 / (1.0 + far @ far / c**2)
-    M = wf * np.eye(4) + _robust_curvature(np.eye(4)[None], far[None], np.array([wf]), c)[0]
-    assert abs(far @ M @ far) < 1e-12 and np.linalg.eigvalsh(M).min() > -1e-12
-    across = np.array([1.0, 2.0, 0.0, 0.0])  # orthogonal to far
-    assert abs(across @ M @ across - wf * across @ across) < 1e-12
+    far = np.full(4, 2.0 * c)  # beyond the bend: the IRLS weight alone
+    assert not np.any(_robust_curvature(A[None], far[None], np.array([0.2]), c))
 
 
 def test_extrapolation_lengthens_only_steps_the_model_overstates() -> None:
