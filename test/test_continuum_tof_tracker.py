@@ -64,7 +64,8 @@ def test_gyro_bias_from_the_still_start_is_the_simulated_bias(caplog: pytest.Log
     (0.01 / sqrt(120) rad/s); a tracker joining late stops averaging when the robot turns; a gyroscope silent
     during the still start keeps a zero bias and is named in a warning."""
     sim = simulate(compressor_scene("S0"), cfg=SimConfig(duration=2.0, seed=5, strain_rate=5.0))
-    p = _params(tof_topics=[], tof_arc_lengths=[], tof_azimuths=[], tof_forward=[], map_file="", strain_topic="")
+    p = _params(tof_topics=[], tof_arc_lengths=[], tof_azimuths=[], tof_forward=[], map_file="", strain_topic="",
+                gyro_bias_duration=1.0)  # fmt: skip
     tr = ContinuumTracker(p)
     pairs = _feed(tr, sim, p, tof=False, strain=False)
     assert tr.gyro_bias is not None and sorted(tr.gyro_bias) == [0, 1, 2, 3, 4]
