@@ -21,7 +21,8 @@ wire carries: 1 bit per START, repeated START and STOP, 9 bits per byte
   (the same transactions replayed on the simulated bus alone), and the
   driver's share as the difference.
 
-Run: ``.venv/bin/python benchmarks/bench_bno055_bus.py [--sweeps N]``
+Run: ``.venv/bin/python benchmarks/bench_bno055_bus.py [--sweeps N] [--base REV]`` (``--base``: also the CPU
+per sweep of this checkout and of revision ``REV`` in alternating rounds, with their ratio).
 """
 
 from __future__ import annotations
@@ -243,12 +244,69 @@ def soak(seconds: float) -> None:
           f"{sum(c.timing_violations for c in hw.sensors.values())}; conflicts {hw.bus.stats.conflicts}")  # fmt: skip
 
 
+def measure_cpu(sweeps: int) -> dict[str, float]:
+    """CPU seconds per sweep (driver + simulator) and the simulator's replayed share, per profile."""
+    out = {}
+    for name, fields in PROFILES.items():
+        topo = Topology.from_params(example_topology_params())
+        hw = build_simulated_hardware(topo, bitrate=BITRATE)
+        for chip in hw.sensors.values():
+            chip.calibrate()
+        chain = Bno055Chain(hw.bus, topo, ChainOptions(imu_fields=fields, mag_rate=5.0, status_rate=1.0),
+                            clock=hw.bus.clock, sleep=hw.bus.sleep)  # fmt: skip
+        assert chain.start() == []
+        for _ in range(20):
+            chain.sweep()
+        hw.bus.log.clear()
+        t0 = hw.bus.stats.transactions
+        best = float("inf")
+        for _ in range(3):
+            c0 = time.process_time()
+            for _ in range(sweeps):
+                chain.sweep()
+            best = min(best, (time.process_time() - c0) / sweeps)
+        n_trans = (hw.bus.stats.transactions - t0) / (3 * sweeps)
+        log = list(hw.bus.log)
+        out[f"{name}|sweep"] = best
+        out[f"{name}|sim"] = _replay_cost(hw, log) * n_trans / max(len(log), 1)
+    return out
+
+
+def compare_with(base: str, sweeps: int, rounds: int) -> None:
+    """Driver CPU per sweep in this checkout and in revision ``base``, alternating, best of ``rounds``."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(1, str(Path(__file__).resolve().parent))
+    import _baseline
+
+    cur, old = _baseline.compare(Path(__file__).resolve(), ["cpu", str(sweeps)], base, rounds=rounds)
+    print(f"== CPU per sweep, this checkout vs {base} (best of {rounds} alternating rounds, {sweeps} sweeps each)")
+    print(f"{'':34s}{'now ms':>9}{'before ms':>11}{'speed-up':>10}   driver alone (minus the simulator's share)")
+    for name in PROFILES:
+        now, before = cur[f"{name}|sweep"], old[f"{name}|sweep"]
+        d_now, d_before = now - cur[f"{name}|sim"], before - old[f"{name}|sim"]
+        print(f"{name:34s}{now * 1e3:9.3f}{before * 1e3:11.3f}{before / now:9.2f}x   "
+              f"{d_now * 1e3:.3f} ms vs {d_before * 1e3:.3f} ms: {d_before / d_now:.2f}x")  # fmt: skip
+
+
 def main() -> None:
+    import json
+    import sys
+
+    if sys.argv[1:3] == ["--measure", "cpu"]:  # child of compare_with (benchmarks/_baseline.py): one JSON line
+        logging.basicConfig(level=logging.ERROR)
+        print(json.dumps(measure_cpu(int(sys.argv[3]))))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweeps", type=int, default=500)
     parser.add_argument("--soak", type=float, default=0.0, help="also run a mixed-fault soak of this many seconds")
+    parser.add_argument("--base", default=None, help="also compare CPU per sweep with this git revision")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds of the --base comparison")
     args = parser.parse_args()
     logging.basicConfig(level=logging.ERROR)  # the fault run would log every retry
+    if args.base:
+        compare_with(args.base, min(args.sweeps, 200), args.rounds)
     for name, fields in PROFILES.items():
         run_profile(name, fields, args.sweeps)
     run_profile("orientation+gyro with faults", PROFILES["orientation+gyro (vine config)"], args.sweeps, faults=True)

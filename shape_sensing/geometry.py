@@ -133,12 +133,31 @@ def canonical_quat(q: ArrayLike) -> FloatArray:
 
 
 def matrix_to_quat(R: ArrayLike) -> FloatArray:
-    """Rotation matrices to ``[x, y, z, w]`` quaternions with ``w >= 0`` (:func:`canonical_quat`)."""
+    """Rotation matrices to ``[x, y, z, w]`` quaternions with ``w >= 0`` (:func:`canonical_quat`).
+
+    Shepperd's method as scipy's ``from_matrix`` does it (the largest of the trace and the diagonal picks
+    the formula), written with elementwise operations only: a matrix's quaternion does not depend on the
+    stack it is converted in, so messages built one by one and CDR written for a block of estimates
+    (:mod:`shape_sensing.messages.cdr`) hold the same bits.
+    """
     R = _as_float(R)
     if R.size == 0:
         return np.zeros((*R.shape[:-2], 4))
-    q = canonical_quat(Rotation.from_matrix(R.reshape(-1, 3, 3)).as_quat())
-    return q.reshape(*R.shape[:-2], 4)
+    m = R.reshape(-1, 9)
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = (m[:, i] for i in range(9))
+    trace = r00 + r11 + r22
+    choice = np.argmax(np.stack([r00, r11, r22, trace], axis=1), axis=1)
+    cand = np.empty((4, len(m), 4))
+    # largest R00, R11, R22: q_i = 1 - trace + 2 R_ii, q_j = R_ji + R_ij, q_k = R_ki + R_ik, w = R_kj - R_jk
+    one_minus = 1.0 - trace
+    cand[0] = np.stack([one_minus + 2.0 * r00, r10 + r01, r20 + r02, r21 - r12], axis=1)
+    cand[1] = np.stack([r01 + r10, one_minus + 2.0 * r11, r21 + r12, r02 - r20], axis=1)
+    cand[2] = np.stack([r02 + r20, r12 + r21, one_minus + 2.0 * r22, r10 - r01], axis=1)
+    cand[3] = np.stack([r21 - r12, r02 - r20, r10 - r01, 1.0 + trace], axis=1)
+    q = cand[choice, np.arange(len(m))]
+    sq = q * q
+    q /= np.sqrt(sq[:, 0] + sq[:, 1] + sq[:, 2] + sq[:, 3])[:, None]
+    return canonical_quat(q).reshape(*R.shape[:-2], 4)
 
 
 def rotvec_to_matrix(v: ArrayLike) -> FloatArray:

@@ -123,3 +123,23 @@ def test_bulk_records_decode_with_the_mcap_ros2_decoder_and_keep_statistics(tmp_
     with (tmp_path / "out.mcap").open("rb") as f:
         for _, _, m in make_reader(f).iter_messages():
             assert m.sequence == 0 and m.publish_time == m.log_time
+
+
+def test_bulk_reader_refuses_a_message_index_that_points_outside_its_chunk(tmp_path: Path) -> None:
+    from shape_sensing.io.errors import BagError
+
+    src = _source(tmp_path / "src.mcap")
+    good = read_topics(src, ["/imu_0"])
+    assert len(good["/imu_0"]) > 0
+    with open(src, "rb") as fh:
+        summary = make_reader(fh).get_summary()
+    assert summary is not None
+    chunk = summary.chunk_indexes[0]
+    cid = next(c for c, ch in summary.channels.items() if ch.topic == "/imu_0")
+    index_at = chunk.message_index_offsets[cid]
+    data = bytearray(src.read_bytes())
+    data[index_at + 15 + 8 : index_at + 15 + 16] = (len(data) * 4).to_bytes(8, "little")  # first entry's offset
+    bad = tmp_path / "bad.mcap"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(BagError, match="bad.mcap"):
+        read_topics(bad, ["/imu_0"])

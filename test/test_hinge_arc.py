@@ -316,3 +316,36 @@ def test_demo_with_an_unusable_subset_exits_non_zero(tmp_path, capsys) -> None:
     assert main(["demo", "vine-imu", "--every-k", "40", "--duration", "1", "--out", str(tmp_path)]) == 2
     assert "'every_k' = 40" in capsys.readouterr().err
     assert not (tmp_path / "vine-imu.mcap").exists()
+
+
+@pytest.mark.parametrize(("every_k", "first_sensor"), [(1, 0.0), (3, 0.05), (5, 0.0)])
+def test_update_many_gives_the_bits_of_one_update_per_tick(every_k: int, first_sensor: float) -> None:
+    # Ticks with sensors missing (none at all at one tick), unnormalised quaternions, lengths and none, and
+    # a straight reference from arbitrary mountings: every tick's numbers must equal a lone update's.
+    n, T = 12, 120
+    est = _estimator(n, every_k=every_k, first_sensor=first_sensor, tip_offset=0.03)
+    est.capture_offset(Rotation.random(n, random_state=1).as_quat(), np.ones(n, dtype=bool), 5)
+    rng = np.random.default_rng(every_k)
+    q = Rotation.from_rotvec(rng.normal(0, 0.6, (T * n, 3))).as_quat().reshape(T, n, 4)
+    q *= rng.uniform(0.7, 1.3, (T, n, 1))
+    valid = rng.random((T, n)) > 0.15
+    valid[7] = False
+    lengths = np.where(rng.random(T) > 0.5, rng.uniform(0.0, 1.4, T), np.nan)
+    stamps = 10**9 + 33_000_000 * np.arange(T)
+    many = est.update_many(q, valid, stamps, lengths)
+    assert len({len(s.frame_ids) for s in many}) > 3  # several groups of ticks
+    for t in range(T):
+        one = est.update(q[t], valid[t], int(stamps[t]), None if np.isnan(lengths[t]) else float(lengths[t]))
+        for name in ("poses", "position_covariance", "backbone"):
+            a, b = getattr(many[t], name), getattr(one, name)
+            assert a.shape == b.shape and a.tobytes() == b.tobytes(), (t, name)
+        assert (many[t].length, many[t].stamp_ns, many[t].frame_ids) == (one.length, one.stamp_ns, one.frame_ids)
+        assert many[t].diagnostics == one.diagnostics
+
+
+def test_quaternion_matrices_match_scipy() -> None:
+    from shape_sensing.estimators.hinge_arc import quats_to_matrices
+
+    q = Rotation.random(500, random_state=3).as_quat() * np.random.default_rng(3).uniform(0.5, 2.0, (500, 1))
+    assert np.allclose(quats_to_matrices(q), Rotation.from_quat(q).as_matrix(), atol=1e-15, rtol=0)
+    assert quats_to_matrices(np.zeros((0, 4))).shape == (0, 3, 3)

@@ -29,13 +29,16 @@ def test_path_and_tf_equal_the_per_field_build() -> None:
     f = default_factory()
     shape = _shape()
     poses = msgs._poses_along(shape.backbone)
+    # the path's quaternions in closed form are those of its frames' matrices
+    quats = msgs._path_values(shape.backbone)[:, 3:]
+    assert np.allclose(quats, matrix_to_quat(poses[:, :3, :3]), atol=1e-15, rtol=0)
     hdr = msgs.header(shape.stamp_ns, "vine_base", f)
     plain_path = f.make(
         "nav_msgs/msg/Path",
         header=hdr,
         poses=[
             f.make("geometry_msgs/msg/PoseStamped", header=hdr, pose=msgs.pose_msg(T, f, q))
-            for T, q in zip(poses, matrix_to_quat(poses[:, :3, :3]), strict=True)
+            for T, q in zip(poses, quats, strict=True)
         ],
     )
     assert _cdr(msgs.path_msg(shape.stamp_ns, "vine_base", shape.backbone, f)) == _cdr(plain_path)
@@ -81,3 +84,16 @@ def test_orientation_readers_equal_the_full_readers() -> None:
         msgs.imu_orientation_from_cdr(_cdr(bad))
     with pytest.raises(MessageError, match="truncated"):
         msgs.imu_orientation_from_cdr(_cdr(bad)[:60])
+
+
+def test_path_quaternions_in_closed_form_equal_the_frames_matrices_on_hard_polylines() -> None:
+    # tangents along +z, -z (the half turn), near -z, along x, a repeated point (zero tangent), random
+    pts = np.array([[0, 0, 0], [0, 0, 1], [0, 0, 0], [0, 0, -1], [1e-6, 0, -2], [1, 0, -2], [1, 0, -2], [2, 3, 4.0]])
+    pts = np.concatenate([pts, np.cumsum(np.random.default_rng(2).normal(size=(50, 3)), axis=0)])
+    values = msgs._path_values(pts)
+    frames = msgs._poses_along(pts)
+    assert np.array_equal(values[:, :3], pts)
+    assert np.allclose(values[:, 3:], matrix_to_quat(frames[:, :3, :3]), atol=1e-15, rtol=0)
+    # a block of polylines gets each one's bits
+    block = np.stack([pts, pts[::-1], pts * 2])
+    assert msgs._path_values(block)[1].tobytes() == msgs._path_values(pts[::-1]).tobytes()

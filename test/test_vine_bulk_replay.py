@@ -263,3 +263,17 @@ def test_nearest_stamp_by_sorted_search_is_argmin() -> None:
         queries = np.concatenate([rng.integers(-20, 220, 300), ref, ref + 1, ref - 1])
         want = [int(np.argmin(np.abs(ref - q))) for q in queries]
         assert _nearest_first(ref, queries).tolist() == want
+
+
+def test_bulk_equals_streaming_with_small_update_batches(
+    demo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The troubled bag's ticks in many batches of the vectorised update (and ticks of one batch in several
+    # groups of sensors): still the streaming replay's bytes.
+    from shape_sensing.pipelines import vine_imu_bulk
+
+    monkeypatch.setattr(vine_imu_bulk, "_BATCH", 7)
+    bag = _troubled(demo, tmp_path / "t.mcap")
+    bulk, m_bulk = _replay(bag, tmp_path / "bulk.mcap", streaming=False)
+    stream, m_stream = _replay(bag, tmp_path / "stream.mcap", streaming=True)
+    assert len(bulk) > 1000 and bulk == stream and m_bulk == m_stream

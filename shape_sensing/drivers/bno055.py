@@ -356,8 +356,10 @@ class Decoded:
     extra: dict[str, FloatArray] = field(default_factory=dict)
 
 
-def _vec3(buf: bytes, off: int) -> FloatArray:
-    return np.array(struct.unpack_from("<3h", buf, off), dtype=float)
+def _vec3(buf: bytes, off: int, scale: float) -> FloatArray:
+    # scaled as Python floats (the same IEEE products as numpy's), then one array
+    a, b, c = struct.unpack_from("<3h", buf, off)
+    return np.array((a * scale, b * scale, c * scale))
 
 
 def decode_block(plan: ReadPlan, blocks: Sequence[bytes], unit_sel: int = UNITS_SI) -> Decoded:
@@ -367,20 +369,20 @@ def decode_block(plan: ReadPlan, blocks: Sequence[bytes], unit_sel: int = UNITS_
     """
     out = Decoded()
     accel_scale = MG / ACCEL_LSB_MG if unit_sel & 0x01 else 1.0 / ACCEL_LSB_SI
-    gyro_scale = 1.0 / GYRO_LSB_RPS if unit_sel & 0x02 else np.deg2rad(1.0) / GYRO_LSB_DPS
-    euler_scale = 1.0 / 900.0 if unit_sel & 0x04 else np.deg2rad(1.0) / 16.0
+    gyro_scale = 1.0 / GYRO_LSB_RPS if unit_sel & 0x02 else float(np.deg2rad(1.0)) / GYRO_LSB_DPS
+    euler_scale = 1.0 / 900.0 if unit_sel & 0x04 else float(np.deg2rad(1.0)) / 16.0
     for name in plan.fields:
         k, off = plan.offsets[name]
         buf = blocks[k]
         if name == "orientation":
             w, x, y, z = struct.unpack_from("<4h", buf, off)
-            out.orientation = np.array([x, y, z, w], dtype=float) / QUAT_LSB
+            out.orientation = np.array((x / QUAT_LSB, y / QUAT_LSB, z / QUAT_LSB, w / QUAT_LSB))
         elif name == "angular_velocity":
-            out.angular_velocity = _vec3(buf, off) * gyro_scale
+            out.angular_velocity = _vec3(buf, off, gyro_scale)
         elif name == "linear_acceleration":
-            out.linear_acceleration = _vec3(buf, off) * accel_scale
+            out.linear_acceleration = _vec3(buf, off, accel_scale)
         elif name == "magnetic_field":
-            out.magnetic_field = _vec3(buf, off) * (1e-6 / MAG_LSB_UT)
+            out.magnetic_field = _vec3(buf, off, 1e-6 / MAG_LSB_UT)
         elif name == "temperature":
             t = struct.unpack_from("<b", buf, off)[0]
             out.temperature = float(t) if not unit_sel & 0x10 else (t * 2.0 - 32.0) * 5.0 / 9.0
@@ -391,9 +393,9 @@ def decode_block(plan: ReadPlan, blocks: Sequence[bytes], unit_sel: int = UNITS_
         elif name == "mode":
             out.mode = buf[off] & 0x0F
         elif name in ("free_acceleration", "gravity"):
-            out.extra[name] = _vec3(buf, off) * accel_scale
+            out.extra[name] = _vec3(buf, off, accel_scale)
         elif name == "euler":
-            out.extra[name] = _vec3(buf, off) * euler_scale
+            out.extra[name] = _vec3(buf, off, euler_scale)
     return out
 
 

@@ -331,6 +331,7 @@ class MuxRouter:
         self.on_write = on_write
         self.writes = 0
         self._visible: Counter[int] | None = None
+        self._visible_by_state: dict[tuple[int | None, ...], Counter[int]] = {}
         self._open_path: Path | None = None
         # Segment -> addresses of the sensors on it, and the muxes on it (precomputed: routing is on the hot path).
         self._sensor_addresses: dict[Path, list[int]] = {}
@@ -421,7 +422,20 @@ class MuxRouter:
             self.on_write(name)
 
     def _visible_addresses(self) -> Counter[int]:
-        """Addresses answering on the host bus given the known control bytes (unknown = all open)."""
+        """Addresses answering on the host bus given the known control bytes (unknown = all open).
+
+        A function of the control bytes alone (the tree is fixed): a sweep goes through the same few states
+        again and again, so each state's answer is kept (callers only read it).
+        """
+        key = tuple(self.state.values())
+        found = self._visible_by_state.get(key)
+        if found is None:
+            if len(self._visible_by_state) >= 256:
+                self._visible_by_state.clear()
+            found = self._visible_by_state[key] = self._count_visible()
+        return found
+
+    def _count_visible(self) -> Counter[int]:
         counts: Counter[int] = Counter()
         stack: list[Path] = [()]
         while stack:

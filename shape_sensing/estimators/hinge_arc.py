@@ -223,43 +223,107 @@ class HingeArcConfig:
 
 
 def quats_to_matrices(q: FloatArray) -> FloatArray:
-    """``(n, 4)`` ``[x, y, z, w]`` quaternions (normalised here) to ``(n, 3, 3)`` matrices."""
-    if len(q) == 0:  # scipy 1.10-1.11 refuse empty stacks
-        return np.zeros((0, 3, 3))
-    return Rotation.from_quat(q).as_matrix()
+    """``(..., 4)`` ``[x, y, z, w]`` quaternions (normalised here) to ``(..., 3, 3)`` matrices.
+
+    Elementwise operations and sums in a fixed order only, so a quaternion's matrix does not depend on the
+    batch it is converted in (:meth:`HingeArcEstimator.update_many`); equal to scipy's ``as_matrix`` to
+    rounding.
+    """
+    q = np.asarray(q, dtype=float)
+    p = (q[..., :, None] * q[..., None, :]).reshape(*q.shape[:-1], 16)  # products q_i q_j
+    terms = p[..., _QM_INDEX] * _QM_COEF  # (..., 4, 9)
+    r9 = terms[..., 0, :] + terms[..., 1, :]
+    r9 += terms[..., 2, :]
+    r9 += terms[..., 3, :]
+    norm2 = p[..., 0] + p[..., 5]
+    norm2 += p[..., 10]
+    norm2 += p[..., 15]
+    r9 /= norm2[..., None]
+    return r9.reshape(*q.shape[:-1], 3, 3)
+
+
+# Rotation matrix of a quaternion from the products q_i q_j (index 4 i + j, x y z w = 0 1 2 3), row-major:
+# R00 = xx - yy - zz + ww, R01 = 2 (xy - zw), R02 = 2 (xz + yw), R10 = 2 (xy + zw), R11 = -xx + yy - zz + ww,
+# R12 = 2 (yz - xw), R20 = 2 (xz - yw), R21 = 2 (yz + xw), R22 = -xx - yy + zz + ww; divided by |q|^2.
+_QM_INDEX = np.array(
+    [
+        [0, 1, 2, 1, 0, 6, 2, 6, 0],
+        [5, 11, 7, 11, 5, 3, 7, 3, 5],
+        [10, 0, 0, 0, 10, 0, 0, 0, 10],
+        [15, 0, 0, 0, 15, 0, 0, 0, 15],
+    ]
+)
+_QM_COEF = np.array(
+    [
+        [1.0, 2.0, 2.0, 2.0, -1.0, 2.0, 2.0, 2.0, -1.0],
+        [-1.0, -2.0, 2.0, 2.0, 1.0, -2.0, -2.0, 2.0, -1.0],
+        [-1.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0],
+        [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+    ]
+)
+
+
+def _mm(A: FloatArray, B: FloatArray) -> FloatArray:
+    """``A @ B`` of stacks of 3x3 matrices (broadcast), as three elementwise products summed in a fixed order.
+
+    ``np.matmul`` may hand a stack to BLAS or to its own loop depending on its size and layout, which can
+    change the last bit; this cannot.
+    """
+    p = A[..., :, :, None] * B[..., None, :, :]  # p[..., i, k, j] = A_ik B_kj
+    out = p[..., 0, :] + p[..., 1, :]
+    out += p[..., 2, :]
+    return out
+
+
+def _mat_vec(A: FloatArray, v: FloatArray, out: FloatArray) -> FloatArray:
+    """``A @ v`` of stacks of 3x3 matrices and 3-vectors, elementwise in a fixed order (see :func:`_mm`)."""
+    p = A * v[..., None, :]  # p[..., i, j] = A_ij v_j
+    np.add(p[..., 0], p[..., 1], out=out)
+    out += p[..., 2]
+    return out
+
+
+def _rows_times(v: FloatArray, A: FloatArray, out: FloatArray | None = None) -> FloatArray:
+    """Row vectors times matrices, ``v @ A`` (broadcast), elementwise in a fixed order (see :func:`_mm`)."""
+    p = v[..., :, None] * A  # p[..., k, j] = v_k A_kj
+    out = np.add(p[..., 0, :], p[..., 1, :], out=out)
+    out += p[..., 2, :]
+    return out
 
 
 class _Segments(NamedTuple):
-    """Per-segment hinge-arc geometry in each segment's start frame."""
+    """Per-segment hinge-arc geometry in each segment's start frame (leading axes: ticks, segments)."""
 
-    tangent: FloatArray  # (m, 3) new tangent
+    tangent: FloatArray  # (..., m, 3) new tangent
     sin: FloatArray
     cos: FloatArray
     theta: FloatArray
     radius: FloatArray  # centreline arc radius
-    normal_xy: FloatArray  # (m, 2) in-plane direction the tangent turns to
+    normal_xy: FloatArray  # (..., m, 2) in-plane direction the tangent turns to
     straight: FloatArray  # length of each of the two straight runs
 
 
 def _segments(t: FloatArray, L: FloatArray, D: float) -> _Segments:
-    """Geometry of segments whose new tangent (in the start frame) is ``t`` (m, 3).
+    """Geometry of segments whose new tangent (in the start frame) is ``t`` (..., m, 3).
 
-    Every division is guarded (``theta > 0``, ``s > 1e-12``), so none can divide by zero.
+    Every division is guarded (``theta > 0``, ``s > 1e-12``), so none can divide by zero. Elementwise
+    only; the transcendental functions get freshly made (contiguous) arrays, so numpy takes the same
+    (SIMD or not) loop whatever the batch.
     """
-    s = np.hypot(t[:, 0], t[:, 1])
-    c = np.minimum(np.maximum(t[:, 2], -1.0), 1.0)
+    s = np.hypot(t[..., 0], t[..., 1])
+    c = np.minimum(np.maximum(t[..., 2], -1.0), 1.0)
     theta = np.arctan2(s, c)
     d_theta = D * theta
     r_c = np.where(d_theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
     turning = s > 1e-12
-    n_xy = np.where(turning[:, None], t[:, :2] / np.where(turning, s, 1.0)[:, None], 0.0)
+    n_xy = np.where(turning[..., None], t[..., :2] / np.where(turning, s, 1.0)[..., None], 0.0)
     return _Segments(t, s, c, theta, r_c, n_xy, np.maximum(L - d_theta, 0.0) / 2.0)
 
 
 def _displacements(g: _Segments) -> FloatArray:
-    d = g.straight[:, None] * g.tangent
-    d[:, 2] += g.straight + g.radius * g.sin
-    d[:, :2] += (g.radius * (1.0 - g.cos))[:, None] * g.normal_xy
+    d = g.straight[..., None] * g.tangent
+    d[..., 2] += g.straight + g.radius * g.sin
+    d[..., :2] += (g.radius * (1.0 - g.cos))[..., None] * g.normal_xy
     return d
 
 
@@ -279,20 +343,20 @@ def segment_displacements(rel: FloatArray, L: FloatArray, D: float) -> tuple[Flo
 
 
 def _arc_points(g: _Segments, frac: FloatArray) -> FloatArray:
-    """``(m, k + 3, 3)`` centreline points of each segment in its start frame (start excluded).
+    """``(..., m, k + 3, 3)`` centreline points of each segment in its start frame (start excluded).
 
     ``frac`` is ``linspace(0, 1, k + 1)``: where the ``k + 1`` arc points sit along each arc.
     """
     k = len(frac) - 1
-    r = g.radius[:, None]
-    ang = g.theta[:, None] * frac[None, :]
-    pts = np.empty((len(g.theta), k + 3, 3))
+    r = g.radius[..., None]
+    ang = g.theta[..., None] * frac
+    pts = np.empty((*g.theta.shape, k + 3, 3))
     # end of the first straight run, then the arc, then the end of the second straight run
-    pts[:, 0, :2] = 0.0
-    pts[:, 0, 2] = g.straight
-    np.add(g.straight[:, None], r * np.sin(ang), out=pts[:, 1 : k + 2, 2])
-    np.multiply((r * (1 - np.cos(ang)))[:, :, None], g.normal_xy[:, None, :], out=pts[:, 1 : k + 2, :2])
-    np.add(pts[:, k + 1], g.straight[:, None] * g.tangent, out=pts[:, k + 2])
+    pts[..., 0, :2] = 0.0
+    pts[..., 0, 2] = g.straight
+    np.add(g.straight[..., None], r * np.sin(ang), out=pts[..., 1 : k + 2, 2])
+    np.multiply((r * (1 - np.cos(ang)))[..., None], g.normal_xy[..., None, :], out=pts[..., 1 : k + 2, :2])
+    np.add(pts[..., k + 1, :], g.straight[..., None] * g.tangent, out=pts[..., k + 2, :])
     return pts
 
 
@@ -301,20 +365,17 @@ _H = 1e-6  # turn of the central differences in the covariance
 _AXIS_TURNS = Rotation.from_rotvec(np.concatenate([np.eye(3), -np.eye(3)]) * _H).as_matrix()
 _AXIS_TURNS_T = np.ascontiguousarray(_AXIS_TURNS.transpose(0, 2, 1))[:, None]  # (6, 1, 3, 3), for row vectors
 _EYE3 = np.eye(3)
-# (3, 9): v @ _SKEW_BASIS is the row-major cross-product matrix of v. Every entry is one component times
-# 0 or +-1, so the product is exact.
-_SKEW_BASIS = np.array(
-    [
-        [0.0, 0.0, 0.0, 0.0, 0.0, -1.0, 0.0, 1.0, 0.0],
-        [0.0, 0.0, 1.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0],
-        [0.0, -1.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0],
-    ]
-)
+# Where each component of v goes in the row-major cross-product matrix [v]x, with + and - sign.
+_SKEW_PLUS = np.array([7, 2, 3])  # x -> (2, 1), y -> (0, 2), z -> (1, 0)
+_SKEW_MINUS = np.array([5, 6, 1])  # -x -> (1, 2), -y -> (2, 0), -z -> (0, 1)
 
 
 def _skew(v: FloatArray) -> FloatArray:
-    """``(M, 3)`` -> ``(M, 3, 3)`` cross-product matrices."""
-    return (v @ _SKEW_BASIS).reshape(-1, 3, 3)
+    """``(..., 3)`` -> ``(..., 3, 3)`` cross-product matrices (each entry a component, its negation or 0)."""
+    out = np.zeros((*v.shape[:-1], 9))
+    out[..., _SKEW_PLUS] = v
+    out[..., _SKEW_MINUS] = -v
+    return out.reshape(*v.shape[:-1], 3, 3)
 
 
 class _Plan(NamedTuple):
@@ -415,6 +476,8 @@ class HingeArcEstimator:
 
         Raises:
             NotOffsetError: before :meth:`capture_offset`.
+
+        This is :meth:`update_many` with one tick: the same kernel on the same numbers, so the same bits.
         """
         if self._world_base_T is None or self._mount_T is None:
             raise NotOffsetError("the straight reference has not been captured (call the offset service)")
@@ -425,63 +488,128 @@ class HingeArcEstimator:
         plan = self._plans.get((selected.tobytes(), active.tobytes()))
         if plan is None:
             plan = self._plan(selected, active)
+        lengths = np.array([np.nan if length is None else float(length)])
+        stamps = np.array([int(stamp_ns)], dtype=np.int64)
+        return self._batch(plan, np.asarray(quats, dtype=float)[None], stamps, lengths)[0]
+
+    def update_many(
+        self, quats: FloatArray, valid: np.ndarray, stamps_ns: list[int] | np.ndarray, lengths: FloatArray
+    ) -> list[ShapeEstimate]:
+        """:meth:`update` at many ticks in one vectorised pass (bulk replay, re-analysis).
+
+        Args:
+            quats: ``(T, n, 4)`` latest orientations of every sensor at each tick.
+            valid: ``(T, n)`` which readings are present and fresh at each tick.
+            stamps_ns: ``(T,)`` stamps of the data.
+            lengths: ``(T,)`` robot lengths, NaN where there is none (``length=None``).
+
+        Ticks are grouped by which sensors they use; each group is computed with elementwise numpy
+        operations and explicit sums in a fixed order over ``(ticks, segments, ...)`` arrays (no matrix
+        products, whose summation order depends on the batch's size and layout), so every tick's numbers
+        are those of :meth:`update` at that tick alone, to the last bit.
+
+        Raises:
+            NotOffsetError: before :meth:`capture_offset`.
+        """
+        if self._world_base_T is None or self._mount_T is None:
+            raise NotOffsetError("the straight reference has not been captured (call the offset service)")
+        cfg = self.config
+        quats = np.asarray(quats, dtype=float)
+        valid = np.asarray(valid, dtype=bool)
+        stamps = np.asarray(stamps_ns, dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=float)
+        n_ticks = len(stamps)
+        has_length = ~np.isnan(lengths)
+        with np.errstate(invalid="ignore"):
+            everted = (cfg.sensor_positions[None, :] <= (lengths[:, None] + 1e-9)) | ~has_length[:, None]
+        selected = self.used[None, :] & everted
+        active = selected & valid & self._mount_ok[None, :]
+        out: list[ShapeEstimate | None] = [None] * n_ticks
+        if n_ticks == 1:
+            groups = [(np.zeros(1, dtype=np.intp), selected[0], active[0])]
+        else:
+            keys = np.ascontiguousarray(np.concatenate([selected, active], axis=1))
+            keys_v = keys.view(np.dtype((np.void, keys.shape[1])))[:, 0]
+            _, first, inverse = np.unique(keys_v, return_index=True, return_inverse=True)
+            inverse = inverse.reshape(-1)
+            groups = [(np.flatnonzero(inverse == g), selected[f], active[f]) for g, f in enumerate(first)]
+        for ticks, sel, act in groups:
+            plan = self._plans.get((sel.tobytes(), act.tobytes()))
+            if plan is None:
+                plan = self._plan(sel, act)
+            made = self._batch(plan, quats[ticks], stamps[ticks], lengths[ticks])
+            for t, est in zip(ticks.tolist(), made, strict=True):
+                out[t] = est
+        return out  # type: ignore[return-value]
+
+    def _batch(self, plan: _Plan, quats: FloatArray, stamps: np.ndarray, lengths: FloatArray) -> list[ShapeEstimate]:
+        """Estimates at ``T`` ticks that share one plan (see :meth:`update_many`)."""
+        assert self._world_base_T is not None
+        cfg = self.config
+        T = len(stamps)
         m = len(plan.idx)
         D = cfg.diameter
-        B = np.empty((m + 1, 3, 3))
-        B[0] = _EYE3
-        if m:
-            R = quats_to_matrices(np.asarray(quats, dtype=float)[plan.idx])
-            B[1:] = self._world_base_T @ R @ plan.mount_tr
-        Bk, BkT = B[:-1], B[:-1].transpose(0, 2, 1)
-        rel = BkT @ B[1:]
+        B = np.empty((T, m + 1, 3, 3))
+        B[:, 0] = _EYE3
+        R = quats_to_matrices(quats[:, plan.idx])
+        sensor_rot = _mm(self._world_base_T, R)  # W^T R_i: each sensor's orientation in the base frame
+        B[:, 1:] = _mm(sensor_rot, plan.mount_tr)
+        Bk, BkT = B[:, :-1], B[:, :-1].swapaxes(-1, -2)
+        rel = _mm(BkT, B[:, 1:])
         # The segments and, for the covariance, six turned copies of each (see _covariance), in one batch.
-        t_rel = rel[:, :, 2]
-        tangents = np.empty((7 * m, 3))
-        tangents[:m] = t_rel
-        # Row vectors times the transposed turns: cheaper than the equivalent einsum, and with the tangents
-        # strided (not BLAS-able) numpy sums each product in the same order, so the numbers are the same.
-        np.matmul(t_rel[None, :, None, :], _AXIS_TURNS_T, out=tangents[m:].reshape(6, m, 1, 3))
-        batch = _segments(tangents, plan.seg_len_batch, D)
+        t_rel = rel[:, :, :, 2]
+        tangents = np.empty((T, 7, m, 3))
+        tangents[:, 0] = t_rel
+        _rows_times(t_rel[:, None], _AXIS_TURNS_T, out=tangents[:, 1:])
+        batch = _segments(tangents.reshape(T, 7 * m, 3), plan.seg_len_batch, D)
         d_all = _displacements(batch)
-        geom = _Segments(*[a[:m] for a in batch])
+        geom = _Segments(*[a[:, :m] for a in batch])
         theta = geom.theta
         # Chords, sensor wall offsets and the tip's straight extension: the covariance needs all their
         # cross-product matrices, so they are rows of one array.
-        vecs = np.empty((2 * m + 1, 3))
-        chords, wall, tip_chord = vecs[:m], vecs[m : 2 * m], vecs[2 * m]
-        np.einsum("kij,kj->ki", Bk, d_all[:m], out=chords)
-        centre = np.empty((m + 1, 3))
-        centre[0] = 0.0
-        np.add.accumulate(chords, axis=0, out=centre[1:])
+        vecs = np.empty((T, 2 * m + 1, 3))
+        chords, wall, tip_chord = vecs[:, :m], vecs[:, m : 2 * m], vecs[:, 2 * m]
+        _mat_vec(Bk, d_all[:, :m], out=chords)
+        centre = np.empty((T, m + 1, 3))
+        centre[:, 0] = 0.0
+        np.add.accumulate(chords, axis=1, out=centre[:, 1:])
         # Tip: straight on from the last used node.
         # The body ends at the measured length, or without one at the last IMU plus tip_offset
         # (whether or not that IMU is used or fresh).
-        end = length if length is not None else float(cfg.sensor_positions[-1]) + cfg.tip_offset
-        ext = max(end - plan.last_sigma, 0.0)
-        np.multiply(B[-1][:, 2], ext, out=tip_chord)
+        end = np.where(np.isnan(lengths), float(cfg.sensor_positions[-1]) + cfg.tip_offset, lengths)
+        ext = np.maximum(end - plan.last_sigma, 0.0)
+        np.multiply(B[:, -1, :, 2], ext[:, None], out=tip_chord)
         half_r = D / 2.0
-        np.multiply(B[1:, :, 0], half_r, out=wall)
+        np.multiply(B[:, 1:, :, 0], half_r, out=wall)
         # Poses: sensors on the wall with their mounting, then the tip on the centreline.
-        poses = np.zeros((m + 1, 4, 4))
-        poses[:, 3, 3] = 1.0
-        poses[:m, :3, :3] = B[1:] @ plan.mount
-        np.add(centre[1:], wall, out=poses[:m, :3, 3])
-        poses[m, :3, :3] = B[-1]
-        np.add(centre[-1], tip_chord, out=poses[m, :3, 3])
-        cov = self._covariance(Bk, BkT, d_all[m:], vecs, stamp_ns)
-        backbone = self._backbone(BkT, geom, centre, tip_chord, poses[m, :3, 3])
-        diag = self._summary(stamp_ns, plan, theta, rel, length)
-        return ShapeEstimate(
-            stamp_ns=int(stamp_ns),
-            parent_frame=cfg.base_frame,
-            frame_ids=list(plan.frame_ids),
-            poses=poses,
-            position_covariance=cov,
-            backbone=backbone,
-            radius=half_r,
-            length=float(np.add.reduce(2.0 * geom.straight + geom.radius * theta) + ext),
-            diagnostics=[diag],
-        )
+        poses = np.zeros((T, m + 1, 4, 4))
+        poses[:, :, 3, 3] = 1.0
+        poses[:, :m, :3, :3] = sensor_rot  # B_i M_i = W^T R_i
+        np.add(centre[:, 1:], wall, out=poses[:, :m, :3, 3])
+        poses[:, m, :3, :3] = B[:, -1]
+        np.add(centre[:, -1], tip_chord, out=poses[:, m, :3, 3])
+        offset = stamps if self.offset_stamp_ns is None else self.offset_stamp_ns
+        since = (stamps - offset) * 1e-9
+        cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, since)
+        backbone = self._backbone(BkT, geom, centre, tip_chord, poses[:, m, :3, 3])
+        lengths_out = np.add.accumulate(2.0 * geom.straight + geom.radius * theta, axis=1)[:, -1] if m else 0.0
+        lengths_out = (lengths_out + ext).tolist()
+        diags = self._summaries(since, plan, theta, rel, lengths)
+        frame_ids = plan.frame_ids
+        return [
+            ShapeEstimate(
+                stamp_ns=int(stamps[t]),
+                parent_frame=cfg.base_frame,
+                frame_ids=list(frame_ids),
+                poses=poses[t],
+                position_covariance=cov[t],
+                backbone=backbone[t],
+                radius=half_r,
+                length=lengths_out[t],
+                diagnostics=[diags[t]],
+            )
+            for t in range(T)
+        ]
 
     def _plan(self, selected: np.ndarray, active: np.ndarray) -> _Plan:
         """Build (and keep) what updates with these selected and active sensors share."""
@@ -519,52 +647,56 @@ class HingeArcEstimator:
         return plan
 
     def _covariance(
-        self, Bk: FloatArray, BkT: FloatArray, turned: FloatArray, vecs: FloatArray, stamp_ns: int
+        self, Bk: FloatArray, BkT: FloatArray, turned: FloatArray, vecs: FloatArray, since: FloatArray
     ) -> FloatArray:
         cfg = self.config
-        m = len(Bk)
+        T, m = Bk.shape[:2]
         if not m:
-            return np.zeros((1, 3, 3))
-        dt = max(0.0, (stamp_ns - (stamp_ns if self.offset_stamp_ns is None else self.offset_stamp_ns)) * 1e-9)
+            return np.zeros((T, 1, 3, 3))
+        dt = np.maximum(0.0, since)
         var = 2.0 * cfg.orientation_noise**2 + (cfg.drift_rate * dt) ** 2
         # Segment k's chord Delta_k = B_k d(B_k^T B_{k+1}). With B_k -> exp(dphi_k) B_k (base frame), the
         # relative rotation turns by eps = B_k^T (dphi_{k+1} - dphi_k) in frame k, so
         # dDelta_k = -[Delta_k]x dphi_k + G_k (dphi_{k+1} - dphi_k), G_k = B_k (dd/deps) B_k^T.
         # dd/deps by central differences: `turned` holds d of every segment turned by +h and -h about each
-        # axis, (6 m, 3) ordered [+x, +y, +z, -x, -y, -z] x segments, computed in update's batch.
-        d = turned.reshape(6, m, 3)
-        J = ((d[:3] - d[3:]) / (2 * _H)).transpose(1, 2, 0)  # (m, 3 d-components, 3 axes)
-        G = Bk @ J @ BkT
+        # axis, (T, 6 m, 3) ordered [+x, +y, +z, -x, -y, -z] x segments, computed in the update's batch.
+        d = turned.reshape(T, 6, m, 3)
+        J = ((d[:, :3] - d[:, 3:]) / (2 * _H)).transpose(0, 2, 3, 1)  # (T, m, 3 d-components, 3 axes)
+        G = _mm(_mm(Bk, J), BkT)
         # vecs: chords (m), sensor wall offsets (m), tip extension (1).
         skews = _skew(vecs)
         # Jacobian of the chain positions w.r.t. node j (1..m): incoming chord G_{j-1}, outgoing -[Delta_j]x - G_j.
         # Rows: interior (m), own sensor (m), own tip (1).
-        Ms = np.empty((2 * m + 1, 3, 3))
-        np.subtract(G[:-1], skews[1:m] + G[1:], out=Ms[: m - 1])
-        Ms[m - 1] = G[-1]
-        np.subtract(G, skews[m : 2 * m], out=Ms[m : 2 * m])
-        np.subtract(G[-1], skews[2 * m], out=Ms[2 * m])
-        terms = Ms @ Ms.transpose(0, 2, 1)
-        terms *= var
-        cov = np.empty((m + 1, 3, 3))
-        cov[0] = terms[m]
-        csum = np.add.accumulate(terms[: m - 1], axis=0)
-        np.add(csum, terms[m + 1 : 2 * m], out=cov[1:m])
-        np.add(csum[-1] if m > 1 else 0.0, terms[2 * m], out=cov[m])
+        Ms = np.empty((T, 2 * m + 1, 3, 3))
+        np.subtract(G[:, :-1], skews[:, 1:m] + G[:, 1:], out=Ms[:, : m - 1])
+        Ms[:, m - 1] = G[:, -1]
+        np.subtract(G, skews[:, m : 2 * m], out=Ms[:, m : 2 * m])
+        np.subtract(G[:, -1], skews[:, 2 * m], out=Ms[:, 2 * m])
+        terms = _mm(Ms, Ms.swapaxes(-1, -2))
+        terms *= var[:, None, None, None]
+        cov = np.empty((T, m + 1, 3, 3))
+        cov[:, 0] = terms[:, m]
+        csum = np.add.accumulate(terms[:, : m - 1], axis=1)
+        np.add(csum, terms[:, m + 1 : 2 * m], out=cov[:, 1:m])
+        np.add(csum[:, -1] if m > 1 else 0.0, terms[:, 2 * m], out=cov[:, m])
         return cov
 
     def _backbone(
         self, BkT: FloatArray, geom: _Segments, centre: FloatArray, tip_chord: FloatArray, tip: FloatArray
     ) -> FloatArray:
-        m = len(geom.theta)
+        T, m = geom.theta.shape
         if m == 0:
-            return np.stack([np.zeros(3), tip_chord])
-        local = _arc_points(geom, self._arc_frac)
-        out = np.empty((m * local.shape[1] + 2, 3))
-        out[0] = 0.0
-        np.add(local @ BkT, centre[:-1, None, :], out=out[1:-1].reshape(local.shape))
+            out = np.zeros((T, 2, 3))
+            out[:, 1] = tip_chord
+            return out
+        local = _arc_points(geom, self._arc_frac)  # (T, m, k + 3, 3)
+        out = np.empty((T, m * local.shape[2] + 2, 3))
+        out[:, 0] = 0.0
+        pts = _rows_times(local, BkT[:, :, None])
+        pts += centre[:, :-1, None, :]
         # Points repeat where a straight run has zero length; consumers of the polyline tolerate that.
-        out[-1] = tip
+        out[:, 1:-1] = pts.reshape(T, -1, 3)
+        out[:, -1] = tip
         return out
 
     @staticmethod
@@ -575,36 +707,44 @@ class HingeArcEstimator:
         quaternion of ``rel`` has ``z / w = tan(twist / 2)``; from the matrix,
         ``z / w = (R10 - R01) / (1 + trace)``.
         """
-        trace = rel[:, 0, 0] + rel[:, 1, 1] + rel[:, 2, 2]
-        return np.arctan2(rel[:, 1, 0] - rel[:, 0, 1], 1.0 + trace)
+        trace = rel[..., 0, 0] + rel[..., 1, 1] + rel[..., 2, 2]
+        return np.arctan2(rel[..., 1, 0] - rel[..., 0, 1], 1.0 + trace)
 
-    def _summary(
-        self, stamp_ns: int, plan: _Plan, theta: FloatArray, rel: FloatArray, length: float | None
-    ) -> DiagnosticStatus:
-        level = plan.level
-        msgs = list(plan.messages)
-        n_over = int(np.count_nonzero(theta > plan.over_at))
-        if n_over:
-            level = max(level, DiagnosticLevel.WARN)
-            msgs.append(f"{n_over} segment(s) bent past L/D (inner wall fully buckled)")
-        if len(theta):
-            max_bend = float(np.maximum.reduce(theta))
-            max_twist = 2.0 * float(np.maximum.reduce(np.abs(self._half_twist(rel))))
+    def _summaries(
+        self, since: FloatArray, plan: _Plan, theta: FloatArray, rel: FloatArray, lengths: FloatArray
+    ) -> list[DiagnosticStatus]:
+        T, m = theta.shape
+        n_over = np.count_nonzero(theta > plan.over_at, axis=1).tolist()
+        if m:
+            max_bend = np.maximum.reduce(theta, axis=1).tolist()
+            max_twist = (2.0 * np.maximum.reduce(np.abs(self._half_twist(rel)), axis=1)).tolist()
         else:
-            max_bend = max_twist = 0.0
-        dt = (stamp_ns - (stamp_ns if self.offset_stamp_ns is None else self.offset_stamp_ns)) * 1e-9
-        return DiagnosticStatus(
-            name="hinge_arc_estimator: shape",
-            level=level,
-            message="; ".join(msgs) if msgs else "ok",
-            hardware_id="",
-            values={
-                "sensors_used": str(len(plan.idx)),
-                "sensors_missing": ",".join(plan.missing),
-                "max_bend_deg": f"{math.degrees(max_bend):.2f}",
-                "max_twist_residual_deg": f"{math.degrees(max_twist):.2f}",
-                "segments_past_L_over_D": str(n_over),
-                "seconds_since_offset": f"{dt:.1f}",
-                "length_m": "" if length is None else f"{length:.4f}",
-            },
-        )
+            max_bend = max_twist = [0.0] * T
+        out = []
+        used = str(len(plan.idx))
+        missing = ",".join(plan.missing)
+        for t, dt in enumerate(since.tolist()):
+            level = plan.level
+            msgs = list(plan.messages)
+            if n_over[t]:
+                level = max(level, DiagnosticLevel.WARN)
+                msgs.append(f"{n_over[t]} segment(s) bent past L/D (inner wall fully buckled)")
+            length = float(lengths[t])
+            out.append(
+                DiagnosticStatus(
+                    name="hinge_arc_estimator: shape",
+                    level=level,
+                    message="; ".join(msgs) if msgs else "ok",
+                    hardware_id="",
+                    values={
+                        "sensors_used": used,
+                        "sensors_missing": missing,
+                        "max_bend_deg": f"{math.degrees(max_bend[t]):.2f}",
+                        "max_twist_residual_deg": f"{math.degrees(max_twist[t]):.2f}",
+                        "segments_past_L_over_D": str(n_over[t]),
+                        "seconds_since_offset": f"{dt:.1f}",
+                        "length_m": "" if math.isnan(length) else f"{length:.4f}",
+                    },
+                )
+            )
+        return out

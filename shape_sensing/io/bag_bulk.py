@@ -133,35 +133,51 @@ def _read_indexed_mcap(
     if size < 64:
         return None
     words = np.lib.stride_tricks.sliding_window_view(buf, 8)  # words[i]: the 8 bytes at i, without a copy
-    parts: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]]] = {cid: [] for cid in channels}
     chunks = sorted(summary.chunk_indexes, key=lambda ci: ci.chunk_start_offset)
+    # Every (chunk, wanted channel) message index, in chunk order; then all their entries in one numpy pass.
+    pair_chunk: list[int] = []
+    pair_index: list[int] = []
+    pair_cid: list[int] = []
+    for n_done, ci in enumerate(chunks):
+        if progress is not None and n_done % 256 == 0:
+            progress(0.5 * n_done / len(chunks))
+        for cid, where in ci.message_index_offsets.items():
+            if cid in channels:
+                pair_chunk.append(ci.chunk_start_offset)
+                pair_index.append(where)
+                pair_cid.append(cid)
     try:
-        for n_done, ci in enumerate(chunks):
-            if progress is not None and n_done % 64 == 0:
-                progress(n_done / len(chunks))
-            start = ci.chunk_start_offset
-            # chunk record: opcode, length, start time, end time, uncompressed size, crc, compression, records
-            comp_len = int(buf[start + 37 : start + 41].view("<u4")[0])
-            records = start + 41 + comp_len + 8
-            for cid, index_at in ci.message_index_offsets.items():
-                if cid not in channels:
-                    continue
-                n_bytes = int(buf[index_at + 11 : index_at + 15].view("<u4")[0])
-                entries = np.frombuffer(buf, _INDEX_ENTRY, n_bytes // 16, index_at + 15)
-                at = records + entries["offset"].astype(np.int64)
-                if len(at) and (at[-1] + _MSG_HEADER > size or buf[at].min() != 0x05 or buf[at].max() != 0x05):
-                    raise BagError(f"bag {path}: a message index points outside its chunk")
-                rec_len = words[at + 1].view("<u8")[:, 0].astype(np.int64)
-                parts[cid].append((entries["log_time"].astype(np.int64), np.full(len(at), start), at, rec_len))
+        starts = np.array(pair_chunk, dtype=np.int64)
+        index_at = np.array(pair_index, dtype=np.int64)
+        # chunk record: opcode, length, start time, end time, uncompressed size, crc, compression, records
+        comp_len = words[starts + 37][:, :4].copy().view("<u4")[:, 0].astype(np.int64)
+        records = starts + 41 + comp_len + 8
+        # message index record: opcode, length, channel id, entries' byte count, entries (log time, offset)
+        n_entries = words[index_at + 11][:, :4].copy().view("<u4")[:, 0].astype(np.int64) // 16
+        total = int(n_entries.sum())
+        first_entry = np.cumsum(n_entries) - n_entries
+        pair_of = np.repeat(np.arange(len(n_entries)), n_entries)
+        entry_at = index_at[pair_of] + 15 + 16 * (np.arange(total) - first_entry[pair_of])
+        log_time = words[entry_at].view("<u8")[:, 0].astype(np.int64)
+        at = records[pair_of] + words[entry_at + 8].view("<u8")[:, 0].astype(np.int64)
+        if total and (at.max() + _MSG_HEADER > size or at.min() < 0 or np.any(buf[at] != 0x05)):
+            raise BagError(f"bag {path}: a message index points outside its chunk")
+        rec_len = words[at + 1].view("<u8")[:, 0].astype(np.int64)
     except (IndexError, ValueError) as exc:
         raise BagError(f"bag {path} is malformed or truncated: {type(exc).__name__}: {exc}") from exc
     if progress is not None:
         progress(1.0)
     # Rank: the order of read_bag (mcap's log-time order: log time, then chunk offset, then place in the chunk).
+    entry_cid = np.array(pair_cid, dtype=np.int64)[pair_of]
+    entry_chunk = starts[pair_of]
+    by_cid = np.argsort(entry_cid, kind="stable")  # each channel's entries in chunk order, then index order
+    cids, cid_first, cid_count = np.unique(entry_cid[by_cid], return_index=True, return_counts=True)
+    span = {int(c): (int(f), int(f + n)) for c, f, n in zip(cids, cid_first, cid_count, strict=True)}
     per_channel = {}
-    for cid, pieces in parts.items():
-        if pieces:
-            per_channel[cid] = tuple(np.concatenate(p) for p in zip(*pieces, strict=True))
+    for cid in channels:
+        if cid in span:
+            sel = by_cid[span[cid][0] : span[cid][1]]
+            per_channel[cid] = (log_time[sel], entry_chunk[sel], at[sel], rec_len[sel])
     if not per_channel:
         return {}
     all_t = np.concatenate([v[0] for v in per_channel.values()])
@@ -236,7 +252,7 @@ class RecordBatch:
     def _close_new(self) -> None:
         if not self._added:
             return
-        self.sources.append(np.frombuffer(bytes(self._new), np.uint8))
+        self.sources.append(np.frombuffer(self._new, np.uint8))  # the buffer itself (replaced below), no copy
         cols = np.array(self._added, dtype=np.int64)
         n = len(cols)
         self._parts.append((np.full(n, len(self.sources) - 1), cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3]))
@@ -343,7 +359,7 @@ def _write_chunks(
             p0 = int(pos[runs[r]])
             pieces.append(views[int(src[runs[r]])][p0 : p0 + int(run_bytes[r])])
             r += 1
-        body = bytearray(b"".join(pieces))
+        body = bytearray().join(pieces)  # one copy, writable
         arr = np.frombuffer(body, np.uint8)
         at = start[a:b] - (0 if a == 0 else start[a])
         cid = conn[a:b]
@@ -362,17 +378,20 @@ def _write_chunks(
         bio.write(struct.pack("<Q", len(body)))
         bio.write(body)
         chunk_end = bio.tell()
+        # one message index per channel, in channel order: the chunk's entries sorted by channel (stable), cut
         order = np.argsort(cid, kind="stable")
         ids, first = np.unique(cid[order], return_index=True)
+        entries = np.empty(len(order), _INDEX_DTYPE)
+        entries["log_time"] = lt[order]
+        entries["offset"] = at[order]
+        entry_bytes = memoryview(entries.tobytes())
         offsets = []
+        bounds_ch = [*first.tolist(), len(order)]
         for k, ch in enumerate(ids.tolist()):
-            sel = order[first[k] : first[k + 1] if k + 1 < len(first) else len(order)]
-            entries = np.empty(len(sel), _INDEX_DTYPE)
-            entries["log_time"] = lt[sel]
-            entries["offset"] = at[sel]
+            n_bytes = 16 * (bounds_ch[k + 1] - bounds_ch[k])
             offsets.append((ch, bio.tell()))
-            bio.write(struct.pack("<BQHI", 0x07, 2 + 4 + entries.nbytes, ch, entries.nbytes))
-            bio.write(entries.tobytes())
+            bio.write(struct.pack("<BQHI", 0x07, 2 + 4 + n_bytes, ch, n_bytes))
+            bio.write(entry_bytes[16 * bounds_ch[k] : 16 * bounds_ch[k + 1]])
         index = BytesIO()
         index.write(struct.pack("<QQQQI", t_lo, t_hi, chunk_start, chunk_end - chunk_start, 10 * len(offsets)))
         for ch, off in offsets:

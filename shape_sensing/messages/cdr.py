@@ -21,6 +21,7 @@ bytes with ``serialize_cdr`` of the built messages.
 
 from __future__ import annotations
 
+import copy
 import struct
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -30,7 +31,7 @@ import numpy as np
 from shape_sensing.geometry import make_transform, matrix_to_quat
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.types import DiagnosticStatus, ShapeEstimate
-from shape_sensing.viz import covariance_ellipsoid, tube_mesh_indexed
+from shape_sensing.viz import covariance_ellipsoid, tube_index, tube_mesh_indexed, tube_vertices
 
 if TYPE_CHECKING:
     from shape_sensing.pipelines.common import DiagnosticsThrottle
@@ -191,7 +192,7 @@ class ShapeCdr:
         if shape.position_covariance is not None:
             cov6[:3, :3] = shape.position_covariance[-1]
         frame = shape.parent_frame
-        nb = _numbers or _Numbers(None, None, None)
+        nb = _numbers or _Numbers(None, None, None, None)
         out = [
             ("/tf", "tf2_msgs/msg/TFMessage", nb.tf if nb.tf is not None else tf_cdr(shape)),
             ("shape/path", "nav_msgs/msg/Path",
@@ -203,7 +204,7 @@ class ShapeCdr:
         if statuses is not None:
             out.append(("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", diagnostics_cdr(stamp, statuses)))
         if self.markers.ready(stamp):
-            out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", markers_cdr(shape)))
+            out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", markers_cdr(shape, body=nb.body)))
         return out
 
     def build_many(self, shapes: list[ShapeEstimate]) -> Iterator[list[tuple[str, str, bytes]]]:
@@ -216,6 +217,11 @@ class ShapeCdr:
         for start in range(0, len(shapes), _BLOCK):
             block = shapes[start : start + _BLOCK]
             numbers = _block_numbers(block)
+            # which of them get markers (a copy of the throttle, so the real one decides the same in build)
+            probe = copy.copy(self.markers)
+            marked = [k for k, s in enumerate(block) if probe.ready(s.stamp_ns)]
+            for k, body in _block_bodies(block, marked).items():
+                numbers[k] = numbers[k]._replace(body=body)
             for shape, nb in zip(block, numbers, strict=True):
                 yield self.build(shape, nb)
 
@@ -226,6 +232,25 @@ class _Numbers(NamedTuple):
     tf: bytes | None
     path: bytes | None
     tip: bytes | None
+    body: np.ndarray | None = None  # the body marker's tube vertices
+
+
+def _block_bodies(shapes: list[ShapeEstimate], which: list[int]) -> dict[int, np.ndarray]:
+    """Tube vertices of the body markers of ``shapes[k]`` for ``k`` in ``which``, polylines of one length and
+    radius at once (:func:`~shape_sensing.viz.tube_vertices`: each with the bits it would get alone)."""
+    from shape_sensing.messages.common import _decimate
+
+    groups: dict[tuple[int, float], list[int]] = {}
+    for k in which:
+        bb = np.asarray(shapes[k].backbone)
+        if bb.ndim == 2 and bb.shape[1] == 3 and len(bb) >= 2:
+            groups.setdefault((len(bb), float(shapes[k].radius)), []).append(k)
+    out = {}
+    for (_, radius), members in groups.items():
+        points = np.stack([_decimate(np.asarray(shapes[k].backbone, dtype=float), 48) for k in members])
+        for k, v in zip(members, tube_vertices(points, radius, 8), strict=True):
+            out[k] = v
+    return out
 
 
 _BLOCK = 512  # estimates whose messages are made at once
@@ -237,6 +262,8 @@ def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
     For each layout the message is written once with zero numbers (:func:`_layouts`), recording where each
     stamp and each float64 row goes; every estimate's copy then gets its stamps and rows with numpy.
     """
+    from shape_sensing.messages.common import _path_values
+
     out: list[_Numbers] = [_Numbers(None, None, None)] * len(shapes)
     groups: dict[tuple[Any, ...], list[int]] = {}
     for k, s in enumerate(shapes):
@@ -260,10 +287,7 @@ def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
         tf = np.empty((g, n, 7))
         tf[:, :, :3] = poses[:, :, :3, 3]
         tf[:, :, 3:] = matrix_to_quat(poses.reshape(-1, 4, 4)[:, :3, :3]).reshape(g, n, 4)
-        frames = _poses_along_many(np.stack([np.asarray(shapes[k].backbone, dtype=float) for k in members]))
-        path = np.empty((g, p, 7))
-        path[:, :, :3] = frames[:, :, :3, 3]
-        path[:, :, 3:] = matrix_to_quat(frames.reshape(-1, 4, 4)[:, :3, :3]).reshape(g, p, 4)
+        path = _path_values(np.stack([np.asarray(shapes[k].backbone, dtype=float) for k in members]))
         tip_T = poses[:, -1]
         tip = np.zeros((g, 7 + 36))
         tip[:, :3] = tip_T[:, :3, 3]
@@ -341,27 +365,6 @@ def _layouts(parent: str, children: tuple[str, ...], p: int) -> list[tuple[bytes
     return found
 
 
-def _poses_along_many(points: np.ndarray) -> np.ndarray:
-    """:func:`~shape_sensing.messages.common._poses_along` of ``(G, P, 3)`` polylines (P >= 2), same operations."""
-    g, n = points.shape[:2]
-    out = np.tile(np.eye(4), (g, n, 1, 1))
-    out[:, :, :3, 3] = points
-    t = np.gradient(points, axis=1)
-    norm = np.linalg.norm(t, axis=2)
-    t = np.where(norm[:, :, None] > 1e-12, t / np.maximum(norm, 1e-12)[:, :, None], [0.0, 0.0, 1.0])
-    c = t[:, :, 2]
-    axis = np.stack([-t[:, :, 1], t[:, :, 0], np.zeros((g, n))], axis=2)
-    K = np.zeros((g, n, 3, 3))
-    K[:, :, 0, 2], K[:, :, 1, 2] = axis[:, :, 1], -axis[:, :, 0]
-    K[:, :, 2, 0], K[:, :, 2, 1] = -axis[:, :, 1], axis[:, :, 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f = np.where(1.0 + c > 1e-9, 1.0 / (1.0 + c), 0.0)
-    R = np.eye(3) + K + f[:, :, None, None] * (K @ K)
-    R[1.0 + c <= 1e-9] = np.diag([1.0, -1.0, -1.0])
-    out[:, :, :3, :3] = R
-    return out
-
-
 def tf_cdr(shape: ShapeEstimate, frame_prefix: str = "", values: np.ndarray | None = None) -> bytes:
     """tf2_msgs/TFMessage of :func:`~shape_sensing.messages.common.shape_transforms` (as ``tf_message``)."""
     c = _Cdr()
@@ -385,16 +388,16 @@ def tf_cdr(shape: ShapeEstimate, frame_prefix: str = "", values: np.ndarray | No
 
 def path_cdr(stamp_ns: int, frame_id: str, poses: np.ndarray, values: np.ndarray | None = None) -> bytes:
     """nav_msgs/Path of :func:`~shape_sensing.messages.common.path_msg` (same arguments)."""
-    from shape_sensing.messages.common import _poses_along
+    from shape_sensing.messages.common import _path_values
 
     if values is None:
         poses = np.asarray(poses, dtype=float)
         if poses.ndim == 2 and poses.shape[1] == 3:
-            poses = _poses_along(poses)
-        quats = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
-        values = np.empty((len(poses), 7))
-        values[:, :3] = poses[:, :3, 3]
-        values[:, 3:] = quats
+            values = _path_values(poses)
+        else:
+            values = np.empty((len(poses), 7))
+            values[:, :3] = poses[:, :3, 3]
+            values[:, 3:] = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
     c = _Cdr()
     c.header(stamp_ns, frame_id)
     c.u32(len(values))
@@ -444,6 +447,8 @@ def diagnostics_cdr(stamp_ns: int, statuses: Iterable[DiagnosticStatus]) -> byte
 
 _EYE4 = np.eye(4)
 _UNIT_QUAT = np.array([0.0, 0.0, 0.0, 1.0])
+_IDENTITY_POSE = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0]).tobytes()  # _pose_values(_EYE4, _UNIT_QUAT)
+_TUBE_INDEX: dict[int, np.ndarray] = {}  # tube_index(n, 8) by n (read only)
 
 
 def markers_cdr(
@@ -453,8 +458,12 @@ def markers_cdr(
     frame_prefix: str = "",
     rgba: tuple[float, float, float, float] = (0.1, 0.6, 0.9, 0.6),
     n_sigma: float = 2.0,
+    body: np.ndarray | None = None,
 ) -> bytes:
-    """visualization_msgs/MarkerArray of :func:`~shape_sensing.messages.common.shape_markers` (same defaults)."""
+    """visualization_msgs/MarkerArray of :func:`~shape_sensing.messages.common.shape_markers` (same defaults).
+
+    ``body``: the tube's vertices when already made (:func:`~shape_sensing.viz.tube_vertices`).
+    """
     from shape_sensing.messages.common import (
         MARKER_LINE_STRIP,
         MARKER_SPHERE,
@@ -464,10 +473,16 @@ def markers_cdr(
     )
 
     head = _header_bytes(shape.stamp_ns, frame_prefix + shape.parent_frame)
-    vertices, corners = tube_mesh_indexed(_decimate(shape.backbone, 48), shape.radius, 8)
-    body = np.asarray(vertices, dtype=float).reshape(-1, 3)[corners]
+    if body is None:
+        vertices, corners = tube_mesh_indexed(_decimate(shape.backbone, 48), shape.radius, 8)
+    else:
+        n_rings = len(body) // 8
+        if n_rings not in _TUBE_INDEX:
+            _TUBE_INDEX[n_rings] = tube_index(n_rings, 8)
+        vertices, corners = body, _TUBE_INDEX[n_rings]
+    body_points = np.asarray(vertices, dtype=float).reshape(-1, 3)[corners]
     markers: list[tuple[Any, ...]] = [
-        (f"{ns}/body", MARKER_TRIANGLE_LIST, None, (1.0, 1.0, 1.0), rgba, body),
+        (f"{ns}/body", MARKER_TRIANGLE_LIST, None, (1.0, 1.0, 1.0), rgba, body_points),
         (f"{ns}/backbone", MARKER_LINE_STRIP, None, (0.005, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0), shape.backbone),
         (f"{ns}/frames", MARKER_SPHERE_LIST, None, (0.02, 0.02, 0.02), (1.0, 0.5, 0.0, 1.0), shape.poses[:, :3, 3]),
     ]
@@ -483,8 +498,11 @@ def markers_cdr(
         c.string(name)
         c.align(4)
         c.buf += _3I.pack(0, mtype, 0)  # id, type, action
-        values = _pose_values(_EYE4, _UNIT_QUAT) if pose is None else _pose_values(np.asarray(pose, dtype=float))
-        c.f64(values)
+        if pose is None:
+            c.align(8)
+            c.buf += _IDENTITY_POSE
+        else:
+            c.f64(_pose_values(np.asarray(pose, dtype=float)))
         c.f64(np.array([float(scale[0]), float(scale[1]), float(scale[2])]))
         c.buf += _4F.pack(*color)  # ColorRGBA float32, 4-aligned after float64s
         c.buf += _TIME.pack(0, 0)  # lifetime

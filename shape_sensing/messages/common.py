@@ -363,37 +363,85 @@ def path_msg(stamp_ns: int, frame_id: str, poses: FloatArray, factory: MessageFa
     Points get orientations whose z axis follows the polyline's tangent.
     """
     poses = np.asarray(poses, dtype=float)
-    if poses.ndim == 2 and poses.shape[1] == 3:
-        poses = _poses_along(poses)
     hdr = header(stamp_ns, frame_id, factory)
-    quats = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
+    if poses.ndim == 2 and poses.shape[1] == 3:
+        values = _path_values(poses)
+        positions, quats = values[:, :3], values[:, 3:]
+    else:
+        positions = poses[:, :3, 3]
+        quats = matrix_to_quat(poses[:, :3, :3]) if len(poses) else np.zeros((0, 4))
     f = _f(factory)
     cls = f.cls("geometry_msgs/msg/PoseStamped")
-    stamped = [cls(header=hdr, pose=p) for p in _poses(poses[:, :3, 3], quats, factory)]
+    stamped = [cls(header=hdr, pose=p) for p in _poses(positions, quats, factory)]
     return f.make("nav_msgs/msg/Path", header=hdr, poses=stamped)
 
 
 def _poses_along(points: FloatArray) -> FloatArray:
-    """Frames at points with z along the local tangent (minimal rotation from +z)."""
-    n = len(points)
-    out = np.tile(np.eye(4), (n, 1, 1))
-    out[:, :3, 3] = points
+    """Frames at points with z along the local tangent (minimal rotation from +z).
+
+    ``(..., N, 3)`` points to ``(..., N, 4, 4)`` frames: polylines of one length are done at once, by
+    elementwise operations only (no matrix products), so a polyline's frames do not depend on the batch.
+    """
+    points = np.asarray(points, dtype=float)
+    n = points.shape[-2]
+    out = np.zeros((*points.shape[:-1], 4, 4))
+    out[..., 0, 0] = out[..., 1, 1] = out[..., 2, 2] = out[..., 3, 3] = 1.0
+    out[..., :3, 3] = points
     if n < 2:
         return out
-    t = np.gradient(points, axis=0)
-    norm = np.linalg.norm(t, axis=1)
-    t = np.where(norm[:, None] > 1e-12, t / np.maximum(norm, 1e-12)[:, None], [0.0, 0.0, 1.0])
-    # Rotation taking z to t: axis z x t = (-t_y, t_x, 0), Rodrigues with sin = |z x t|, cos = t_z.
-    c = t[:, 2]
-    axis = np.stack([-t[:, 1], t[:, 0], np.zeros(n)], axis=1)
-    K = np.zeros((n, 3, 3))
-    K[:, 0, 2], K[:, 1, 2] = axis[:, 1], -axis[:, 0]
-    K[:, 2, 0], K[:, 2, 1] = -axis[:, 1], axis[:, 0]
+    t = np.gradient(points, axis=-2)
+    sq = t * t
+    norm = np.sqrt(sq[..., 0] + sq[..., 1] + sq[..., 2])
+    t = np.where(norm[..., None] > 1e-12, t / np.maximum(norm, 1e-12)[..., None], [0.0, 0.0, 1.0])
+    # Rotation taking z to t: axis z x t = (-t_y, t_x, 0), Rodrigues with sin = |z x t|, cos = t_z:
+    # R = I + K + K^2 / (1 + c) with K the cross-product matrix of the axis, written out entry by entry.
+    a, b, c = t[..., 0], t[..., 1], t[..., 2]
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.where(1.0 + c > 1e-9, 1.0 / (1.0 + c), 0.0)
-    R = np.eye(3) + K + f[:, None, None] * (K @ K)
+    fa = f * a
+    fab = -(fa * b)
+    R = out[..., :3, :3]
+    R[..., 0, 0] = 1.0 - fa * a
+    R[..., 0, 1] = fab
+    R[..., 0, 2] = a
+    R[..., 1, 0] = fab
+    R[..., 1, 1] = 1.0 - f * b * b
+    R[..., 1, 2] = b
+    R[..., 2, 0] = -a
+    R[..., 2, 1] = -b
+    R[..., 2, 2] = 1.0 - f * (a * a + b * b)
     R[1.0 + c <= 1e-9] = np.diag([1.0, -1.0, -1.0])  # tangent along -z
-    out[:, :3, :3] = R
+    return out
+
+
+def _path_values(points: FloatArray) -> FloatArray:
+    """Positions and ``[x, y, z, w]`` quaternions ``(..., N, 7)`` of :func:`_poses_along`'s frames.
+
+    The quaternion of the minimal rotation taking z to the unit tangent ``t`` is ``(z x t, 1 + z . t)``
+    normalised, ``(-t_y, t_x, 0, 1 + t_z) / |.|`` (``w > 0``, scipy's canonical sign); a tangent along -z
+    gets ``(1, 0, 0, 0)``, the half turn about x of ``_poses_along``. Elementwise, so polylines of one length
+    done at once get the bits each gets alone.
+    """
+    points = np.asarray(points, dtype=float)
+    out = np.zeros((*points.shape[:-1], 7))
+    out[..., :3] = points
+    out[..., 6] = 1.0
+    if points.shape[-2] < 2:
+        return out
+    t = np.gradient(points, axis=-2)
+    sq = t * t
+    norm = np.sqrt(sq[..., 0] + sq[..., 1] + sq[..., 2])
+    t = np.where(norm[..., None] > 1e-12, t / np.maximum(norm, 1e-12)[..., None], [0.0, 0.0, 1.0])
+    a, b = t[..., 0], t[..., 1]
+    w = 1.0 + t[..., 2]
+    flipped = ~(w > 1e-9)
+    q_norm = np.sqrt(b * b + a * a + w * w)
+    q_norm[flipped] = 1.0
+    out[..., 3] = -b / q_norm
+    out[..., 4] = a / q_norm
+    out[..., 5] = 0.0
+    out[..., 6] = w / q_norm
+    out[..., 3:][flipped] = [1.0, 0.0, 0.0, 0.0]
     return out
 
 

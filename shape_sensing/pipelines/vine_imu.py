@@ -201,7 +201,21 @@ class VineImuTracker:
         return (self.last_ns >= 0) & (tick - self.last_ns <= self.stale_ns)
 
     def _estimate(self, tick: int) -> ShapeEstimate | None:
-        valid = self._fresh(tick)
+        job = self._prepare(tick)
+        if job is None:
+            return None
+        valid, extra = job
+        est = self.estimator.update(self.quats, valid, self.latest_ns, self.length)
+        est.diagnostics.extend(extra)
+        return est
+
+    def _prepare(self, tick: int, valid: np.ndarray | None = None) -> tuple[np.ndarray, list[DiagnosticStatus]] | None:
+        """Everything of an estimate at ``tick`` but the estimator's update: ``None`` when there is none, else
+        the sensors that are fresh and the diagnostics to add to the update's (the bulk replay runs the
+        updates of many ticks at once, :meth:`HingeArcEstimator.update_many`, and passes ``valid``, the
+        sensors fresh at ``tick``, found for all ticks at once)."""
+        if valid is None:
+            valid = self._fresh(tick)
         if self.capture_at_ns is not None and self.first_ns >= 0 and tick - self.first_ns >= self.capture_at_ns:
             self.capture_at_ns = None
             self.request_offset()
@@ -212,8 +226,7 @@ class VineImuTracker:
         if self.latest_ns <= self.last_estimate_ns:
             return None  # no data newer than the last estimate: it would repeat that estimate with the same stamp
         self.last_estimate_ns = self.latest_ns
-        est = self.estimator.update(self.quats, valid, self.latest_ns, self.length)
-        est.diagnostics.append(
+        extra = [
             DiagnosticStatus(
                 name="hinge_arc_estimator: straight reference",
                 level=DiagnosticLevel.WARN if self.offset_warning else DiagnosticLevel.OK,
@@ -222,9 +235,9 @@ class VineImuTracker:
                 if self.estimator.reference is not None
                 else {},
             )
-        )
+        ]
         if self.stats.bad_samples or self.stats.out_of_order:
-            est.diagnostics.append(
+            extra.append(
                 DiagnosticStatus(
                     name="hinge_arc_estimator: inputs",
                     level=DiagnosticLevel.WARN,
@@ -233,7 +246,7 @@ class VineImuTracker:
                 )
             )
         self.stats.estimates += 1
-        return est
+        return valid, extra
 
     def push_imu(self, index: int, sample: ImuSample) -> list[ShapeEstimate]:
         """Add a reading of IMU ``index``; returns the estimates that became due."""

@@ -346,31 +346,68 @@ def _no_ticks(n: int) -> TickStates:
 def estimates(
     tracker: VineImuTracker, states: TickStates, progress: Callable[[float], None] | None = None
 ) -> Iterator[tuple[int, ShapeEstimate]]:
-    """``(tick index, estimate)`` for every tick that gives one, by the tracker's own estimate step.
+    """``(tick index, estimate)`` for every tick that gives one, as the tracker's own estimate step would.
+
+    At each tick the tracker's state is set and its estimate step is run up to the estimator's update
+    (:meth:`~shape_sensing.pipelines.vine_imu.VineImuTracker._prepare`: capture, freshness, diagnostics); the
+    updates of up to :data:`_BATCH` ticks are then made in one vectorised pass
+    (:meth:`~shape_sensing.estimators.hinge_arc.HingeArcEstimator.update_many`, the same bits as one
+    update per tick). Pending updates are made before any tick at which the straight reference may be
+    captured, so each uses the reference the tracker had at its tick.
 
     The flush tick (the last) counts only when the recording gave the tracker any reading, as in
     :meth:`~shape_sensing.pipelines.vine_imu.VineImuTracker.flush`.
     """
     total = len(states.ticks)
+    pending: list[tuple[int, np.ndarray, list[Any]]] = []
+
+    def run() -> list[tuple[int, ShapeEstimate]]:
+        if not pending:
+            return []
+        rows = np.array([t for t, _, _ in pending], dtype=np.intp)
+        made = tracker.estimator.update_many(
+            states.quats[rows], np.stack([v for _, v, _ in pending]), states.latest_ns[rows], states.length[rows]
+        )
+        out = []
+        for (t, _, extra), est in zip(pending, made, strict=True):
+            est.diagnostics.extend(extra)
+            out.append((t, est))
+        pending.clear()
+        return out
+
+    # the tracker's freshness rule (_fresh) at every tick at once
+    fresh = (states.last_ns >= 0) & (states.ticks[:, None] - states.last_ns <= tracker.stale_ns)
+    ticks = states.ticks.tolist()
+    latest = states.latest_ns.tolist()
+    lengths = states.length.tolist()
+    bad = states.bad.tolist()
+    ooo = states.out_of_order.tolist()
+    first = states.first_ns.tolist()
     for t in range(total):
         if progress is not None and t % 512 == 0:
             progress(t / total)
-        if t == total - 1 and states.latest_ns[t] < 0:
+        if t == total - 1 and latest[t] < 0:
             break
-        tracker.quats[:] = states.quats[t]
-        tracker.last_ns[:] = states.last_ns[t]
-        tracker.latest_ns = int(states.latest_ns[t])
-        length = float(states.length[t])
-        tracker.length = None if math.isnan(length) else length
-        tracker.stats.bad_samples = int(states.bad[t])
-        tracker.stats.out_of_order = int(states.out_of_order[t])
-        if hasattr(tracker, "first_ns"):  # trackers that time a capture from the first reading
-            tracker.first_ns = int(states.first_ns[t])
-        est = tracker._estimate(int(states.ticks[t]))
-        if est is not None:
-            yield t, est
+        tracker.latest_ns = latest[t]
+        tracker.length = None if math.isnan(lengths[t]) else lengths[t]
+        tracker.stats.bad_samples = bad[t]
+        tracker.stats.out_of_order = ooo[t]
+        tracker.first_ns = first[t]
+        if tracker._offset_requested or tracker.capture_at_ns is not None:
+            yield from run()  # the reference may change at this tick: the capture reads the tracker's arrays
+            tracker.quats[:] = states.quats[t]
+            tracker.last_ns[:] = states.last_ns[t]
+        job = tracker._prepare(ticks[t], fresh[t])
+        if job is not None:
+            pending.append((t, job[0], job[1]))
+            if len(pending) >= _BATCH:
+                yield from run()
+    yield from run()
     if progress is not None:
         progress(1.0)
+
+
+_BATCH = 256  # ticks whose estimator updates are made in one pass
 
 
 def replay_bulk(
@@ -507,7 +544,9 @@ def replay(
         check_inputs,
         check_made_estimates,
     )
+    from shape_sensing.runtime import retain_heap
 
+    retain_heap()  # freed blocks of the passes (hundreds of MB in all) reused, not page-faulted in again
     topics: dict[str, str] | None = getattr(args, "bag_topics", None)
     namespace = getattr(args, "namespace", DEFAULT_NAMESPACE)
     tracker = VineImuTracker(_params_from(config, (topics or {}).keys(), namespace))
