@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -103,6 +104,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--map", type=Path, default=None, help="prior map file (.ply/.pcd) instead of the S0 mesh")
     parser.add_argument("--no-picture", action="store_true", help="skip the PNG")
+    parser.add_argument(
+        "--sim",
+        choices=("auto", *SIMULATORS),
+        default="auto",
+        help="simulator: mujoco (physical: links, ball joints, tendons, gravity, contact) or kinematic "
+        "(constant-curvature segments, no physics); default auto = mujoco if it is installed, else kinematic",
+    )
+
+
+#: the simulators a run can come from
+SIMULATORS = ("mujoco", "kinematic")
+
+
+def resolve_simulator(name: str) -> str:
+    """``auto`` -> ``mujoco`` where MuJoCo imports, else ``kinematic``; ``mujoco`` without MuJoCo is an error."""
+    from shape_sensing.sim import tof_mujoco
+
+    if name == "auto":
+        return "mujoco" if tof_mujoco.available() else "kinematic"
+    if name not in SIMULATORS:
+        raise ValueError(f"simulator {name!r} unknown; expected one of {', '.join(SIMULATORS)} or auto")
+    if name == "mujoco" and not tof_mujoco.available():
+        raise ImportError(
+            "--sim mujoco needs the mujoco package: pip install 'mujoco>=4.0,<5' (the 'sim' extra), "
+            "or use --sim kinematic"
+        )
+    return name
+
+
+def simulate_run(
+    scene: str, simulator: str, duration: float, trajectory: int, seed: int, reach: float | None = None
+) -> SimRun:
+    """A run of ``scene`` on ``simulator`` (``mujoco`` or ``kinematic``); ``reach`` (m): the commanded shape's
+    largest distance from the duct axis (``SimConfig.max_radius``; default the simulator's own)."""
+    if reach is not None and not (np.isfinite(reach) and reach > 0):
+        raise ValueError(f"reach must be a positive number of metres, got {reach!r}")
+    if simulator == "mujoco":
+        from shape_sensing.sim import tof_mujoco
+
+        r = tof_mujoco.MAX_RADIUS if reach is None else reach
+        cfg = SimConfig(duration=duration, trajectory=trajectory, seed=seed, max_radius=r)
+        return tof_mujoco.simulate(compressor_scene(scene), cfg=cfg)
+    if simulator == "kinematic":
+        cfg = SimConfig(duration=duration, trajectory=trajectory, seed=seed)
+        if reach is not None:
+            cfg = dataclasses.replace(cfg, max_radius=reach)
+        return simulate(compressor_scene(scene), cfg=cfg)
+    raise ValueError(f"simulator {simulator!r} unknown; expected one of {', '.join(SIMULATORS)}")
 
 
 def sensor_data(run: SimRun) -> SensorData:
@@ -315,14 +364,20 @@ def run_demo(
     distro: str = "jazzy",
     picture: bool = True,
     progress: bool = False,
+    sim: str = "kinematic",
+    reach: float | None = None,
 ) -> dict[str, Any]:
     """Simulate, localise, reconstruct, write the outputs; return the metrics (``progress``: stage bar on stderr).
+
+    ``sim``: ``kinematic`` or ``mujoco`` (see :func:`resolve_simulator` for ``auto``); ``reach``: see
+    :func:`simulate_run` (MuJoCo runs beyond ~0.14 m touch the blades).
 
     The outputs are written under temporary names and moved into place together at the end; SIGINT/SIGTERM
     (checked between stages) or a crash leaves the previous outputs as they were and what was recorded as a
     readable ``tof-continuum.partial.mcap``.
     """
     wall0 = time.perf_counter()
+    sim_name = resolve_simulator(sim)
     cfg = LocaliseConfig(use_tof=use_tof, use_gyro=use_gyro, use_strain=use_strain, window=window)
     others = ("prior_map.ply", "reconstruction.ply", "anomalies.ply", "metrics.json")
     with DemoOutputs(Path(out), STEM, (".mcap", ".png", ".params.yaml"), others) as outputs:
@@ -342,21 +397,20 @@ def run_demo(
             )
             prog.update(1)
             if not stop.requested:
-                sim = simulate(compressor_scene(scene), cfg=SimConfig(duration=duration, trajectory=trajectory,
-                                                                      seed=seed))  # fmt: skip
-                _write_sensors(bag, sim)
-                recorded = float(sim.truth_t[-1])
+                simrun = simulate_run(scene, sim_name, duration, trajectory, seed, reach)
+                _write_sensors(bag, simrun)
+                recorded = float(simrun.truth_t[-1])
                 prog.update(2)
             if not stop.requested:
                 t_sim = time.perf_counter()
-                res = localise(sensor_data(sim), tof_map, cfg)
+                res = localise(sensor_data(simrun), tof_map, cfg)
                 t_est = time.perf_counter()
                 prog.update(3)
             if not stop.requested:
-                result = _reconstruct(sim, res, tof_map, cfg)
+                result = _reconstruct(simrun, res, tof_map, cfg)
                 prog.update(4)
             if not stop.requested:
-                _write_estimates(bag, sim, result["est_T"], result["clouds"])
+                _write_estimates(bag, simrun, result["est_T"], result["clouds"])
                 count = bag.count
                 prog.update(5)
             stop.mark_partial(bag, recorded)
@@ -376,6 +430,9 @@ def run_demo(
             "scene": scene,
             "trajectory": trajectory,
             "duration_s": duration,
+            "simulator": sim_name,
+            "reach_m": reach,
+            **_physics_metrics(simrun),
             "sensors": {"tof": use_tof, "gyro": use_gyro, "strain": use_strain},
             "estimator": f"window {window}" if window else "batch",
             **{k: round(v, 4) for k, v in summary.items()},
@@ -399,12 +456,25 @@ def run_demo(
             "bag": str(outputs.final(".mcap")),
         }
         if picture:
-            _plot(outputs.path(".png"), sim, est_T, tt, tof_map, rec, dp, ang, scene)
+            _plot(outputs.path(".png"), simrun, est_T, tt, tof_map, rec, dp, ang, scene)
             metrics["picture"] = str(outputs.final(".png"))
         metrics["runtime_s"] = round(time.perf_counter() - wall0, 2)
         outputs.other("metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
         outputs.commit()
     return metrics
+
+
+def _physics_metrics(run: SimRun) -> dict[str, Any]:
+    """What the MuJoCo physics did in a run (nothing for the kinematic simulator)."""
+    from shape_sensing.sim.tof_mujoco import MujocoRun
+
+    if not isinstance(run, MujocoRun):
+        return {}
+    return {
+        "max_penetration_mm": round(1000 * run.max_penetration, 3),
+        "contact_steps": run.contact_steps,
+        "parts_touched": run.parts_touched,
+    }
 
 
 def _reconstruct(sim: SimRun, res: Any, tof_map: PriorMap, cfg: LocaliseConfig) -> dict[str, Any]:
@@ -496,6 +566,13 @@ def _plot(
 
 def run(args: argparse.Namespace) -> int:
     """CLI entry."""
+    sim = resolve_simulator(args.sim)
+    if args.sim == "auto" and sim != "mujoco":
+        print(
+            "tof-continuum demo: mujoco is not installed (pip install 'mujoco>=4.0,<5', the 'sim' extra): "
+            "using the kinematic simulator (no contact, gravity or dynamics)",
+            file=sys.stderr,
+        )
     metrics = run_demo(
         args.out,
         scene=args.scene,
@@ -510,6 +587,7 @@ def run(args: argparse.Namespace) -> int:
         distro=args.distro,
         picture=not args.no_picture,
         progress=not args.json,
+        sim=sim,
     )
     print_metrics(metrics, args.json, title=f"tof-continuum demo ({args.scene})")
     return 0
