@@ -5,10 +5,10 @@ S7-S9 both), always localising against the S0 map (Poisson-disk samples of the S
 seed does. Writes, under ``--out``:
 
 * ``tof-continuum.mcap``: the sensor data (``/tof/<sensor>`` shape_sensing/TofFrame, ``/gyro/ring<i>``
-  sensor_msgs/Imu, ``/strain`` std_msgs/Float64MultiArray of ``[s, theta, kappa]`` triplets), the ground truth
+  sensor_msgs/Imu, ``/strain`` shape_sensing/StrainArray of bending angle and curvature), the ground truth
   (``/truth/shape``, shape_sensing/ShapeSamples at the base and the rings), the estimate at the same stamps
-  (``/estimate/shape``), the ring-to-sensor mountings and ``world`` -> ``base`` on ``/tf_static``, point clouds
-  (sensor_msgs/PointCloud2: ``/map/prior``, ``/reconstruction``, ``/anomalies``) and the estimator's
+  (``/estimate/shape``), the ring-to-sensor mountings and ``world`` -> ``continuum_base`` on ``/tf_static``,
+  point clouds (sensor_msgs/PointCloud2: ``/map/prior``, ``/reconstruction``, ``/anomalies``) and the estimator's
   parameters in its metadata (also beside it as ``tof-continuum.params.yaml``);
 * ``prior_map.ply``, ``reconstruction.ply`` (with the squared Mahalanobis distance per point),
   ``anomalies.ply``;
@@ -52,6 +52,12 @@ from shape_sensing.estimators.continuum.tof_localise import (
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.io.maps import PriorMap, load_map, write_ply
 from shape_sensing.messages import common as msgs
+from shape_sensing.messages.strain import (
+    STRAIN_TYPE,
+    strain_array_msg,
+    strain_from_float64_multiarray,
+    strain_from_msg,
+)
 from shape_sensing.messages.tof import point_cloud2_msg, shape_samples_msg, tof_frame_msg
 from shape_sensing.sim.tof_continuum import SimConfig, SimRun, simulate
 from shape_sensing.sim.tof_scene import SCENES, compressor_scene
@@ -60,6 +66,7 @@ from shape_sensing.types import ImuSample, TransformStamped
 __all__ = [
     "BAG_NAME",
     "RIG_TOPIC",
+    "STRAIN_TOPIC",
     "add_arguments",
     "estimator_parameters",
     "rig_description",
@@ -72,7 +79,7 @@ __all__ = [
 STEM = "tof-continuum"
 BAG_NAME = f"{STEM}.mcap"
 #: the robot's base frame (config/continuum_tof.yaml's ``base_frame``), fixed in ``world`` as the launch file does
-BASE_FRAME = "base"
+BASE_FRAME = "continuum_base"
 WORLD_FRAME = "world"
 #: name under which the estimator's parameters are recorded (the batch localiser of seed 001)
 ESTIMATOR = "continuum_tof_localise"
@@ -167,6 +174,9 @@ def sensor_data(run: SimRun) -> SensorData:
     )
 
 
+#: Topic of the strain gauges (shape_sensing/StrainArray; std_msgs/Float64MultiArray of [s, theta, kappa] triplets
+#: in recordings made before that message existed, still read).
+STRAIN_TOPIC = "/strain"
 #: Topic of the sensor rig (std_msgs/String, JSON of :func:`rig_description`), latched.
 RIG_TOPIC = "/tof_rig"
 
@@ -210,8 +220,11 @@ def sensor_data_from_bag(path: Path) -> SensorData:
         elif m.msgtype == "sensor_msgs/msg/Imu" and m.topic.startswith("/gyro/"):
             av = m.msg.angular_velocity
             gyro.append((msgs.stamp_from_msg(m.msg) * 1e-9, m.msg.header.frame_id, np.array([av.x, av.y, av.z])))
-        elif m.topic == "/strain":
-            strain.append((m.stamp_ns * 1e-9, np.asarray(m.msg.data, dtype=np.float64).reshape(-1, 3)))
+        elif m.msgtype == STRAIN_TYPE:
+            stamp, s_, th, ka, ok = strain_from_msg(m.msg)
+            strain.append((stamp * 1e-9, np.column_stack([s_, th, ka])[ok]))
+        elif m.topic == STRAIN_TOPIC and m.msgtype == "std_msgs/msg/Float64MultiArray":  # recordings before StrainArray
+            strain.append((m.stamp_ns * 1e-9, np.column_stack(strain_from_float64_multiarray(m.msg.data))))
     if rig is None:
         raise BagError(f"{path} has no sensor rig description on {RIG_TOPIC}: cannot place the ToF sensors")
     mounts = [
@@ -298,9 +311,9 @@ def _write_sensors(w: BagWriter, run: SimRun) -> None:
         events.append((t, 1, f"/gyro/ring{ring}", msg))
     for t in np.unique(run.strain_t):
         sel = run.strain_t == t
-        data = np.column_stack([run.strain_s[sel], run.strain_theta[sel], run.strain_kappa[sel]]).reshape(-1)
-        msg = f.make("std_msgs/msg/Float64MultiArray", data=data)
-        events.append((t, 2, "/strain", msg))
+        msg = strain_array_msg(_ns(t), BASE_FRAME, run.strain_s[sel], run.strain_theta[sel], run.strain_kappa[sel],
+                               factory=f)  # fmt: skip
+        events.append((t, 2, STRAIN_TOPIC, msg))
     for k, t in enumerate(run.truth_t):
         msg = shape_samples_msg(_ns(t), BASE_FRAME, "truth", run.truth_s, run.truth_pose[k], None, f)
         events.append((t, 3, "/truth/shape", msg))
