@@ -23,7 +23,7 @@ venv="${JAZZY_VENV:-.venv-jazzy}"
 touch "$venv/COLCON_IGNORE"  # not a package for colcon to find
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet -c requirements-jazzy-stack.txt setuptools wheel
-"$venv/bin/python" -m pip install --quiet -c requirements-jazzy-stack.txt -e '.[hardware,test]' plyfile
+"$venv/bin/python" -m pip install --quiet -c requirements-jazzy-stack.txt -e '.[hardware,test,sim]' plyfile
 "$venv/bin/python" - <<'PY'
 import sys, numpy, scipy, matplotlib
 print(f"Jazzy stack: Python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy.__version__}, "

@@ -778,11 +778,18 @@ def undeclared(package_xml: str, used: dict[str, str]) -> list[str]:
     return sorted(f"{dep} ({why})" for dep, why in used.items() if dep not in have)
 
 
+# Optional Python extras (setup.py extras_require), imported only inside the functions that need them, with a
+# fallback where they are missing: not dependencies of the package on a robot, so not in package.xml.
+#   mujoco: the [sim] extra, the physical ToF continuum simulator (sim/tof_mujoco.py; the demo falls back to the
+#   kinematic simulator without it)
+OPTIONAL_EXTRAS = {"mujoco"}
+
+
 def used_by_package() -> dict[str, str]:
     used: dict[str, str] = {}
     for path in sorted((ROOT / PACKAGE).rglob("*.py")):
         for dep, why in used_by_source(path.read_text()).items():
-            if dep == PACKAGE:  # its own interfaces (msg/), built with it
+            if dep == PACKAGE or dep in OPTIONAL_EXTRAS:  # its own interfaces (msg/), built with it; extras
                 continue
             used.setdefault(dep, f"{path.relative_to(ROOT)}: {why}")
     for path in sorted((ROOT / "launch").glob("*.launch.xml")):

@@ -70,10 +70,24 @@ def test_tof_factor_jacobian_by_finite_differences() -> None:
 
     def residuals(T: np.ndarray, eps: np.ndarray, varpi: np.ndarray) -> np.ndarray:
         out: list = []
-        tof_factor(T, eps, varpi, cells, frame, q, sig, m, cauchy=None, gate=10.0, details=out)
+        tof_factor(
+            T,
+            eps,
+            varpi,
+            cells,
+            frame,
+            q,
+            sig,
+            m,
+            cauchy=None,
+            gate=10.0,
+            outlier_gate=None,
+            anomaly_tau=None,
+            details=out,
+        )
         return np.asarray(out[0].r)
 
-    b = tof_factor(T, eps, varpi, cells, frame, q, sig, m, cauchy=None, gate=10.0)
+    b = tof_factor(T, eps, varpi, cells, frame, q, sig, m, cauchy=None, gate=10.0, outlier_gate=None, anomaly_tau=None)
     r0 = residuals(T, eps, varpi)
     assert r0.size == P and b.cost == pytest.approx(0.5 * float(r0 @ r0))
     n = T.shape[0]
@@ -100,7 +114,9 @@ def test_tof_factor_jacobian_by_finite_differences() -> None:
     np.testing.assert_allclose(g, Jfd.T @ r0, atol=1e-5 * np.abs(g).max())
     # Cauchy IRLS weights of Eq. 3: 1 / (1 + r^2)
     out: list = []
-    tof_factor(T, eps, varpi, cells, frame, q, sig, m, cauchy=1.0, gate=10.0, details=out)
+    tof_factor(
+        T, eps, varpi, cells, frame, q, sig, m, cauchy=1.0, gate=10.0, outlier_gate=None, anomaly_tau=None, details=out
+    )
     np.testing.assert_allclose(out[0].weight, 1.0 / (1.0 + r0**2))
 
 
@@ -250,3 +266,133 @@ def test_ring_mounts_match_the_ring_drivers_optical_frames() -> None:
     for i, m in enumerate(mounts):
         ring, k = divmod(i, 3)
         np.testing.assert_allclose(m.T_ring_sensor, tof_mount(60.0 * ring + 120.0 * k, 0.038), atol=1e-12)
+
+
+def _straight_robot_measurements(scene: Scene, tof_map: PriorMap, true_base: np.ndarray) -> tuple[Measurements, int]:
+    """Noise-free zones of the 0.6 m straight robot of the test above, at two times, in ``scene``; and how many
+    of one time's zones hit a part the map lacks."""
+    mounts = ring_mounts([0.3, 0.6], 0.02, tip_forward=True)
+    qs, ss, sg = [], [], []
+    on_added = 0
+    for m in mounts:
+        Ts = true_base @ lie.exp(np.array([[0, 0, m.s, 0, 0, 0]]))[0] @ m.T_ring_sensor
+        u = zone_directions(8, m.fov) @ Ts[:3, :3].T
+        lam, part = scene.cast(np.repeat(Ts[None, :3, 3], 64, axis=0), u)
+        on_added += int(np.sum(scene.added_mask()[part[part >= 0]]))
+        q, sig, _ = frame_points(m, np.where(np.isfinite(lam), lam, np.nan))
+        qs.append(q)
+        sg.append(sig)
+        ss.append(np.full(sig.size, m.s))
+    q, sig, s = np.concatenate(qs), np.concatenate(sg), np.concatenate(ss)
+    meas = Measurements(tof_map=tof_map)
+    meas.tof_q = np.concatenate([q, q])
+    meas.tof_sigma = np.concatenate([sig, sig])
+    meas.tof_s = np.concatenate([s, s])
+    meas.tof_t = np.repeat([0.0, 0.2], q.shape[0])
+    return meas, on_added
+
+
+def _base_error(meas: Measurements, true_base: np.ndarray) -> float:
+    w = Weights(
+        P0=np.array([1.0] * 6 + [1e-8] * 6 + [1e-6] * 6),
+        Q1=np.full(6, 1e-6),
+        Q2=np.full(6, 1e-8),
+        Q3=np.full(6, 1e-8),
+        R_pose=np.ones(6),
+        R_gyro=np.ones(3),
+        tof_gate=0.2,
+    )
+    res = BatchEstimator(w, np.array([0.0, 0.15, 0.3, 0.45, 0.6]), 5.0, max_iterations=40).solve(meas, 0.0, 0.2)
+    errs = []
+    for k in range(res.state.K):
+        for n, s_n in enumerate(res.state.s):
+            want = true_base @ lie.exp(np.array([[0, 0, s_n, 0, 0, 0]]))[0]
+            errs.append(np.linalg.norm(lie.log(lie.inv(want)[None] @ res.state.T[k, n][None])[0][:3]))
+    return float(np.max(errs))
+
+
+def test_wall_of_unmodelled_points_does_not_pull_the_pose(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A panel 4 cm in front of the duct's +x wall, not in the map, fills a sensor's view: with the point-to-plane
+    gate and the Eq. 12 rejection the pose is found as without the panel (< 1 mm, the map's sampling); with
+    Eq. 1-3 alone (Cauchy by IRLS, 0.2 m gate) the panel's points, all 4 cm (about 15 sigma) off the wall they
+    are matched to, pull the robot towards the wall by a few millimetres. The analytic answer is the true pose."""
+    trimesh = pytest.importorskip("trimesh")
+    scene = _box_scene()
+    tof_map = PriorMap.from_mesh(trimesh.util.concatenate([p.mesh() for p in scene.parts]), spacing=0.01)
+    T = np.eye(4)
+    T[:3, :3] = np.column_stack([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]])
+    T[:3, 3] = [0.21, 0.0, 0.3]
+    panel = Plane("panel", pose=T, size=(0.5, 0.5), added=True)
+    with_panel = Scene("box+panel", [*scene.parts, panel])
+    true_base = lie.exp(np.array([[0.02, -0.015, 0.03, 0.035, -0.02, 0.03]]))[0]
+    meas, on_panel = _straight_robot_measurements(with_panel, tof_map, true_base)
+    assert on_panel >= 64  # at least a whole sensor's view is on the panel
+    gated = _base_error(meas, true_base)
+    assert gated < 1e-3, gated
+    kw = tof_factor.__kwdefaults__
+    assert kw is not None
+    monkeypatch.setitem(kw, "outlier_gate", None)
+    monkeypatch.setitem(kw, "anomaly_tau", None)
+    legacy = _base_error(meas, true_base)
+    print(
+        f"panel zones {on_panel}, largest node error: gated {gated * 1e3:.3f} mm, Eq. 1-3 alone {legacy * 1e3:.3f} mm"
+    )
+    assert legacy > 2e-3, legacy  # the case can fail: without the gates the panel moves the estimate
+
+
+def test_outlier_gate_truncates_the_cauchy_cost_and_widens_with_the_residual_scale() -> None:
+    """Points beyond the gate weigh nothing and cost the Cauchy cost at the gate (continuous in the error); the
+    gate is widened by 1.4826 median |r| when the residuals are large (a far-off estimate) and is nominal when
+    they are small."""
+    m = _tilted_plane_map()
+    st = sample_grid(bending_strain(2.0), np.array([0, 0.1, 0.2]), np.array([0, 0.2, 0.4]))
+    T, eps, varpi = st.T.reshape(-1, 4, 4), st.eps.reshape(-1, 6), st.varpi.reshape(-1, 6)
+    nodes = (np.array([0, 1]), np.array([3, 4]), np.array([1, 2]), np.array([4, 5]))
+    cells = (nodes, np.array([0.3, 0.7]), np.array([0.1, 0.1]), np.array([0.4, 1.0]), np.array([0.2, 0.2]))
+    rng = np.random.default_rng(1)
+    P = 300
+    frame = rng.integers(0, 2, P)
+    q = rng.normal(scale=0.3, size=(P, 3))
+    for sigma in (0.01, 1.0):  # residuals of tens of sigma (the scale widens the gate), then well below one
+        sig = np.full(P, sigma)
+        free: list = []
+        tof_factor(T, eps, varpi, cells, frame, q, sig, m, gate=10.0, outlier_gate=None, anomaly_tau=None, details=free)
+        r = free[0].r
+        scale = max(1.0, 1.4826 * float(np.median(np.abs(r))))
+        assert (scale > 10) == (sigma == 0.01)
+        k = 0.5 * float(np.max(np.abs(r))) / scale  # a gate that cuts the largest residuals
+        out: list = []
+        b = tof_factor(T, eps, varpi, cells, frame, q, sig, m, gate=10.0, outlier_gate=k, anomaly_tau=None, details=out)
+        cut = np.abs(r) > k * scale
+        assert 0 < cut.sum() < P
+        np.testing.assert_array_equal(out[0].rejected, cut)
+        assert np.all(out[0].weight[cut] == 0)
+        np.testing.assert_allclose(out[0].weight[~cut], 1 / (1 + r[~cut] ** 2))
+        rc = np.minimum(np.abs(r), k * scale)
+        assert b.cost == pytest.approx(0.5 * np.sum(np.log1p(rc**2)))
+
+
+def test_visible_match_skips_the_far_face_of_a_thin_part() -> None:
+    """Points on the top face of an 8 mm plate sampled every 1 cm: the nearest map point is often on the bottom
+    face (a point-to-plane error of a whole thickness); the visible match seldom is (4 candidates). On one convex
+    surface (a sphere seen from outside) it is exactly the nearest map point."""
+    trimesh = pytest.importorskip("trimesh")
+    from shape_sensing.estimators.continuum.tof import visible_nearest
+
+    plate = PriorMap.from_mesh(trimesh.creation.box(extents=(0.4, 0.4, 0.008)), spacing=0.01)
+    rng = np.random.default_rng(3)
+    p = np.column_stack([rng.uniform(-0.12, 0.12, (2000, 2)), np.full(2000, 0.004)])
+    origin = p + np.array([0.05, -0.02, 0.3])  # the sensor above the plate
+    _, i_near = plate.nearest(p)
+    _, i_vis = visible_nearest(plate, p, origin)
+    far_near = float(np.mean(plate.points[i_near, 2] < 0))
+    far_vis = float(np.mean(plate.points[i_vis, 2] < 0))
+    assert far_near > 0.2 and far_vis < 0.02, (far_near, far_vis)  # measured 0.32 and 0.0065
+    ball = PriorMap.from_mesh(trimesh.creation.icosphere(subdivisions=4, radius=0.14), spacing=0.01)
+    u = rng.normal(size=(2000, 3))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    q = 0.14 * u
+    d0, i0 = ball.nearest(q)
+    d1, i1 = visible_nearest(ball, q, q + 0.3 * u)
+    np.testing.assert_array_equal(i1, i0)
+    np.testing.assert_array_equal(d1, d0)

@@ -5,10 +5,10 @@ S7-S9 both), always localising against the S0 map (Poisson-disk samples of the S
 seed does. Writes, under ``--out``:
 
 * ``tof-continuum.mcap``: the sensor data (``/tof/<sensor>`` shape_sensing/TofFrame, ``/gyro/ring<i>``
-  sensor_msgs/Imu, ``/strain`` std_msgs/Float64MultiArray of ``[s, theta, kappa]`` triplets), the ground truth
+  sensor_msgs/Imu, ``/strain`` shape_sensing/StrainArray of bending angle and curvature), the ground truth
   (``/truth/shape``, shape_sensing/ShapeSamples at the base and the rings), the estimate at the same stamps
-  (``/estimate/shape``), the ring-to-sensor mountings and ``world`` -> ``base`` on ``/tf_static``, point clouds
-  (sensor_msgs/PointCloud2: ``/map/prior``, ``/reconstruction``, ``/anomalies``) and the estimator's
+  (``/estimate/shape``), the ring-to-sensor mountings and ``world`` -> ``continuum_base`` on ``/tf_static``,
+  point clouds (sensor_msgs/PointCloud2: ``/map/prior``, ``/reconstruction``, ``/anomalies``) and the estimator's
   parameters in its metadata (also beside it as ``tof-continuum.params.yaml``);
 * ``prior_map.ply``, ``reconstruction.ply`` (with the squared Mahalanobis distance per point),
   ``anomalies.ply``;
@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,12 @@ from shape_sensing.estimators.continuum.tof_localise import (
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.io.maps import PriorMap, load_map, write_ply
 from shape_sensing.messages import common as msgs
+from shape_sensing.messages.strain import (
+    STRAIN_TYPE,
+    strain_array_msg,
+    strain_from_float64_multiarray,
+    strain_from_msg,
+)
 from shape_sensing.messages.tof import point_cloud2_msg, shape_samples_msg, tof_frame_msg
 from shape_sensing.sim.tof_continuum import SimConfig, SimRun, simulate
 from shape_sensing.sim.tof_scene import SCENES, compressor_scene
@@ -59,6 +66,7 @@ from shape_sensing.types import ImuSample, TransformStamped
 __all__ = [
     "BAG_NAME",
     "RIG_TOPIC",
+    "STRAIN_TOPIC",
     "add_arguments",
     "estimator_parameters",
     "rig_description",
@@ -71,7 +79,7 @@ __all__ = [
 STEM = "tof-continuum"
 BAG_NAME = f"{STEM}.mcap"
 #: the robot's base frame (config/continuum_tof.yaml's ``base_frame``), fixed in ``world`` as the launch file does
-BASE_FRAME = "base"
+BASE_FRAME = "continuum_base"
 WORLD_FRAME = "world"
 #: name under which the estimator's parameters are recorded (the batch localiser of seed 001)
 ESTIMATOR = "continuum_tof_localise"
@@ -96,6 +104,54 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--map", type=Path, default=None, help="prior map file (.ply/.pcd) instead of the S0 mesh")
     parser.add_argument("--no-picture", action="store_true", help="skip the PNG")
+    parser.add_argument(
+        "--sim",
+        choices=("auto", *SIMULATORS),
+        default="auto",
+        help="simulator: mujoco (physical: links, ball joints, tendons, gravity, contact) or kinematic "
+        "(constant-curvature segments, no physics); default auto = mujoco if it is installed, else kinematic",
+    )
+
+
+#: the simulators a run can come from
+SIMULATORS = ("mujoco", "kinematic")
+
+
+def resolve_simulator(name: str) -> str:
+    """``auto`` -> ``mujoco`` where MuJoCo imports, else ``kinematic``; ``mujoco`` without MuJoCo is an error."""
+    from shape_sensing.sim import tof_mujoco
+
+    if name == "auto":
+        return "mujoco" if tof_mujoco.available() else "kinematic"
+    if name not in SIMULATORS:
+        raise ValueError(f"simulator {name!r} unknown; expected one of {', '.join(SIMULATORS)} or auto")
+    if name == "mujoco" and not tof_mujoco.available():
+        raise ImportError(
+            "--sim mujoco needs the mujoco package: pip install 'mujoco>=4.0,<5' (the 'sim' extra), "
+            "or use --sim kinematic"
+        )
+    return name
+
+
+def simulate_run(
+    scene: str, simulator: str, duration: float, trajectory: int, seed: int, reach: float | None = None
+) -> SimRun:
+    """A run of ``scene`` on ``simulator`` (``mujoco`` or ``kinematic``); ``reach`` (m): the commanded shape's
+    largest distance from the duct axis (``SimConfig.max_radius``; default the simulator's own)."""
+    if reach is not None and not (np.isfinite(reach) and reach > 0):
+        raise ValueError(f"reach must be a positive number of metres, got {reach!r}")
+    if simulator == "mujoco":
+        from shape_sensing.sim import tof_mujoco
+
+        r = tof_mujoco.MAX_RADIUS if reach is None else reach
+        cfg = SimConfig(duration=duration, trajectory=trajectory, seed=seed, max_radius=r)
+        return tof_mujoco.simulate(compressor_scene(scene), cfg=cfg)
+    if simulator == "kinematic":
+        cfg = SimConfig(duration=duration, trajectory=trajectory, seed=seed)
+        if reach is not None:
+            cfg = dataclasses.replace(cfg, max_radius=reach)
+        return simulate(compressor_scene(scene), cfg=cfg)
+    raise ValueError(f"simulator {simulator!r} unknown; expected one of {', '.join(SIMULATORS)}")
 
 
 def sensor_data(run: SimRun) -> SensorData:
@@ -118,6 +174,9 @@ def sensor_data(run: SimRun) -> SensorData:
     )
 
 
+#: Topic of the strain gauges (shape_sensing/StrainArray; std_msgs/Float64MultiArray of [s, theta, kappa] triplets
+#: in recordings made before that message existed, still read).
+STRAIN_TOPIC = "/strain"
 #: Topic of the sensor rig (std_msgs/String, JSON of :func:`rig_description`), latched.
 RIG_TOPIC = "/tof_rig"
 
@@ -161,8 +220,11 @@ def sensor_data_from_bag(path: Path) -> SensorData:
         elif m.msgtype == "sensor_msgs/msg/Imu" and m.topic.startswith("/gyro/"):
             av = m.msg.angular_velocity
             gyro.append((msgs.stamp_from_msg(m.msg) * 1e-9, m.msg.header.frame_id, np.array([av.x, av.y, av.z])))
-        elif m.topic == "/strain":
-            strain.append((m.stamp_ns * 1e-9, np.asarray(m.msg.data, dtype=np.float64).reshape(-1, 3)))
+        elif m.msgtype == STRAIN_TYPE:
+            stamp, s_, th, ka, ok = strain_from_msg(m.msg)
+            strain.append((stamp * 1e-9, np.column_stack([s_, th, ka])[ok]))
+        elif m.topic == STRAIN_TOPIC and m.msgtype == "std_msgs/msg/Float64MultiArray":  # recordings before StrainArray
+            strain.append((m.stamp_ns * 1e-9, np.column_stack(strain_from_float64_multiarray(m.msg.data))))
     if rig is None:
         raise BagError(f"{path} has no sensor rig description on {RIG_TOPIC}: cannot place the ToF sensors")
     mounts = [
@@ -249,9 +311,9 @@ def _write_sensors(w: BagWriter, run: SimRun) -> None:
         events.append((t, 1, f"/gyro/ring{ring}", msg))
     for t in np.unique(run.strain_t):
         sel = run.strain_t == t
-        data = np.column_stack([run.strain_s[sel], run.strain_theta[sel], run.strain_kappa[sel]]).reshape(-1)
-        msg = f.make("std_msgs/msg/Float64MultiArray", data=data)
-        events.append((t, 2, "/strain", msg))
+        msg = strain_array_msg(_ns(t), BASE_FRAME, run.strain_s[sel], run.strain_theta[sel], run.strain_kappa[sel],
+                               factory=f)  # fmt: skip
+        events.append((t, 2, STRAIN_TOPIC, msg))
     for k, t in enumerate(run.truth_t):
         msg = shape_samples_msg(_ns(t), BASE_FRAME, "truth", run.truth_s, run.truth_pose[k], None, f)
         events.append((t, 3, "/truth/shape", msg))
@@ -302,14 +364,20 @@ def run_demo(
     distro: str = "jazzy",
     picture: bool = True,
     progress: bool = False,
+    sim: str = "kinematic",
+    reach: float | None = None,
 ) -> dict[str, Any]:
     """Simulate, localise, reconstruct, write the outputs; return the metrics (``progress``: stage bar on stderr).
+
+    ``sim``: ``kinematic`` or ``mujoco`` (see :func:`resolve_simulator` for ``auto``); ``reach``: see
+    :func:`simulate_run` (MuJoCo runs beyond ~0.14 m touch the blades).
 
     The outputs are written under temporary names and moved into place together at the end; SIGINT/SIGTERM
     (checked between stages) or a crash leaves the previous outputs as they were and what was recorded as a
     readable ``tof-continuum.partial.mcap``.
     """
     wall0 = time.perf_counter()
+    sim_name = resolve_simulator(sim)
     cfg = LocaliseConfig(use_tof=use_tof, use_gyro=use_gyro, use_strain=use_strain, window=window)
     others = ("prior_map.ply", "reconstruction.ply", "anomalies.ply", "metrics.json")
     with DemoOutputs(Path(out), STEM, (".mcap", ".png", ".params.yaml"), others) as outputs:
@@ -329,21 +397,20 @@ def run_demo(
             )
             prog.update(1)
             if not stop.requested:
-                sim = simulate(compressor_scene(scene), cfg=SimConfig(duration=duration, trajectory=trajectory,
-                                                                      seed=seed))  # fmt: skip
-                _write_sensors(bag, sim)
-                recorded = float(sim.truth_t[-1])
+                simrun = simulate_run(scene, sim_name, duration, trajectory, seed, reach)
+                _write_sensors(bag, simrun)
+                recorded = float(simrun.truth_t[-1])
                 prog.update(2)
             if not stop.requested:
                 t_sim = time.perf_counter()
-                res = localise(sensor_data(sim), tof_map, cfg)
+                res = localise(sensor_data(simrun), tof_map, cfg)
                 t_est = time.perf_counter()
                 prog.update(3)
             if not stop.requested:
-                result = _reconstruct(sim, res, tof_map, cfg)
+                result = _reconstruct(simrun, res, tof_map, cfg)
                 prog.update(4)
             if not stop.requested:
-                _write_estimates(bag, sim, result["est_T"], result["clouds"])
+                _write_estimates(bag, simrun, result["est_T"], result["clouds"])
                 count = bag.count
                 prog.update(5)
             stop.mark_partial(bag, recorded)
@@ -363,6 +430,9 @@ def run_demo(
             "scene": scene,
             "trajectory": trajectory,
             "duration_s": duration,
+            "simulator": sim_name,
+            "reach_m": reach,
+            **_physics_metrics(simrun),
             "sensors": {"tof": use_tof, "gyro": use_gyro, "strain": use_strain},
             "estimator": f"window {window}" if window else "batch",
             **{k: round(v, 4) for k, v in summary.items()},
@@ -386,12 +456,25 @@ def run_demo(
             "bag": str(outputs.final(".mcap")),
         }
         if picture:
-            _plot(outputs.path(".png"), sim, est_T, tt, tof_map, rec, dp, ang, scene)
+            _plot(outputs.path(".png"), simrun, est_T, tt, tof_map, rec, dp, ang, scene)
             metrics["picture"] = str(outputs.final(".png"))
         metrics["runtime_s"] = round(time.perf_counter() - wall0, 2)
         outputs.other("metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
         outputs.commit()
     return metrics
+
+
+def _physics_metrics(run: SimRun) -> dict[str, Any]:
+    """What the MuJoCo physics did in a run (nothing for the kinematic simulator)."""
+    from shape_sensing.sim.tof_mujoco import MujocoRun
+
+    if not isinstance(run, MujocoRun):
+        return {}
+    return {
+        "max_penetration_mm": round(1000 * run.max_penetration, 3),
+        "contact_steps": run.contact_steps,
+        "parts_touched": run.parts_touched,
+    }
 
 
 def _reconstruct(sim: SimRun, res: Any, tof_map: PriorMap, cfg: LocaliseConfig) -> dict[str, Any]:
@@ -483,6 +566,13 @@ def _plot(
 
 def run(args: argparse.Namespace) -> int:
     """CLI entry."""
+    sim = resolve_simulator(args.sim)
+    if args.sim == "auto" and sim != "mujoco":
+        print(
+            "tof-continuum demo: mujoco is not installed (pip install 'mujoco>=4.0,<5', the 'sim' extra): "
+            "using the kinematic simulator (no contact, gravity or dynamics)",
+            file=sys.stderr,
+        )
     metrics = run_demo(
         args.out,
         scene=args.scene,
@@ -497,6 +587,7 @@ def run(args: argparse.Namespace) -> int:
         distro=args.distro,
         picture=not args.no_picture,
         progress=not args.json,
+        sim=sim,
     )
     print_metrics(metrics, args.json, title=f"tof-continuum demo ({args.scene})")
     return 0

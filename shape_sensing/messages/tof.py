@@ -28,6 +28,8 @@ __all__ = [
     "fov_markers",
     "point_cloud2_msg",
     "point_cloud2_to_arrays",
+    "prior_map_cloud_msg",
+    "reconstruction_cloud_msg",
     "shape_samples_from_msg",
     "shape_samples_msg",
     "tof_frame_from_msg",
@@ -290,3 +292,42 @@ def point_cloud2_to_arrays(msg: Any) -> dict[str, FloatArray]:
         )
         out[str(fd.name)] = np.frombuffer(raw, dtype=dt, count=n)[fd.name].astype(np.float64)
     return out
+
+
+@published_type("sensor_msgs/msg/PointCloud2")
+def reconstruction_cloud_msg(
+    stamp_ns: int,
+    frame_id: str,
+    points: FloatArray,
+    mahalanobis2: FloatArray,
+    anomaly: NDArray[np.bool_],
+    factory: MessageFactory | None = None,
+) -> Any:
+    """Scene reconstruction (seed 001, Eq. 10-12) as PointCloud2: float32 ``x y z``, ``mahalanobis2`` (the squared
+    Mahalanobis distance of each point to the nearest prior-map point) and ``anomaly`` (1 flagged, 0 not)."""
+    m2 = np.asarray(mahalanobis2, dtype=np.float64).reshape(-1)
+    flag = np.asarray(anomaly, dtype=bool).reshape(-1)
+    return point_cloud2_msg(
+        stamp_ns, frame_id, points, {"mahalanobis2": m2, "anomaly": flag.astype(np.float64)}, factory
+    )
+
+
+@published_type("sensor_msgs/msg/PointCloud2")
+def prior_map_cloud_msg(
+    stamp_ns: int,
+    frame_id: str,
+    points: FloatArray,
+    normals: FloatArray,
+    planarity: FloatArray,
+    factory: MessageFactory | None = None,
+) -> Any:
+    """A prior map as PointCloud2: float32 ``x y z``, ``normal_x normal_y normal_z`` and ``planarity``
+    (``alpha = (s2 - s3) / s1`` of the neighbourhood PCA)."""
+    n = np.asarray(normals, dtype=np.float64).reshape(-1, 3)
+    return point_cloud2_msg(
+        stamp_ns,
+        frame_id,
+        points,
+        {"normal_x": n[:, 0], "normal_y": n[:, 1], "normal_z": n[:, 2], "planarity": planarity},
+        factory,
+    )

@@ -16,7 +16,12 @@ time, ``(window_size - 1) / rate`` behind the data): ``/tf`` (``base_frame`` ->
 ``<node_frame_prefix>NN``, with ``frame_prefix``), ``shape/path`` (nav_msgs/Path),
 ``shape/tip`` (PoseWithCovarianceStamped, Laplace covariance), ``shape/markers``
 (at ``marker_rate``), and ``/diagnostics`` once per second (sample counts, skipped
-samples, steps).
+samples, steps). With ToF sensors and a map also the scene reconstruction (seed 001,
+Eq. 10-12) of the ToF points between a slice and the next, ``tof/reconstruction`` and
+``tof/anomalies`` (sensor_msgs/PointCloud2 in ``base_frame``: x y z, mahalanobis2,
+anomaly), and the prior map once on ``tof/prior_map`` (latched: transient local).
+``strain_topic`` (shape_sensing/StrainArray: bending angle and curvature at arc lengths)
+adds the strain factor.
 
 Time: only message stamps drive the estimator, so ``use_sim_time`` and
 ``ros2 bag play --clock`` work unchanged.
@@ -29,12 +34,28 @@ from collections.abc import Sequence
 from typing import Any
 
 from shape_sensing.config import ConfigError
-from shape_sensing.estimators.continuum.online import CONTINUUM_TOPICS, SCHEMA, ContinuumMessages, ContinuumTracker
+from shape_sensing.estimators.continuum.online import (
+    CONTINUUM_TOF_TOPICS,
+    CONTINUUM_TOPICS,
+    SCHEMA,
+    ContinuumMessages,
+    ContinuumTracker,
+)
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.strain import strain_from_msg
 from shape_sensing.messages.tof import tof_frame_from_msg
-from shape_sensing.nodes._common import declare_schema, fq_name, node_namespace, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.nodes._common import (
+    declare_schema,
+    fq_name,
+    node_namespace,
+    reliable_qos,
+    run,
+    sensor_qos,
+    static_qos,
+    tf_qos,
+)
 from shape_sensing.runtime import retain_heap
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
@@ -82,6 +103,18 @@ class ContinuumEstimatorNode:
                 node.create_subscription(tof_cls, topic, functools.partial(self._on_tof, i), sensor_qos())
                 for i, topic in enumerate(self.params["tof_topics"])
             ]
+        if self.params["strain_topic"]:
+            strain_cls = self.factory.cls("shape_sensing/msg/StrainArray")
+            self.subscriptions.append(
+                node.create_subscription(strain_cls, self.params["strain_topic"], self._on_strain, sensor_qos())
+            )
+        if self.tracker.tof_map is not None:
+            for topic, t in CONTINUUM_TOF_TOPICS.items():
+                qos = static_qos() if topic == "tof/prior_map" else reliable_qos()
+                self.publishers[topic] = node.create_publisher(self.factory.cls(t), topic, qos)
+            now_ns = node.get_clock().now().nanoseconds
+            topic, msg = self.messages.prior_map(now_ns, self.params["base_frame"], self.tracker.tof_map)
+            self.publishers[topic].publish(msg)
         self.published = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         node.get_logger().info(
@@ -112,11 +145,21 @@ class ContinuumEstimatorNode:
         stamp, _, distance, status = tof_frame_from_msg(msg)
         self.publish(self.tracker.push_tof(index, stamp, distance, status))
 
+    def _on_strain(self, msg: Any) -> None:
+        try:
+            stamp, s, theta, kappa, valid = strain_from_msg(msg)
+        except MessageError as exc:
+            self.tracker.stats.skipped_bad += 1
+            self.node.get_logger().warning(f"skipped a bad strain reading: {exc}", throttle_duration_sec=5.0)
+            return
+        self.publish(self.tracker.push_strain(stamp, s, theta, kappa, valid))
+
     def publish(self, estimates: Sequence[ShapeEstimate]) -> None:
-        """Publish the messages of each estimate."""
+        """Publish the messages of each estimate (with the scene reconstruction up to the next slice)."""
         first = len(self.tracker.window.final_t) - len(estimates) if self.tracker.window else 0
         for j, est in enumerate(estimates):
-            for topic, m in self.messages.build(est, self.tracker.tip_covariance(first + j)):
+            rec = self.tracker.pop_reconstruction(first + j)
+            for topic, m in self.messages.build(est, self.tracker.tip_covariance(first + j), rec):
                 self.publishers[topic].publish(m)
             self.published += 1
 

@@ -31,6 +31,8 @@ from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
+from shape_sensing.messages.strain import strain_from_float64_multiarray, strain_from_msg
+from shape_sensing.messages.tof import tof_frame_from_msg
 from shape_sensing.pipelines.common import resolve_topic
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_NAMESPACE", "NAME", "add_replay_arguments", "default_config", "matches", "replay"]
@@ -104,12 +106,13 @@ def replay(
     p = tracker.params
     gyro_index = {resolve_topic(t, ns): i for i, t in enumerate(p["gyro_topics"])}
     pose_index = {resolve_topic(t, ns): i for i, t in enumerate(p["pose_topics"])}
+    tof_index = {resolve_topic(t, ns): i for i, t in enumerate(p["tof_topics"])}
     if topics is not None:
         for index, kind in ((gyro_index, _IMU), (pose_index, _POSE)):
             wrong = {t: topics[t] for t in index if t in topics and topics[t] != kind}
             if wrong:
                 raise ValueError(f"continuum pipeline: topics {wrong} are not {kind}")
-        if not any(t in topics for t in (*gyro_index, *pose_index)):
+        if not any(t in topics for t in (*gyro_index, *pose_index, *tof_index)):
             raise ValueError(
                 f"none of the configured topics {sorted(gyro_index) + sorted(pose_index)} is in the bag "
                 f"(namespace {ns!r}; the topics and their arc lengths come from --config)"
@@ -125,8 +128,34 @@ def replay(
             )  # fmt: skip
     builder = ContinuumMessages(writer.factory, p["frame_prefix"], p["marker_rate"])
     truth_prefix = resolve_topic("truth/", ns)
+    strain_topic = resolve_topic(p["strain_topic"], ns) if p["strain_topic"] else None
+    map_written = False
     for bm in messages:
-        if bm.topic in gyro_index:
+        if tracker.tof_map is not None and not map_written:
+            topic, m = builder.prior_map(bm.stamp_ns, p["base_frame"], tracker.tof_map)
+            writer.write(resolve_topic(topic, ns), m, bm.stamp_ns, qos="static")
+            map_written = True
+        if bm.topic in tof_index:
+            writer.copy(bm, qos="sensor")
+            try:
+                stamp, _, distance, status = tof_frame_from_msg(bm.msg)
+            except (AttributeError, TypeError, ValueError, BagError):
+                tracker.stats.skipped_bad += 1
+                continue
+            new = tracker.push_tof(tof_index[bm.topic], stamp, distance, status)
+        elif bm.topic == strain_topic:
+            writer.copy(bm, qos="sensor")
+            try:
+                if bm.msgtype == "std_msgs/msg/Float64MultiArray":  # recordings before StrainArray
+                    s_, th, ka = strain_from_float64_multiarray(bm.msg.data)
+                    stamp, ok = bm.stamp_ns, None
+                else:
+                    stamp, s_, th, ka, ok = strain_from_msg(bm.msg)
+            except (AttributeError, MessageError, BagError):
+                tracker.stats.skipped_bad += 1
+                continue
+            new = tracker.push_strain(stamp, s_, th, ka, ok)
+        elif bm.topic in gyro_index:
             writer.copy(bm, qos="sensor")
             try:
                 sample = msgs.imu_from_msg(bm.msg)
@@ -149,6 +178,7 @@ def replay(
             continue
         first = len(tracker.window.final_t) - len(new) if tracker.window is not None else 0
         for j, est in enumerate(new):
-            for topic, m in builder.build(est, tracker.tip_covariance(first + j)):
+            rec = tracker.pop_reconstruction(first + j)
+            for topic, m in builder.build(est, tracker.tip_covariance(first + j), rec):
                 writer.write(resolve_topic(topic, ns), m, est.stamp_ns)
     return None

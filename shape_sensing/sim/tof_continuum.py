@@ -8,9 +8,9 @@ deg, a forward sensor at the tip, a gyroscope per ring (120 Hz, constant bias, 0
 :class:`~shape_sensing.sim.tof_scene.Scene` and get Table I noise; a small share of zones is reported with
 an invalid status as the chip does.
 
-This is a kinematic simulator: no contact, gravity or dynamics (a MuJoCo body of short links with ball
-joints is the planned replacement). It produces the same :class:`SimRun` (and the same bag topics) that a
-dynamic simulator would, so replacing it touches nothing downstream.
+This is a kinematic simulator: no contact, gravity or dynamics. :mod:`shape_sensing.sim.tof_mujoco` is the
+physical one (MuJoCo: short rigid links on ball joints, tendons, gravity, contact and friction); both produce
+the same :class:`SimRun` (and the same bag topics) with the same sensor noise (the helpers below).
 """
 
 from __future__ import annotations
@@ -25,7 +25,17 @@ from shape_sensing.estimators.continuum.tof import TofMount, ring_mounts, table_
 from shape_sensing.geometry import FloatArray
 from shape_sensing.sim.tof_scene import Scene
 
-__all__ = ["RobotSpec", "SimConfig", "SimRun", "robot_poses", "segment_curvatures", "simulate"]
+__all__ = [
+    "RobotSpec",
+    "SimConfig",
+    "SimRun",
+    "gyro_readings",
+    "robot_poses",
+    "segment_curvatures",
+    "simulate",
+    "strain_readings",
+    "zone_readings",
+]
 
 STATUS_VALID = 5
 STATUS_SIGMA_HIGH = 3
@@ -97,6 +107,42 @@ class SimRun:
     truth_s: FloatArray
     truth_pose: FloatArray  # (Tt, S, 4, 4)
     part_names: list[str] = field(default_factory=list)
+
+
+def zone_readings(
+    lam: FloatArray, hit: NDArray[np.bool_], rng: np.random.Generator, invalid_fraction: float
+) -> tuple[FloatArray, NDArray[np.uint8]]:
+    """Reported distances and status codes of zones whose exact boresight distance is ``lam`` (``hit``: a
+    target within range): Table I noise, "sigma high" below its 0.025 m minimum and for a random
+    ``invalid_fraction`` of the zones, "no target" (NaN) where nothing was hit."""
+    d = np.where(hit, lam, np.nan)
+    sig = table_i_sigma(d)
+    noisy = d + np.nan_to_num(sig) * rng.standard_normal(d.shape)
+    status = np.where(hit, STATUS_VALID, STATUS_NO_TARGET).astype(np.uint8)
+    status[hit & (noisy < 0.025)] = STATUS_SIGMA_HIGH
+    bad = hit & (rng.random(d.shape) < invalid_fraction)
+    status[bad] = STATUS_SIGMA_HIGH
+    return noisy, status
+
+
+def gyro_readings(
+    w: FloatArray, rings: FloatArray, rng: np.random.Generator, cfg: SimConfig
+) -> tuple[FloatArray, dict[float, FloatArray]]:
+    """Gyroscope readings of the true body rates ``w`` (``(T * len(rings), 3)``, ring-major within a sample
+    time): a constant bias per ring (``cfg.gyro_bias_sigma``) and white noise (``cfg.gyro_sigma``)."""
+    bias = {float(s): cfg.gyro_bias_sigma * rng.standard_normal(3) for s in rings}
+    bias_arr = np.tile(np.stack([bias[float(s)] for s in rings]), (w.shape[0] // len(rings), 1))
+    return w + bias_arr + cfg.gyro_sigma * rng.standard_normal(w.shape), bias
+
+
+def strain_readings(kk: FloatArray, rng: np.random.Generator, cfg: SimConfig) -> tuple[FloatArray, FloatArray]:
+    """Bending angle and curvature readings ``(theta, kappa)`` of true angular strains ``kk`` (``(..., 2)``
+    about x and y; ``kk = kappa [-sin(theta), cos(theta)]``) with the seed's noise."""
+    kappa = np.hypot(kk[..., 0], kk[..., 1])
+    theta = np.arctan2(-kk[..., 0], kk[..., 1])
+    kappa = kappa + cfg.strain_sigma_kappa * rng.standard_normal(kappa.shape)
+    theta = theta + cfg.strain_sigma_theta * rng.standard_normal(theta.shape)
+    return theta, kappa
 
 
 def _smoothstep(x: FloatArray) -> FloatArray:
@@ -177,15 +223,8 @@ def simulate(scene: Scene, robot: RobotSpec | None = None, cfg: SimConfig | None
         u = np.einsum("fij,zj->fzi", Ts[:, :3, :3], u_loc).reshape(-1, 3)
         o = np.repeat(Ts[:, :3, 3], Z, axis=0)
         lam, part = scene.cast(o, u)
-        radial = lam * np.linalg.norm(u, axis=1)
-        hit = np.isfinite(lam) & (radial <= m.max_range)
-        d = np.where(hit, lam, np.nan)
-        sig = table_i_sigma(d)
-        noisy = d + np.nan_to_num(sig) * rng.standard_normal(d.shape)
-        status = np.where(hit, STATUS_VALID, STATUS_NO_TARGET).astype(np.uint8)
-        status[hit & (noisy < 0.025)] = STATUS_SIGMA_HIGH
-        bad = hit & (rng.random(d.shape) < cfg.invalid_fraction)
-        status[bad] = STATUS_SIGMA_HIGH
+        hit = np.isfinite(lam) & (lam * np.linalg.norm(u, axis=1) <= m.max_range)
+        noisy, status = zone_readings(lam, hit, rng, cfg.invalid_fraction)
         tt.append(t_m)
         mm.append(np.full(t_m.size, mi))
         dd.append(noisy.reshape(-1, Z))
@@ -200,19 +239,13 @@ def simulate(scene: Scene, robot: RobotSpec | None = None, cfg: SimConfig | None
     Ta = poses(gt - h, rings).reshape(-1, 4, 4)
     Tb = poses(gt + h, rings).reshape(-1, 4, 4)
     w = lie.log(lie.inv(Ta) @ Tb)[:, 3:] / (2 * h)
-    bias = {float(s): cfg.gyro_bias_sigma * rng.standard_normal(3) for s in rings}
-    bias_arr = np.tile(np.stack([bias[float(s)] for s in rings]), (gt.size, 1))
-    w = w + bias_arr + cfg.gyro_sigma * rng.standard_normal(w.shape)
+    w, bias = gyro_readings(w, rings, rng, cfg)
     # strain: bending angle and curvature of the segment at each site
     sts = robot.strain_s()
     stt = np.arange(0.0, cfg.duration, 1.0 / cfg.strain_rate)
     k = segment_curvatures(stt, cfg.trajectory, robot.segments, cfg.still, scale)
     seg = np.clip((sts / (robot.length / robot.segments)).astype(np.int64), 0, robot.segments - 1)
-    kk = k[:, seg]  # (T, S, 2) angular strain about x, y
-    kappa = np.hypot(kk[..., 0], kk[..., 1])
-    theta = np.arctan2(-kk[..., 0], kk[..., 1])  # kk = kappa [-sin(theta), cos(theta)]
-    kappa = kappa + cfg.strain_sigma_kappa * rng.standard_normal(kappa.shape)
-    theta = theta + cfg.strain_sigma_theta * rng.standard_normal(theta.shape)
+    theta, kappa = strain_readings(k[:, seg], rng, cfg)  # k[:, seg]: (T, S, 2) angular strain about x, y
     # ground truth at the base and the rings
     trt = np.arange(0.0, cfg.duration, 1.0 / cfg.truth_rate)
     trs = np.concatenate([[0.0], rings])

@@ -19,19 +19,34 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
-from shape_sensing.estimators.continuum.tof import TofMount, frame_points, ring_mounts
+from shape_sensing.estimators.continuum.tof import (
+    TofMount,
+    frame_points,
+    ring_mounts,
+    stationary_bias,
+    strain_measurement,
+)
+from shape_sensing.estimators.continuum.tof_localise import Reconstruction, reconstruct
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
 from shape_sensing.pipelines.common import RateThrottle
 from shape_sensing.types import ShapeEstimate
 
-__all__ = ["CONTINUUM_TOPICS", "SCHEMA", "ContinuumMessages", "ContinuumTracker", "TrackerStats"]
+__all__ = [
+    "CONTINUUM_TOF_TOPICS",
+    "CONTINUUM_TOPICS",
+    "SCHEMA",
+    "ContinuumMessages",
+    "ContinuumTracker",
+    "TrackerStats",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -130,6 +145,35 @@ SCHEMA = Schema(
         Param("tof_sigma_extra", float, 0.005, "added in quadrature to Table I's zone noise", min=0.0, unit="m"),
         Param("cauchy_tof", float, 1.0, "Cauchy scale of the ToF factors (whitened); 0 = least squares", min=0.0),
         Param("tof_gate", float, 0.3, "ToF points farther than this from the map are not matched", min=1e-3, unit="m"),
+        Param(
+            "anomaly_threshold",
+            float,
+            0.0,
+            "ToF points whose squared Mahalanobis distance to the prior map exceeds this are anomalies (Eq. 12); "
+            "0 = the 99.9 % quantile of chi-square with 3 degrees of freedom (16.27)",
+            min=0.0,
+        ),
+        Param(
+            "gyro_bias_duration",
+            float,
+            0.0,
+            "the robot stands still for this long from the first sample: each gyroscope's mean reading over it is "
+            "its constant bias, subtracted from all its readings (estimates start once it has passed); 0 = none",
+            min=0.0,
+            unit="s",
+        ),
+        Param(
+            "gyro_still_threshold",
+            float,
+            0.05,
+            "during the still start, a gyroscope reading this far from that gyroscope's mean so far (any axis, after "
+            "10 readings) ends it there: the robot started moving (a node that joined late); 0 = off",
+            min=0.0,
+            unit="rad/s",
+        ),
+        Param("strain_topic", str, "", "shape_sensing/StrainArray topic (bending angle and curvature); empty: none"),
+        Param("strain_sigma_theta", float, 0.015, "1-sigma of a strain gauge's bending angle", min=1e-9, unit="rad"),
+        Param("strain_sigma_kappa", float, 0.01, "1-sigma of a strain gauge's curvature", min=1e-9, unit="1/m"),
         Param("fixed_base", bool, True, "the base is clamped: base prior at every slice"),
         Param("base_frame", str, "continuum_base", "frame of the robot base (the shape is given in it)"),
         Param("node_frame_prefix", str, "continuum_node_", "node frames are <prefix>NN, base to tip"),
@@ -152,6 +196,8 @@ class TrackerStats:
     skipped_late: int = 0
     tof_frames: int = 0
     tof_zones_invalid: int = 0
+    strain: int = 0
+    anomalies: int = 0
     steps: int = 0
     estimates: int = 0
 
@@ -200,6 +246,16 @@ class ContinuumTracker:
             tof_gate=p["tof_gate"],
         )
         self.tof_mounts, self.tof_map = self._tof_setup(p)
+        # nodes whose pose covariance each finalised slice keeps: the rings' (for the reconstruction, Eq. 10-11)
+        self._ring_nodes = sorted(
+            {int(np.argmin(np.abs(self.s_nodes - m.s))) for m in self.tof_mounts} if self.tof_map is not None else set()
+        )
+        self._tof_recent: list[Measurements] = []  # ToF points not yet reconstructed
+        self._reconstructions: dict[int, Reconstruction] = {}
+        #: per gyroscope, its constant bias (rad/s) once the still start has passed (``gyro_bias_duration``)
+        self.gyro_bias: dict[int, FloatArray] | None = None if p["gyro_bias_duration"] > 0 else {}
+        self._still: list[tuple[int, float, FloatArray]] = []  # readings of the still start: (sensor, t, omega)
+        self._held: list[Measurements] = []  # everything else that arrived during it
         self.window: SlidingWindow | None = None
         self.t0_ns: int | None = None  # start of the slice grid (floor; exact value in _t0)
         self._t0 = Fraction(0)
@@ -247,7 +303,7 @@ class ContinuumTracker:
         return mounts, tof_map
 
     def push_tof(
-        self, index: int, stamp_ns: int, distance: FloatArray, status: FloatArray | None = None
+        self, index: int, stamp_ns: int, distance: FloatArray, status: NDArray[Any] | None = None
     ) -> list[ShapeEstimate]:
         """A ToF frame (distances along the boresight, per-zone status) of sensor ``index``; returns the estimates
         it completes. Invalid zones are counted and left out; a malformed frame is counted and skipped."""
@@ -266,15 +322,43 @@ class ContinuumTracker:
         self.stats.tof_zones_invalid += bad
         s = self.tof_mounts[index].s
         if sig.size:
-            self._pending.append(
-                Measurements(
-                    tof_t=np.full(sig.size, t),
-                    tof_s=np.full(sig.size, s),
-                    tof_q=q,
-                    tof_sigma=sig,
-                    tof_map=self.tof_map,
-                )
-            )
+            m = Measurements(tof_t=np.full(sig.size, t), tof_s=np.full(sig.size, s), tof_q=q, tof_sigma=sig,
+                             tof_map=self.tof_map)  # fmt: skip
+            self._pending.append(m)
+            self._tof_recent.append(m)
+        return self._advance(t)
+
+    def push_strain(
+        self,
+        stamp_ns: int,
+        arc_length: FloatArray,
+        bending_angle: FloatArray,
+        curvature: FloatArray,
+        valid: NDArray[np.bool_] | None = None,
+    ) -> list[ShapeEstimate]:
+        """Strain gauges read at one time: bending angle (rad) and curvature (1/m) at arc lengths (m), Eq. 7-9.
+
+        Gauges marked invalid, with a non-finite value or off the robot are left out (counted in
+        ``skipped_bad`` when none is left); returns the estimates the reading completes.
+        """
+        s = np.asarray(arc_length, dtype=np.float64).reshape(-1)
+        th = np.asarray(bending_angle, dtype=np.float64).reshape(-1)
+        ka = np.asarray(curvature, dtype=np.float64).reshape(-1)
+        ok = np.ones(s.size, dtype=bool) if valid is None or len(valid) == 0 else np.asarray(valid, dtype=bool)
+        if not (th.size == ka.size == s.size == ok.size):
+            self.stats.skipped_bad += 1
+            return []
+        ok &= np.isfinite(s) & np.isfinite(th) & np.isfinite(ka) & (s >= 0.0) & (s <= self.params["length"])
+        if not ok.any():
+            self.stats.skipped_bad += 1
+            return []
+        t = self._t(stamp_ns)
+        if not self._accept(t):
+            return []
+        self.stats.strain += 1
+        k, W = strain_measurement(th[ok], ka[ok], self.params["strain_sigma_theta"], self.params["strain_sigma_kappa"])
+        n = int(ok.sum())
+        self._pending.append(Measurements(strain_t=np.full(n, t), strain_s=s[ok], strain_k=k, strain_w=W))
         return self._advance(t)
 
     def _t(self, stamp_ns: int) -> float:
@@ -306,10 +390,58 @@ class ContinuumTracker:
         self.stats.gyro += 1
         sat = np.abs(w) >= self.params["gyro_saturation"]
         self.stats.saturated_axes += int(sat.sum())
-        s = self.params["gyro_arc_lengths"][index]
         w = np.where(sat, np.nan, w)  # a saturated axis only bounds the rate: left out, as in the evaluation
-        self._pending.append(Measurements(gyro_t=np.array([t]), gyro_s=np.array([s]), gyro_w=w[None, :]))
+        if self.gyro_bias is None and t < self.params["gyro_bias_duration"] and not self._moving(index, w):
+            self._still.append((index, t, w))  # the still start: averaged into the bias, used once it is known
+            self.latest = max(self.latest, t)
+            return []
+        self._settle_bias(t, force=True)
+        self._pending.append(self._gyro_measurement(index, t, w))
         return self._advance(t)
+
+    def _gyro_measurement(self, index: int, t: float, w: FloatArray) -> Measurements:
+        s = self.params["gyro_arc_lengths"][index]
+        assert self.gyro_bias is not None
+        w = w - self.gyro_bias.get(index, np.zeros(3))
+        return Measurements(gyro_t=np.array([t]), gyro_s=np.array([s]), gyro_w=w[None, :])
+
+    def _moving(self, index: int, w: FloatArray) -> bool:
+        """Whether a reading during the still start shows the robot moving (``gyro_still_threshold``)."""
+        thr = self.params["gyro_still_threshold"]
+        if thr <= 0:
+            return False
+        mine = [x for i, _, x in self._still if i == index]
+        if len(mine) < 10:
+            return False
+        moving = bool(np.nanmax(np.abs(w - np.nanmean(np.stack(mine), axis=0)), initial=0.0) > thr)
+        if moving:
+            _log.warning(
+                "gyroscope %s turned at %s rad/s during the still start: bias from the %d readings before",
+                self.params["gyro_topics"][index], np.round(w, 3).tolist(), len(mine),
+            )  # fmt: skip
+        return moving
+
+    def _settle_bias(self, t: float, force: bool = False) -> None:
+        """Once past the still start (``t >= gyro_bias_duration``, or ``force``: a gyroscope saw motion or a reading
+        came after it): each gyroscope's bias from its still readings (the seed's constant bias from a stationary
+        start), and those readings released, corrected."""
+        if self.gyro_bias is not None or (t < self.params["gyro_bias_duration"] and not force):
+            return
+        bias: dict[int, FloatArray] = {}
+        if self._still:
+            idx = np.array([i for i, _, _ in self._still], dtype=np.float64)
+            ts = np.array([x for _, x, _ in self._still])
+            ws = np.stack([w for _, _, w in self._still])
+            bias = {int(k): v for k, v in stationary_bias(ts, idx, ws, np.inf).items()}
+        missing = [i for i in range(len(self.params["gyro_topics"])) if i not in bias]
+        if missing:
+            _log.warning(
+                "gyroscopes %s gave no reading in the first %g s (the still start): no bias removed from them",
+                [self.params["gyro_topics"][i] for i in missing], self.params["gyro_bias_duration"],
+            )  # fmt: skip
+        self.gyro_bias = {i: np.nan_to_num(b) for i, b in bias.items()}
+        self._pending.extend(self._gyro_measurement(i, ti, w) for i, ti, w in self._still)
+        self._still = []
 
     def push_pose(self, index: int, stamp_ns: int, T: FloatArray) -> list[ShapeEstimate]:
         """A pose (4x4, base frame) of pose sensor ``index``; returns the estimates it completes."""
@@ -332,6 +464,9 @@ class ContinuumTracker:
     def _advance(self, t: float) -> list[ShapeEstimate]:
         p = self.params
         self.latest = max(self.latest, t)
+        self._settle_bias(t)
+        if self.gyro_bias is None:  # still start: the window waits for the gyroscopes' bias
+            return []
         if self.window is None:
             self.window = SlidingWindow(
                 self.weights,
@@ -343,6 +478,7 @@ class ContinuumTracker:
                 covariance=True,
                 marginal=p["marginal"],
                 band=p["marginal_band"],
+                covariance_nodes=self._ring_nodes,
             )
         win = self.window
         out: list[ShapeEstimate] = []
@@ -354,8 +490,46 @@ class ContinuumTracker:
             info = win.step()
             self.stats.steps += 1
             for _ in info.finalized:
-                out.append(self._estimate(len(win.final_t) - 1))
+                i = len(win.final_t) - 1
+                out.append(self._estimate(i))
+                self._reconstruct(i)
         return out
+
+    def _reconstruct(self, i: int) -> None:
+        """Eq. 10-12 for the ToF points between finalised slice ``i`` and the next (kept for
+        :meth:`pop_reconstruction`): each point projected from the fixed-lag pose at its time with its ring
+        node's Laplace covariance, flagged where its squared Mahalanobis distance to the map exceeds the threshold."""
+        if self.tof_map is None or self.window is None:
+            return
+        win = self.window
+        t0, t1 = float(win.final_t[i]), float(win.state.t[0])
+        recent = Measurements.concat(self._tof_recent)
+        meas = recent.between(t0, t1)
+        self._tof_recent = [recent.between(t1, np.inf, include_end=True)]
+        if meas.tof_t.size == 0:
+            return
+        two = GridState(
+            np.array([t0, t1]),
+            self.s_nodes,
+            np.stack([win.final_T[i], win.state.T[0]]),
+            np.stack([win.final_eps[i], win.state.eps[0]]),
+            np.stack([win.final_varpi[i], win.state.varpi[0]]),
+        )
+        cov6 = None
+        if i < len(win.final_node_cov):
+            ring = np.array([int(np.argmin(np.abs(self.s_nodes - s))) for s in meas.tof_s])
+            cov6 = win.final_node_cov[i][np.searchsorted(self._ring_nodes, ring)]
+        tau = self.params["anomaly_threshold"] or None
+        rec = reconstruct(two, meas, self.tof_map, tau=tau, sigma_extra=self.params["tof_sigma_extra"],
+                          gate=self.params["tof_gate"], pose_cov=cov6)  # fmt: skip
+        self.stats.anomalies += int(rec.anomaly.sum())
+        self._reconstructions[i] = rec
+        for old in [k for k in self._reconstructions if k < i - 100]:  # nobody collected them
+            del self._reconstructions[old]
+
+    def pop_reconstruction(self, i: int) -> Reconstruction | None:
+        """The scene reconstruction of the ToF points between finalised slice ``i`` and the next (once)."""
+        return self._reconstructions.pop(i, None)
 
     def _estimate(self, i: int) -> ShapeEstimate:
         assert self.window is not None and self.t0_ns is not None
@@ -417,6 +591,14 @@ CONTINUUM_TOPICS: dict[str, str] = {
     "/diagnostics": "diagnostic_msgs/msg/DiagnosticArray",
 }
 
+#: Topics the node publishes when it has ToF sensors and a prior map (relative to its namespace). The map is
+#: published once at start-up on a latched (transient-local) topic.
+CONTINUUM_TOF_TOPICS: dict[str, str] = {
+    "tof/reconstruction": "sensor_msgs/msg/PointCloud2",
+    "tof/anomalies": "sensor_msgs/msg/PointCloud2",
+    "tof/prior_map": "sensor_msgs/msg/PointCloud2",
+}
+
 
 class ContinuumMessages:
     """The messages of one estimate (publisher-agnostic: the node publishes them, bags store them).
@@ -432,9 +614,13 @@ class ContinuumMessages:
         self.prefix = frame_prefix
         self.markers = RateThrottle(marker_rate)
 
-    def build(self, shape: ShapeEstimate, tip_cov6: FloatArray | None = None) -> list[tuple[str, Any]]:
-        """``(topic, message)`` pairs: TF per node, path, tip pose with covariance, markers when due."""
+    def build(
+        self, shape: ShapeEstimate, tip_cov6: FloatArray | None = None, reconstruction: Reconstruction | None = None
+    ) -> list[tuple[str, Any]]:
+        """``(topic, message)`` pairs: TF per node, path, tip pose with covariance, markers when due, and the
+        scene reconstruction and its anomalies of the ToF points up to the next slice when given."""
         from shape_sensing.messages import common as msgs
+        from shape_sensing.messages.tof import reconstruction_cloud_msg
 
         f, stamp = self.factory, shape.stamp_ns
         parent = self.prefix + shape.parent_frame
@@ -445,4 +631,19 @@ class ContinuumMessages:
         ]
         if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, frame_prefix=self.prefix, factory=f)))
+        if reconstruction is not None:
+            rec, flag = reconstruction, reconstruction.anomaly
+            out.append(("tof/reconstruction", reconstruction_cloud_msg(stamp, parent, rec.points, rec.mahalanobis2,
+                                                                       flag, f)))  # fmt: skip
+            out.append(("tof/anomalies", reconstruction_cloud_msg(stamp, parent, rec.points[flag],
+                                                                  rec.mahalanobis2[flag], flag[flag], f)))  # fmt: skip
         return out
+
+    def prior_map(self, stamp_ns: int, parent_frame: str, tof_map: Any) -> tuple[str, Any]:
+        """The prior map's ``(topic, message)`` (in the base frame, with ``frame_prefix``)."""
+        from shape_sensing.messages.tof import prior_map_cloud_msg
+
+        msg = prior_map_cloud_msg(
+            stamp_ns, self.prefix + parent_frame, tof_map.points, tof_map.normals, tof_map.planarity, self.factory
+        )
+        return "tof/prior_map", msg

@@ -15,6 +15,13 @@
   nodes: their ``J^T W J`` and ``J^T W r`` are summed into one information-form factor per such group (the
   robust cost carried beside it), which keeps the normal equations' size independent of the number of
   zones and frames.
+  Points that the map cannot explain (an unmodelled object, a part of the map that is no longer there) are
+  kept from pulling the pose: a point whose whitened point-to-plane error exceeds ``outlier_gate``, or whose
+  squared Mahalanobis distance to its map point (Eq. 12 with the point's noise and the map's) exceeds
+  ``anomaly_tau``, gets weight zero and a constant cost, the Cauchy cost at the gate (a truncated Cauchy loss,
+  continuous in the error). Both thresholds are widened by the robust scale of the current residuals (1.4826
+  times their median absolute value, when above 1), so that the first iterations from a far-off guess still
+  match, and they tighten to their nominal values as the estimate converges.
 * :func:`strain_factor`: measured curvatures against the strain's angular x, y entries (Eq. 9), linear
   between the four surrounding nodes.
 * :func:`stationary_bias`: constant gyroscope bias of each sensor from an initial still period.
@@ -27,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
+from scipy.stats import chi2
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
@@ -35,8 +43,11 @@ from shape_sensing.estimators.continuum.model import DOF
 from shape_sensing.geometry import FloatArray
 
 __all__ = [
+    "ANOMALY_TAU",
     "MIN_RANGE",
+    "OUTLIER_GATE",
     "VALID_STATUS",
+    "VISIBLE_K",
     "TofMount",
     "frame_points",
     "group_sum",
@@ -49,6 +60,7 @@ __all__ = [
     "strain_measurement",
     "table_i_sigma",
     "tof_factor",
+    "visible_nearest",
     "zone_directions",
 ]
 
@@ -58,6 +70,14 @@ IntArray = NDArray[np.int64]
 MIN_RANGE = 0.025
 #: VL53L5CX target_status codes taken as valid (ST UM2884: 5 valid, 9 valid with a large pulse).
 VALID_STATUS = (5, 9)
+#: Whitened point-to-plane error beyond which a point is taken as not explained by the map: the two-sided
+#: 99.9 % point of the standard normal (3.29), the same probability as :data:`ANOMALY_TAU`.
+OUTLIER_GATE = float(np.sqrt(chi2.ppf(0.999, 1)))
+#: Squared Mahalanobis distance to the nearest map point beyond which a point is anomalous (Eq. 12):
+#: chi-square with 3 degrees of freedom at 99.9 % (16.27).
+ANOMALY_TAU = float(chi2.ppf(0.999, 3))
+#: Map points looked at per ToF point for a visible match (:func:`visible_nearest`).
+VISIBLE_K = 4
 
 
 def table_i_sigma(d: FloatArray) -> FloatArray:
@@ -217,6 +237,10 @@ class TofEvaluation:
     matched: NDArray[np.bool_]  # within the gate
     r: FloatArray  # whitened residuals of the matched points
     weight: FloatArray  # their IRLS weights
+    #: matched points left out as not explained by the map (outlier gate or Eq. 12), zero weight
+    rejected: NDArray[np.bool_] | None = None
+    #: robust scale of the whitened residuals that widened the gates (1 at convergence)
+    scale: float = 1.0
 
 
 def tof_factor(
@@ -232,6 +256,9 @@ def tof_factor(
     sigma_extra: float = 0.0,
     cauchy: float | None = 1.0,
     gate: float = 0.5,
+    outlier_gate: float | None = OUTLIER_GATE,
+    anomaly_tau: float | None = ANOMALY_TAU,
+    visible_k: int = VISIBLE_K,
     details: list[TofEvaluation] | None = None,
 ) -> FactorBatch:
     """Point-to-plane factors of ToF points, folded into one factor per group of frames on the same four nodes.
@@ -247,14 +274,23 @@ def tof_factor(
         sigma_extra: added in quadrature to ``sigma``.
         cauchy: Cauchy scale (whitened), ``None`` for least squares.
         gate: points farther than this from the map are not matched.
+        outlier_gate: whitened point-to-plane error beyond which a matched point gets zero weight and the
+            constant cost of the gate (``None``: no such gate).
+        anomaly_tau: squared Mahalanobis distance to the map point (point noise and ``tof_map.point_sigma``)
+            beyond which a matched point is treated the same way (``None``: no such test).
+        visible_k: the match is the nearest of the ``visible_k`` nearest map points that is not hidden behind
+            another (see :func:`visible_nearest`); 1 takes the nearest map point as it is.
         details: if given, a :class:`TofEvaluation` is appended.
+
+    Both thresholds are multiplied by ``max(1, s)`` (``s^2`` for ``anomaly_tau``), ``s`` the robust scale
+    ``1.4826 median |r|`` of the matched points' whitened errors.
     """
     nodes, ut, dt, us, h = cells
     F = nodes[0].size
     Ts, jacs = pose_st(T, eps, varpi, nodes, ut, dt, us, h)
     Tp = Ts[frame]
     world = np.einsum("pij,pj->pi", Tp[:, :3, :3], q) + Tp[:, :3, 3]
-    dist, idx = tof_map.nearest(world)  # type: ignore[attr-defined]
+    dist, idx = visible_nearest(tof_map, world, Tp[:, :3, 3], visible_k)
     matched = dist <= gate
     n = tof_map.normals[idx[matched]]  # type: ignore[attr-defined]
     alpha = tof_map.planarity[idx[matched]]  # type: ignore[attr-defined]
@@ -265,14 +301,30 @@ def tof_factor(
     r = e / sig
     # d r / d(right perturbation of the frame's pose), (P, 6)
     g = -(alpha / sig)[:, None] * np.einsum("pi,pij->pj", n, point_jacobian(Tp[matched, :3, :3], q[matched]))
+    # points the map cannot explain: beyond the point-to-plane gate or anomalous by Eq. 12, both widened by
+    # the residuals' robust scale while the estimate is still far off
+    scale = max(1.0, 1.4826 * float(np.median(np.abs(r)))) if r.size else 1.0
+    reject = np.zeros(r.size, dtype=bool)
+    r_cap = np.abs(r)
+    if outlier_gate is not None:
+        k = outlier_gate * scale
+        reject |= np.abs(r) > k
+        r_cap = np.minimum(r_cap, k)
+    if anomaly_tau is not None:
+        s_map = float(getattr(tof_map, "point_sigma", 0.0))
+        d2 = np.einsum("pi,pi->p", pm - world[matched], pm - world[matched]) / (sig**2 + s_map**2)
+        reject |= d2 > anomaly_tau * scale**2
+    # a rejected point costs what it would at the gate (its own error if no gate), whatever its error
+    r_cost = np.where(reject, r_cap, r)
     if cauchy is None:
         wgt = np.ones_like(r)
-        costs = 0.5 * r**2
+        costs = 0.5 * r_cost**2
     else:
         wgt = 1.0 / (1.0 + r**2 / cauchy**2)
-        costs = 0.5 * cauchy**2 * np.log1p(r**2 / cauchy**2)
+        costs = 0.5 * cauchy**2 * np.log1p(r_cost**2 / cauchy**2)
+    wgt = np.where(reject, 0.0, wgt)
     if details is not None:
-        details.append(TofEvaluation(world, matched, r, wgt))
+        details.append(TofEvaluation(world, matched, r, wgt, reject, scale))
     gw = np.sqrt(wgt)[:, None] * g
     A = np.stack(
         [np.bincount(fm, gw[:, i] * gw[:, j], minlength=F) for i in range(6) for j in range(6)], axis=1
@@ -282,6 +334,40 @@ def tof_factor(
     G = np.concatenate(jacs, axis=2)  # (F, 6, 72)
     groups, Ag, bg = group_sum(list(nodes), np.swapaxes(G, 1, 2) @ A @ G, np.einsum("fai,fa->fi", G, b))
     return info_batch("tof", groups, Ag, bg, float(costs.sum()))
+
+
+def visible_nearest(
+    tof_map: object, world: FloatArray, origin: FloatArray, k: int = VISIBLE_K
+) -> tuple[FloatArray, IntArray]:
+    """Distance to and index of each point's map match: the nearest of its ``k`` nearest map points that the
+    sensor can see.
+
+    A sensor sees the first surface along its ray, but the nearest map point of a point on one face of a thin
+    part (a blade a few millimetres thick, sampled every centimetre) is often on the far face, which the
+    point-to-plane error then puts a thickness away: a bias that always pushes the part's points through it.
+    Along the (sensor-facing) normal of the nearest map point, a candidate lying more than the map's point
+    sigma behind the front-most candidate of the same orientation (normals within 30 deg) is on such a hidden
+    face and is passed over. On one surface (flat or curved) the candidates are within the map's noise of each
+    other and the nearest is kept. ``origin`` ``(P, 3)``: a point on each point's line of sight (its ring's
+    backbone point), to orient the normals.
+    """
+    if k <= 1 or not hasattr(tof_map, "tree"):
+        return tof_map.nearest(world)  # type: ignore[attr-defined]
+    k = min(k, len(tof_map.points))  # type: ignore[attr-defined]
+    dk, ik = tof_map.tree.query(world, k=k)
+    ik = np.asarray(ik, dtype=np.int64).reshape(world.shape[0], k)
+    dk = np.asarray(dk, dtype=np.float64).reshape(world.shape[0], k)
+    normals = tof_map.normals[ik]  # type: ignore[attr-defined]
+    n0 = normals[:, 0]
+    n0 = n0 * np.where(np.einsum("pi,pi->p", n0, origin - world) < 0, -1.0, 1.0)[:, None]
+    same = np.abs(np.einsum("pki,pi->pk", normals, n0)) > np.cos(np.deg2rad(30.0))
+    h = np.einsum("pi,pki->pk", n0, tof_map.points[ik] - world[:, None, :])  # type: ignore[attr-defined]
+    front = np.where(same, h, -np.inf).max(axis=1)
+    tol = float(getattr(tof_map, "point_sigma", 0.005))
+    seen = ~same | (h >= front[:, None] - tol)
+    j = np.argmax(seen, axis=1)  # the nearest candidate not hidden (the nearest itself is always `same`)
+    rows = np.arange(world.shape[0])
+    return dk[rows, j], ik[rows, j]
 
 
 def group_sum(nodes: list[IntArray], A: FloatArray, b: FloatArray) -> tuple[list[IntArray], FloatArray, FloatArray]:

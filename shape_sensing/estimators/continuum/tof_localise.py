@@ -270,11 +270,13 @@ def reconstruct(
     tau: float | None = None,
     sigma_extra: float = 0.0,
     gate: float = 0.3,
+    pose_cov: FloatArray | None = None,
 ) -> Reconstruction:
     """Project every ToF point with its covariance (Eq. 10-11) and flag anomalies (Eq. 12).
 
     The pose covariance (Laplace, ``ab`` the final system of a batch solve) is that of the nearest arc-length
-    node of the nearest slice at or before the point's time; without ``ab`` only the point noise is used.
+    node of the nearest slice at or before the point's time; ``pose_cov`` gives it per point instead
+    ``(P, 6, 6)`` (e.g. a sliding window's finalised ring nodes); with neither only the point noise is used.
     ``tau`` defaults to the 99.9 % quantile of chi-square with 3 degrees of freedom.
     """
     tau = float(chi2.ppf(0.999, 3)) if tau is None else float(tau)
@@ -285,8 +287,10 @@ def reconstruct(
     # a frame's points share one pose: interpolate once per distinct (time, arc length)
     ts_pairs, inv_ts = np.unique(np.column_stack([t, meas.tof_s]), axis=0, return_inverse=True)
     T = query_poses(state, ts_pairs[:, 0], ts_pairs[:, 1])[np.asarray(inv_ts).reshape(-1)]
-    cov6 = None
-    if ab is not None:
+    cov6 = None if pose_cov is None else np.asarray(pose_cov, dtype=np.float64).reshape(-1, 6, 6)
+    if cov6 is not None and cov6.shape[0] != meas.tof_t.size:
+        raise ContinuumError(f"pose_cov has {cov6.shape[0]} covariances for {meas.tof_t.size} ToF points")
+    if ab is not None and cov6 is None:
         k = np.clip(np.searchsorted(state.t, t, side="right") - 1, 0, state.K - 1)
         n = np.argmin(np.abs(meas.tof_s[:, None] - state.s[None, :]), axis=1)
         flat = k * state.N + n

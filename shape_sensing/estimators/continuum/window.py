@@ -102,6 +102,8 @@ class SlidingWindow:
             ``iterations > 1``, where a line search checks each step (Gauss-Newton's ``J^T J`` alone when
             ``False``, at one iteration per step, or where that system is not positive definite). The
             marginal prior is always built from ``J^T J`` (positive semidefinite).
+        covariance_nodes: with ``covariance``, also keep the pose covariances of these nodes (indices along s)
+            of every finalised slice in :attr:`final_node_cov` (e.g. the ToF rings, for the scene reconstruction).
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class SlidingWindow:
         marginal: str = "chain",
         band: int = 1,
         second_order: bool = True,
+        covariance_nodes: list[int] | None = None,
     ) -> None:
         s_nodes = np.asarray(s_nodes, dtype=np.float64)
         if s_nodes.ndim != 1 or s_nodes.size < 2 or np.any(np.diff(s_nodes) <= 0):
@@ -155,6 +158,11 @@ class SlidingWindow:
         self.final_eps: list[FloatArray] = []
         self.final_varpi: list[FloatArray] = []
         self.final_cov: list[FloatArray] = []
+        self.covariance_nodes = [int(n) for n in (covariance_nodes or [])]
+        if any(not 0 <= n < s_nodes.size for n in self.covariance_nodes):
+            raise ContinuumError(f"covariance nodes {self.covariance_nodes} must be in [0, {s_nodes.size})")
+        #: per finalised slice, ``(len(covariance_nodes), 6, 6)`` pose covariances of those nodes
+        self.final_node_cov: list[FloatArray] = []
         self.covariance = covariance
         self.steps = 0
         self.converged_steps = 0
@@ -271,6 +279,11 @@ class SlidingWindow:
         prior = self._chain(state, batches) if self.marginal == "chain" else self._schur(state, batches, extra)
         if self.covariance:
             self.final_cov.append(node_covariances(ab, [tip], slice(0, 6), factor=cb)[0])
+            if self.covariance_nodes:
+                # slice 0's node n sits at position n (time-major) or n K (arc-length-major, where tip = (N-1) K)
+                arc_major = tip != state.N - 1
+                at = [n * state.K if arc_major else n for n in self.covariance_nodes]
+                self.final_node_cov.append(node_covariances(ab, at, slice(0, 6), factor=cb))
         return prior
 
     @staticmethod
@@ -333,9 +346,7 @@ class SlidingWindow:
             raise ContinuumError("no slice finalised yet")
         return GridState(np.asarray(t), self.state.s.copy(), np.asarray(T), np.asarray(e), np.asarray(v))
 
-    def run(
-        self, meas: Measurements, t_end: float, progress: Callable[[int, int], None] | None = None
-    ) -> GridState:
+    def run(self, meas: Measurements, t_end: float, progress: Callable[[int, int], None] | None = None) -> GridState:
         """Offline replay: feed ``meas`` slice by slice up to ``t_end``; return all slices (marginalised + window).
 
         Each step receives the measurements in ``[t_newest, t_new)``, so a
