@@ -143,3 +143,40 @@ def test_bulk_reader_refuses_a_message_index_that_points_outside_its_chunk(tmp_p
     bad.write_bytes(bytes(data))
     with pytest.raises(BagError, match="bad.mcap"):
         read_topics(bad, ["/imu_0"])
+
+
+def test_add_many_makes_the_records_add_makes_one_by_one() -> None:
+    rng = np.random.default_rng(3)
+    datas = [rng.integers(0, 256, int(n), dtype=np.uint8).tobytes() for n in rng.integers(0, 90, 40)]
+    conns = [int(c) for c in rng.integers(1, 300, 40)]
+    times = [int(t) for t in rng.integers(0, 2**62, 40)]
+    keys = np.stack([rng.integers(0, 5, 40), np.ones(40, dtype=np.int64), np.arange(40)], axis=1)
+    one, many = RecordBatch(), RecordBatch()
+    one.add(7, 5, b"first", (2, 0, 0))
+    many.add(7, 5, b"first", (2, 0, 0))  # a single record before the block: positions continue after it
+    for c, t, d, k in zip(conns, times, datas, keys.tolist(), strict=True):
+        one.add(c, t, d, tuple(k))
+    many.add_many((c, t, d, (k[0], k[1], k[2])) for c, t, d, k in zip(conns, times, datas, keys.tolist(), strict=True))
+    assert len(one) == len(many) == 41
+    a, b = one.ordered(), many.ordered()
+    for col_a, col_b in zip(a[1:], b[1:], strict=True):
+        assert col_a.tolist() == col_b.tolist()
+    assert bytes(one.sources[-1]) == bytes(many.sources[-1])
+
+
+def test_a_rewritten_bag_is_read_anew_not_from_the_kept_summary(tmp_path: Path) -> None:
+    import shutil
+
+    from shape_sensing.io.bag import bag_topics
+
+    path = tmp_path / "b.mcap"
+    for topic, n in (("/first", 3), ("/second", 5)):
+        with BagWriter(tmp_path / f"{n}.mcap") as w:
+            w.set_metadata("topic", topic)
+            for j in range(n):
+                w.write(topic, w.factory.make("std_msgs/msg/String", data="x"), j)
+        shutil.copyfile(tmp_path / f"{n}.mcap", path)  # the same file (inode) rewritten
+        assert bag_topics(path) == {topic: "std_msgs/msg/String"}
+        assert bag_metadata(path) == {"topic": topic}
+        assert bag_message_count(path) == n
+        assert len(read_topics(path, [topic])[topic]) == n

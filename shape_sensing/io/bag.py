@@ -318,6 +318,28 @@ def _decode(typestore: Any, raw: bytes, msgtype: str, path: Path, topic: str) ->
         raise BagError(f"{path}: a {msgtype} message on {topic} does not decode: {type(exc).__name__}: {exc}") from exc
 
 
+_SUMMARY: dict[tuple[str, int, int, int], Any] = {}
+
+
+def mcap_summary(path: Path) -> Any:
+    """The summary section of the MCAP file ``path`` (``None`` when it has none), read once per version of the file.
+
+    A replay asks for the same file's topics, metadata, message count and index in turn; the summary of a
+    long recording takes tens of milliseconds to parse. The last file's is kept, keyed by its path, inode,
+    size and modification time. Raises what :meth:`mcap.reader.SeekingReader.get_summary` raises.
+    """
+    from mcap.reader import make_reader
+
+    st = path.stat()
+    key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _SUMMARY:
+        with path.open("rb") as stream:
+            summary = make_reader(stream).get_summary()
+        _SUMMARY.clear()
+        _SUMMARY[key] = summary
+    return _SUMMARY[key]
+
+
 def bag_topics(path: str | os.PathLike[str]) -> dict[str, str]:
     """Topic -> message type of a bag, without decoding messages."""
     kind, real = _resolve(Path(path))
@@ -328,16 +350,14 @@ def bag_topics(path: str | os.PathLike[str]) -> dict[str, str]:
         except (ReaderError, OSError, ValueError, KeyError) as exc:
             raise BagError(f"cannot open bag {real}: {exc}") from exc
     from mcap.exceptions import McapError
-    from mcap.reader import make_reader
 
-    with real.open("rb") as stream:
-        try:
-            summary = make_reader(stream).get_summary()
-        except (McapError, EOFError, ValueError, OSError) as exc:
-            raise BagError(f"bag {real} is malformed or truncated: {exc}") from exc
-        if summary is None:
-            raise BagError(f"bag {real} has no summary section (truncated?)")
-        return {ch.topic: summary.schemas[ch.schema_id].name for ch in summary.channels.values()}
+    try:
+        summary = mcap_summary(real)
+    except (McapError, EOFError, ValueError, OSError) as exc:
+        raise BagError(f"bag {real} is malformed or truncated: {exc}") from exc
+    if summary is None:
+        raise BagError(f"bag {real} has no summary section (truncated?)")
+    return {ch.topic: summary.schemas[ch.schema_id].name for ch in summary.channels.values()}
 
 
 def bag_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
@@ -348,8 +368,9 @@ def bag_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     if kind == "mcap-file":
         from mcap.reader import make_reader
 
+        summary = mcap_summary(where)
         with open(where, "rb") as f:
-            for record in make_reader(f).iter_metadata():
+            for record in make_reader(f).iter_metadata() if summary is None else _metadata_records(f, summary):
                 if record.name == "rosbag2" and "serialized_metadata" in record.metadata:
                     info: dict[str, Any] = yaml.safe_load(record.metadata["serialized_metadata"]) or {}
                     info = info.get("rosbag2_bagfile_information") or info  # the record holds the inner mapping
@@ -364,6 +385,18 @@ def bag_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()}
 
 
+def _metadata_records(stream: Any, summary: Any) -> Iterator[Any]:
+    """The metadata records an MCAP summary indexes (as ``SeekingReader.iter_metadata``, summary given)."""
+    from mcap.records import Metadata
+    from mcap.stream_reader import StreamReader
+
+    for index in summary.metadata_indexes:
+        stream.seek(index.offset)
+        record = next(StreamReader(stream, skip_magic=True).records)
+        if isinstance(record, Metadata):
+            yield record
+
+
 def bag_parameters(path: str | os.PathLike[str], node: str) -> str | None:
     """The parameter file text recorded for ``node`` in a bag (:meth:`BagWriter.record_parameters`), or ``None``."""
     return bag_metadata(path).get(PARAMETERS_KEY.format(node=node))
@@ -374,10 +407,7 @@ def bag_message_count(path: str | os.PathLike[str]) -> int | None:
     kind, where = _resolve(Path(path))
     try:
         if kind == "mcap-file":
-            from mcap.reader import make_reader
-
-            with open(where, "rb") as f:
-                summary = make_reader(f).get_summary()
+            summary = mcap_summary(where)
             return None if summary is None or summary.statistics is None else int(summary.statistics.message_count)
         import yaml
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.io.bag import _resolve, read_bag
+from shape_sensing.io.bag import _resolve, mcap_summary, read_bag
 from shape_sensing.io.errors import BagError
 
 __all__ = ["RecordBatch", "TopicArrays", "read_topics", "write_records"]
@@ -108,16 +108,26 @@ def _arrays(msgtype: str, log_time: np.ndarray, rank: np.ndarray, raws: list[byt
     return TopicArrays(msgtype, log_time, rank.astype(np.int64), data)
 
 
+def _map_file(path: Path) -> np.ndarray:
+    """The file's bytes as a plain read-only array over a memory map (not an ``np.memmap``, whose indexing goes
+    through a Python ``__getitem__`` and wraps every result)."""
+    import mmap
+
+    with path.open("rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return np.zeros(0, dtype=np.uint8)
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return np.frombuffer(mm, dtype=np.uint8)
+
+
 def _read_indexed_mcap(
     path: Path, wanted: set[str], progress: Callable[[float], None] | None
 ) -> dict[str, TopicArrays] | None:
     """The fast path, or ``None`` when the file does not allow it (compressed chunks, no index)."""
     from mcap.exceptions import McapError
-    from mcap.reader import make_reader
 
     try:
-        with path.open("rb") as stream:
-            summary = make_reader(stream).get_summary()
+        summary = mcap_summary(path)
     except (McapError, EOFError, ValueError, OSError, struct.error) as exc:
         raise BagError(f"bag {path} is malformed or truncated: {type(exc).__name__}: {exc}") from exc
     if summary is None or not summary.chunk_indexes:
@@ -128,7 +138,7 @@ def _read_indexed_mcap(
     for ch in channels.values():
         if ch.message_encoding != "cdr" or ch.schema_id not in summary.schemas:
             return None  # let the streaming reader report it
-    buf = np.memmap(path, dtype=np.uint8, mode="r")
+    buf = _map_file(path)
     size = len(buf)
     if size < 64:
         return None
@@ -248,6 +258,17 @@ class RecordBatch:
         self._new += _RECORD_HEAD.pack(0x05, 22 + len(data), conn, 0, log_time, log_time)
         self._new += data
         self._added.append((pos, 31 + len(data), conn, log_time, *key))
+
+    def add_many(self, records: Iterable[tuple[int, int, bytes, tuple[int, int, int]]]) -> None:
+        """:meth:`add` of every ``(conn, log_time, data, key)`` of ``records``, in order (same bytes), the data
+        appended as it comes (no block of them held at once)."""
+        new = self._new
+        head = _RECORD_HEAD.pack
+        added = self._added
+        for conn, log_time, data, key in records:
+            added.append((len(new), 31 + len(data), conn, log_time, *key))
+            new += head(0x05, 22 + len(data), conn, 0, log_time, log_time)
+            new += data
 
     def _close_new(self) -> None:
         if not self._added:

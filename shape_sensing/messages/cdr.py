@@ -204,7 +204,8 @@ class ShapeCdr:
         if statuses is not None:
             out.append(("/diagnostics", "diagnostic_msgs/msg/DiagnosticArray", diagnostics_cdr(stamp, statuses)))
         if self.markers.ready(stamp):
-            out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", markers_cdr(shape, body=nb.body)))
+            marker = markers_cdr(shape, body=nb.body, tip_covariance=nb.tip_covariance)
+            out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", marker))
         return out
 
     def build_many(self, shapes: list[ShapeEstimate]) -> Iterator[list[tuple[str, str, bytes]]]:
@@ -222,6 +223,8 @@ class ShapeCdr:
             marked = [k for k, s in enumerate(block) if probe.ready(s.stamp_ns)]
             for k, body in _block_bodies(block, marked).items():
                 numbers[k] = numbers[k]._replace(body=body)
+            for k, ellipsoid in _block_ellipsoids(block, marked).items():
+                numbers[k] = numbers[k]._replace(tip_covariance=ellipsoid)
             for shape, nb in zip(block, numbers, strict=True):
                 yield self.build(shape, nb)
 
@@ -233,6 +236,7 @@ class _Numbers(NamedTuple):
     path: bytes | None
     tip: bytes | None
     body: np.ndarray | None = None  # the body marker's tube vertices
+    tip_covariance: tuple[np.ndarray, np.ndarray] | None = None  # its ellipsoid's scale and 7 pose values
 
 
 def _block_bodies(shapes: list[ShapeEstimate], which: list[int]) -> dict[int, np.ndarray]:
@@ -250,6 +254,25 @@ def _block_bodies(shapes: list[ShapeEstimate], which: list[int]) -> dict[int, np
         points = np.stack([_decimate(np.asarray(shapes[k].backbone, dtype=float), 48) for k in members])
         for k, v in zip(members, tube_vertices(points, radius, 8), strict=True):
             out[k] = v
+    return out
+
+
+def _block_ellipsoids(
+    shapes: list[ShapeEstimate], which: list[int], n_sigma: float = 2.0
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Scale and pose values of the tip covariance markers of ``shapes[k]`` for ``k`` in ``which``: the
+    ellipsoids one by one (as :func:`markers_cdr`), their quaternions in one :func:`matrix_to_quat` (elementwise:
+    the bits of one alone)."""
+    members = [k for k in which if shapes[k].position_covariance is not None]
+    if not members:
+        return {}
+    found = [covariance_ellipsoid(shapes[k].position_covariance[-1], n_sigma) for k in members]  # type: ignore[index]
+    quats = matrix_to_quat(np.stack([R for _, R in found]))
+    out = {}
+    for k, (scale, _), q in zip(members, found, quats, strict=True):
+        p = shapes[k].poses[-1, :3, 3]
+        values = np.array([float(p[0]), float(p[1]), float(p[2]), float(q[0]), float(q[1]), float(q[2]), float(q[3])])
+        out[k] = (scale, values)
     return out
 
 
@@ -459,10 +482,12 @@ def markers_cdr(
     rgba: tuple[float, float, float, float] = (0.1, 0.6, 0.9, 0.6),
     n_sigma: float = 2.0,
     body: np.ndarray | None = None,
+    tip_covariance: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> bytes:
     """visualization_msgs/MarkerArray of :func:`~shape_sensing.messages.common.shape_markers` (same defaults).
 
-    ``body``: the tube's vertices when already made (:func:`~shape_sensing.viz.tube_vertices`).
+    ``body``: the tube's vertices when already made (:func:`~shape_sensing.viz.tube_vertices`);
+    ``tip_covariance``: the covariance marker's scale and pose values when already made (``_block_ellipsoids``).
     """
     from shape_sensing.messages.common import (
         MARKER_LINE_STRIP,
@@ -487,9 +512,12 @@ def markers_cdr(
         (f"{ns}/frames", MARKER_SPHERE_LIST, None, (0.02, 0.02, 0.02), (1.0, 0.5, 0.0, 1.0), shape.poses[:, :3, 3]),
     ]
     if shape.position_covariance is not None:
-        scale, R = covariance_ellipsoid(shape.position_covariance[-1], n_sigma)
-        pose = make_transform(R, shape.poses[-1, :3, 3])
-        markers.append((f"{ns}/tip_covariance", MARKER_SPHERE, pose, scale, (1.0, 0.2, 0.2, 0.35), None))
+        if tip_covariance is None:
+            scale, R = covariance_ellipsoid(shape.position_covariance[-1], n_sigma)
+            pose_values = _pose_values(make_transform(R, shape.poses[-1, :3, 3]))
+        else:
+            scale, pose_values = tip_covariance
+        markers.append((f"{ns}/tip_covariance", MARKER_SPHERE, pose_values, scale, (1.0, 0.2, 0.2, 0.35), None))
     c = _Cdr()
     c.u32(len(markers))
     for name, mtype, pose, scale, color, points in markers:
@@ -502,7 +530,7 @@ def markers_cdr(
             c.align(8)
             c.buf += _IDENTITY_POSE
         else:
-            c.f64(_pose_values(np.asarray(pose, dtype=float)))
+            c.f64(pose)
         c.f64(np.array([float(scale[0]), float(scale[1]), float(scale[2])]))
         c.buf += _4F.pack(*color)  # ColorRGBA float32, 4-aligned after float64s
         c.buf += _TIME.pack(0, 0)  # lifetime
@@ -511,15 +539,25 @@ def markers_cdr(
         c.u32(len(pts))
         if len(pts):
             c.f64(np.ascontiguousarray(pts))  # Points: three float64 each, no padding between them
-        c.u32(0)  # colors
-        c.string("")  # texture_resource
-        c.header(0, "")  # texture: CompressedImage header, format, data
-        c.string("")
-        c.u32(0)
-        c.u32(0)  # uv_coordinates
-        c.string("")  # text
-        c.string("")  # mesh_resource
-        c.string("")  # mesh_file: filename, data
-        c.u32(0)
-        c.buf.append(0)  # mesh_use_embedded_materials
+        c.buf += _MARKER_TAIL  # 4-aligned here (after a count or float64s)
     return c.bytes()
+
+
+def _marker_tail() -> bytes:
+    """A Marker's fields after its points, all empty, from a 4-aligned offset (none needs more alignment)."""
+    c = _Cdr()
+    c.u32(0)  # colors
+    c.string("")  # texture_resource
+    c.header(0, "")  # texture: CompressedImage header, format, data
+    c.string("")
+    c.u32(0)
+    c.u32(0)  # uv_coordinates
+    c.string("")  # text
+    c.string("")  # mesh_resource
+    c.string("")  # mesh_file: filename, data
+    c.u32(0)
+    c.buf.append(0)  # mesh_use_embedded_materials
+    return bytes(c.buf[4:])
+
+
+_MARKER_TAIL = _marker_tail()

@@ -108,17 +108,21 @@ class DiagnosticsThrottle:
         self.throttle = RateThrottle(1.0 / period_s)
         self.node = node
         self.hardware_id = hardware_id
-        self._pending: dict[str, DiagnosticStatus] = {}
+        self._pending: dict[str, DiagnosticStatus] = {}  # by qualified name; qualified when released
+        self._names: dict[str, str] = {}  # a core status name -> its qualified name
 
     def add(self, stamp_ns: int, statuses: Iterable[DiagnosticStatus]) -> list[DiagnosticStatus] | None:
         """Add the statuses of one estimate; returns the statuses to publish now, or None when not due."""
+        pending = self._pending
         for s in statuses:
-            q = qualify_status(s, self.node, self.hardware_id)
-            kept = self._pending.get(q.name)
-            if kept is None or q.level >= kept.level:
-                self._pending[q.name] = q
-        if not self._pending or not self.throttle.ready(stamp_ns):
+            name = self._names.get(s.name)
+            if name is None:
+                name = self._names[s.name] = qualify_status(s, self.node, self.hardware_id).name
+            kept = pending.get(name)
+            if kept is None or s.level >= kept.level:
+                pending[name] = s
+        if not pending or not self.throttle.ready(stamp_ns):
             return None
-        out = list(self._pending.values())
-        self._pending.clear()
+        out = [qualify_status(s, self.node, self.hardware_id) for s in pending.values()]
+        pending.clear()
         return out

@@ -473,15 +473,19 @@ def replay_bulk(
             for est in shapes
         )
     conns: dict[str, int] = {}
-    seq = 0
-    for (t, est), built in zip(est_list, messages, strict=True):
-        fire = int(states.fire_rank[t])
-        for topic, msgtype, raw in built:
-            name = resolve_topic(topic, namespace)
-            if name not in conns:
-                conns[name] = writer.connection_id(name, msgtype)
-            batch.add(conns[name], est.stamp_ns, raw, (fire, 1, seq))
-            seq += 1
+
+    def records() -> Iterator[tuple[int, int, bytes, tuple[int, int, int]]]:
+        seq = 0
+        for (t, est), built in zip(est_list, messages, strict=True):
+            fire = int(states.fire_rank[t])
+            for topic, msgtype, raw in built:
+                cid = conns.get(topic)
+                if cid is None:
+                    cid = conns[topic] = writer.connection_id(resolve_topic(topic, namespace), msgtype)
+                yield cid, est.stamp_ns, raw, (fire, 1, seq)
+                seq += 1
+
+    batch.add_many(records())
     t5 = clock()
     write_records(writer, batch)
     t6 = clock()
