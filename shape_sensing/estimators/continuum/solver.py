@@ -742,8 +742,8 @@ def gauss_newton(
     decrement_tol: float | None = DECREMENT_TOL,
     second_order: bool = True,
     progress: Callable[[int], None] | None = None,
-    robust_curvature: bool = True,
-    extrapolate: bool = True,
+    robust_curvature: bool = False,
+    extrapolate: bool = False,
     trust_region: bool = True,
 ) -> GNResult:
     """Iterate Gauss-Newton (IRLS for robust factors) from ``state`` (``progress(iteration)`` after each).
@@ -758,21 +758,29 @@ def gauss_newton(
     benchmark's reference). ``ab`` of the result is the last system matrix:
     its inverse is the Laplace covariance.
 
-    Two things make it converge where IRLS Gauss-Newton crawls (robot-2 trials with a Cauchy along-s prior hit
-    the 50-iteration cap with the cost still falling by a constant amount per iteration):
-    ``extrapolate`` lets the line search lengthen a full step whose decrease shows the cost is much flatter along
-    it than the model says (:func:`backtrack`), and ``robust_curvature`` then (from the first such step on) adds
-    the Cauchy loss's own curvature of the factors inside its bend to the Newton system
-    (:func:`_robust_curvature`). Until a step shows that signature the iterations are the former solver's (both
-    off). Every step is still accepted only on a decrease of the true (robust, re-matched) cost.
+    Where it crawls (robot-2 trials with a Cauchy along-s prior: the former solver left 40 of 216 runs at the
+    50-iteration cap, the cost falling by a near-constant amount per iteration, and needs up to 400 on some), the
+    cause is the Cauchy loss: beyond its bend the loss's curvature is negative, which IRLS's ``w J^T J`` states
+    as positive, so along the step the cost is up to 70 times flatter than the system says (measured by finite
+    differences on ``slow_free_space``). With ``trust_region`` (the default) the iterations are the former
+    solver's until both (a) a full step has lowered the cost by more than ``EXPAND_GAIN`` times the model's
+    prediction (the crawl) and (b) the set of robust factors beyond the bend has settled (a step moves at most
+    ``SETTLED`` of them across it). From then on each iteration is :func:`_lm_step`: Levenberg-Marquardt on the
+    exact robust Hessian (:func:`_robust_curvature` with ``exact``), damped in the metric of the system matrix
+    itself. The stopping tests and the result's ``ab`` stay those of the system matrix, so "converged" means
+    what it meant; where no damping lowers the cost, that system's step with the line search is taken. Started
+    earlier, while the bend's set still changes, the same iteration ran into other local minima than the former
+    solver's (fast_contact s0.01b0.01r1c1: 982.54 against 982.73); started once it has settled it reaches the
+    former solver's own minimum (to its stopping accuracy) in fewer iterations.
 
-    That still crawls where many factors lie beyond the Cauchy bend (robot-2 ``slow_free_space``: along the step
-    the cost is up to 70 times flatter than the system says, since beyond the bend the loss's curvature is
-    negative). So with ``trust_region`` (and ``robust_curvature``), from the first crawling step on, each iteration
-    is :func:`_lm_step`: Levenberg-Marquardt on the exact robust Hessian, damped in the metric of the
-    system matrix above. The stopping tests stay those of the system matrix's own step, which is also what
-    the result's ``ab`` is; where no damping gives a step that lowers the cost, that step with the line search
-    is taken.
+    Two further switches, off by default, are an earlier attempt kept for the ToF localisation
+    (:data:`~.tof_localise.TOF_SOLVER`), whose figures were taken with them: ``extrapolate`` lets the line
+    search lengthen a full step whose decrease shows the cost is much flatter along it than the model says
+    (:func:`backtrack`), and ``robust_curvature`` then (from the first such step on) adds the Cauchy loss's own
+    curvature of the factors inside its bend to the system (:func:`_robust_curvature`). They fix some crawls but
+    leave others at the cap, and lead some solves into other minima than the former solver's
+    (slow_free_space s0.01b0.1r1c1: 475.1 after 146 iterations against the former solver's 476.07 after 52).
+    Every step, in every mode, is accepted only on a decrease of the true (robust, re-matched) cost.
     """
     with blas_single_thread():
         return _gauss_newton(
@@ -810,11 +818,13 @@ def _gauss_newton(
     cost, (batches, extra) = evaluate(state)
     stop = "iteration cap"
     expanded = 0
-    # the Cauchy curvature joins the system once a full step has shown the crawl (a decrease well beyond the
-    # model's prediction): until then every step is the former solver's, so a solve that converges as it did
-    # takes the same steps
+    # the Cauchy curvature joins the system (robust_curvature) and the trust region takes over (trust_region) only
+    # once a full step has shown the crawl (a decrease well beyond the model's prediction), the latter also only
+    # once the set of factors beyond the bend has settled: until then every step is the former solver's
     crawling = False
     lam = LM_INITIAL
+    beyond = _beyond_bend(batches)
+    settled = False
     while it < max_iterations:
         it += 1
         if progress is not None:
@@ -832,7 +842,7 @@ def _gauss_newton(
             converged = True
             stop = "converged"
             break
-        lm = trust_region and robust_curvature and crawling and second_order and not dense
+        lm = trust_region and crawling and settled and second_order and not dense and beyond.size > 0
         if it == max_iterations and not lm:
             state = state.retract(dx)
             break
@@ -843,6 +853,7 @@ def _gauss_newton(
             out = _lm_step(state, H, ab, g, cost, lam, evaluate)
             if out is not None:
                 state, cost, (batches, extra), lam = out
+                beyond = _beyond_bend(batches)
                 continue
             lam = LM_INITIAL
         moved, c, payload, alpha = backtrack(along(state, dx), float(g @ dx), cost, evaluate, extrapolate=extrapolate)
@@ -852,6 +863,10 @@ def _gauss_newton(
         expanded += int(alpha > 1.0)
         crawling |= alpha >= 1.0 and cost - c > EXPAND_GAIN * 0.5 * -float(g @ dx)
         state, cost, (batches, extra) = moved, c, payload
+        now = _beyond_bend(batches)
+        if now.shape == beyond.shape:
+            settled |= int((now != beyond).sum()) <= SETTLED * now.size
+        beyond = now
     return GNResult(state, it, converged, costs[-1] if costs else 0.0, costs, ab, stop, expanded)
 
 
@@ -863,6 +878,17 @@ LM_ACCEPT = 1e-4
 LM_RESTART = 1e-4
 LM_FLOOR = 1e-7
 LM_TRIALS = 12
+
+
+#: The iterations count as settled (the set of robust factors beyond the Cauchy bend stable) once a step changes
+#: the side of at most this fraction of them.
+SETTLED = 0.01
+
+
+def _beyond_bend(batches: list[fac.FactorBatch]) -> NDArray[np.bool_]:
+    """Which robust factors (in batch order) have their residual beyond the Cauchy bend, ``|r| > c``."""
+    out = [np.einsum("md,md->m", b.r, b.r) > b.cauchy**2 for b in batches if b.cauchy is not None and b.size]
+    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
 
 def banded_matvec(ab: FloatArray, v: FloatArray) -> FloatArray:
