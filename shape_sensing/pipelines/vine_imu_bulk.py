@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.io.bag import BagWriter
-from shape_sensing.io.bag_bulk import RecordBatch, TopicArrays, read_topics, write_records
+from shape_sensing.io.bag_bulk import FixedRows, RecordBatch, TopicArrays, read_topics, write_records
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import cdr
 from shape_sensing.messages import common as msgs
@@ -91,7 +91,7 @@ def _imu_stream(ta: TopicArrays) -> _Stream:
     """Decode a whole sensor_msgs/Imu topic: header stamps, statuses, unit orientations."""
     n = len(ta)
     data = ta.data
-    if isinstance(data, np.ndarray) and n:
+    if isinstance(data, (np.ndarray, FixedRows)) and n:
         fast = _imu_fixed_layout(data)
         if fast is not None:
             stamp, q, status = fast
@@ -123,7 +123,7 @@ def _norm_ok(q: np.ndarray) -> bool:
     return 0.5 < norm < 1.5
 
 
-def _imu_fixed_layout(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _imu_fixed_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Vectorised :func:`~shape_sensing.messages.common.imu_orientation_from_cdr` for same-size messages."""
     size = data.shape[1]
     if size < 20 or not (np.all(data[:, 0] == 0) and np.all(data[:, 1] == 1)):
@@ -163,7 +163,7 @@ def _decode(raw: bytes, msgtype: str) -> Any:
         raise BagError(f"a {msgtype} message does not decode: {type(exc).__name__}: {exc}") from exc
 
 
-def _header_layout(data: np.ndarray) -> tuple[np.ndarray, int] | None:
+def _header_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, int] | None:
     """Stamps and the offset after the header of same-size CDR messages that start with one std_msgs/Header.
 
     ``None`` unless every row is little-endian CDR with the same frame id length.
@@ -180,7 +180,7 @@ def _header_layout(data: np.ndarray) -> tuple[np.ndarray, int] | None:
     return stamp, end
 
 
-def _length_fixed_layout(data: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _length_fixed_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, np.ndarray] | None:
     """Stamps and position[0] of same-size sensor_msgs/JointState messages with the same names, or ``None``."""
     found = _header_layout(data)
     if found is None:
@@ -211,7 +211,7 @@ def _length_stream(ta: TopicArrays | None) -> _Stream:
     if ta is None:
         e = np.zeros(0, dtype=np.int64)
         return _Stream(e, e, np.zeros(0, dtype=np.int8), np.zeros(0))
-    if isinstance(ta.data, np.ndarray) and len(ta) and ta.msgtype == "sensor_msgs/msg/JointState":
+    if isinstance(ta.data, (np.ndarray, FixedRows)) and len(ta) and ta.msgtype == "sensor_msgs/msg/JointState":
         fast = _length_fixed_layout(ta.data)
         if fast is not None:
             stamp, value = fast
@@ -237,7 +237,7 @@ def _length_stream(ta: TopicArrays | None) -> _Stream:
 def _truth(ta: TopicArrays | None) -> tuple[np.ndarray, np.ndarray]:
     if ta is None:
         return np.zeros(0, dtype=np.int64), np.zeros((0, 3))
-    if isinstance(ta.data, np.ndarray) and len(ta) and ta.msgtype == "geometry_msgs/msg/PoseStamped":
+    if isinstance(ta.data, (np.ndarray, FixedRows)) and len(ta) and ta.msgtype == "geometry_msgs/msg/PoseStamped":
         found_layout = _header_layout(ta.data)
         if found_layout is not None:
             stamp, at = found_layout
