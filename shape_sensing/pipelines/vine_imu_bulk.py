@@ -126,9 +126,12 @@ def _norm_ok(q: np.ndarray) -> bool:
 def _imu_fixed_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Vectorised :func:`~shape_sensing.messages.common.imu_orientation_from_cdr` for same-size messages."""
     size = data.shape[1]
-    if size < 20 or not (np.all(data[:, 0] == 0) and np.all(data[:, 1] == 1)):
+    if size < 20:
         return None
-    head = np.ascontiguousarray(data[:, 4:16]).view("<u4")  # sec, nanosec, frame id length
+    first = np.asarray(data[:, 0:16])  # encapsulation, stamp, frame id length: one gather
+    if not (np.all(first[:, 0] == 0) and np.all(first[:, 1] == 1)):
+        return None
+    head = np.ascontiguousarray(first[:, 4:16]).view("<u4")  # sec, nanosec, frame id length
     if not np.all(head[:, 2] == head[0, 2]):
         return None
     n_frame = int(head[0, 2])
@@ -168,9 +171,12 @@ def _header_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, int] | Non
 
     ``None`` unless every row is little-endian CDR with the same frame id length.
     """
-    if data.shape[1] < 16 or not (np.all(data[:, 0] == 0) and np.all(data[:, 1] == 1)):
+    if data.shape[1] < 16:
         return None
-    head = np.ascontiguousarray(data[:, 4:16]).view("<u4")
+    first = np.asarray(data[:, 0:16])  # encapsulation, stamp, frame id length: one gather
+    if not (np.all(first[:, 0] == 0) and np.all(first[:, 1] == 1)):
+        return None
+    head = np.ascontiguousarray(first[:, 4:16]).view("<u4")
     if not np.all(head[:, 2] == head[0, 2]) or head[0, 2] == 0:
         return None
     end = 16 + int(head[0, 2])
