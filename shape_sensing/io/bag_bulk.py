@@ -310,7 +310,7 @@ class RecordBatch:
         self._new += data
         self._added.append((pos, 31 + len(data), conn, log_time, *key))
 
-    def add_many(self, records: Iterable[tuple[int, int, bytes, tuple[int, int, int]]]) -> None:
+    def add_many(self, records: Iterable[tuple[int, int, bytes | memoryview, tuple[int, int, int]]]) -> None:
         """:meth:`add` of every ``(conn, log_time, data, key)`` of ``records``, in order (same bytes), the data
         appended as it comes (no block of them held at once)."""
         new = self._new

@@ -469,9 +469,11 @@ def replay_bulk(
     # the messages of the streaming replay's ShapeWriter (its marker and diagnostics throttles)
     shape_messages = ShapeWriter(writer, namespace, tracker.params["marker_rate"]).messages
     shapes = [est for _, est in est_list]
-    messages: Iterable[list[tuple[str, str, bytes]]]
+    messages: Iterable[list[tuple[str, str, bytes | memoryview]]]
     if cdr.supported(writer.factory.typestore):  # the bytes straight from the estimates' arrays
-        messages = cdr.ShapeCdr(tracker.params["marker_rate"], shape_messages.diagnostics).build_many(shapes)
+        # views of each block's bytes: add_many copies them into the batch before the next block is made
+        direct = cdr.ShapeCdr(tracker.params["marker_rate"], shape_messages.diagnostics, views=True)
+        messages = direct.build_many(shapes)
     else:  # other definitions: build the messages and serialise them
         serialize = writer.factory.typestore.serialize_cdr
         messages = (
@@ -480,7 +482,7 @@ def replay_bulk(
         )
     conns: dict[str, int] = {}
 
-    def records() -> Iterator[tuple[int, int, bytes, tuple[int, int, int]]]:
+    def records() -> Iterator[tuple[int, int, bytes | memoryview, tuple[int, int, int]]]:
         seq = 0
         for (t, est), built in zip(est_list, messages, strict=True):
             fire = int(states.fire_rank[t])
