@@ -531,7 +531,10 @@ def write_bag(
                 pos_cov[-1] = R @ cov[:3, :3] @ R.T
             length = float(state.s[-1])
             shape = ShapeEstimate(stamp, frames["base_frame"], names, poses, pos_cov, backbone, 0.01, length)
-            tfs = [TransformStamped(stamp, base, frame_prefix + n, T) for n, T in zip(names, poses, strict=True)]
+            tfs = [
+                TransformStamped(stamp, base, frame_prefix + n, T)
+                for n, T in zip(names, poses, strict=True)
+            ]
             bag.write("/tf", mc.tf_message(tfs), stamp)
             bag.write(f"{namespace}/shape/path", mc.path_msg(stamp, base, backbone), stamp)
             bag.write(f"{namespace}/shape/markers", mc.shape_markers(shape, frame_prefix=frame_prefix), stamp)

@@ -82,9 +82,9 @@ def figure4(seed: int = 0, pairs: int = 50, progress: Callable[[], None] | None 
             lengths.append(o.plan.length / RC)
             if progress is not None:
                 progress()
-        groups[str(k)] = {mode: {m: _stats([e[m] for e in errs]) for m in _METRICS} for mode, errs in runs.items()} | {
-            "path_length_rc": _stats(lengths)
-        }
+        groups[str(k)] = {
+            mode: {m: _stats([e[m] for e in errs]) for m in _METRICS} for mode, errs in runs.items()
+        } | {"path_length_rc": _stats(lengths)}
     return {"robot": "A", "rc_m": RC, "step_m": ROBOT_A.step_length, "bend_per_step_deg": math.degrees(
         ROBOT_A.bend_per_step or 0.0), "pairs": pairs, "seed": seed, "groups": groups}  # fmt: skip
 

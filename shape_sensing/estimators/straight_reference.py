@@ -110,7 +110,11 @@ class StraightReference:
             "base_from_placement": bool(self.base_from_placement),
             "world_base": [[float(v) for v in row] for row in self.world_base],
             "sensors": {
-                fid: ([[float(v) for v in row] for row in self.mountings[i]] if self.captured[i] else None)
+                fid: (
+                    [[float(v) for v in row] for row in self.mountings[i]]
+                    if self.captured[i]
+                    else None
+                )
                 for i, fid in enumerate(self.frame_ids)
             },
         }
