@@ -309,14 +309,8 @@ class CollisionMessages:
             pts = np.column_stack([xy, np.zeros(len(xy))])
             pairs.append((f"{pre}/path", msgs.path_msg(out.stamp_ns, frame, pts, f)))
             pivots = np.array([(x, y) for x, y, _ in self.tracker.estimators[pre].recon.pivots])
-            pairs.append(
-                (
-                    f"{pre}/markers",
-                    cmsgs.collision_markers(
-                        out.stamp_ns, frame, pivots, out.tip, out.in_contact, ns=pre, radius=self.radius, factory=f
-                    ),
-                )
-            )
+            pairs.append((f"{pre}/markers", cmsgs.collision_markers(
+                out.stamp_ns, frame, pivots, out.tip, out.in_contact, ns=pre, radius=self.radius, factory=f)))
         statuses = self.diagnostics.add(out.stamp_ns, self.tracker.diagnostics(pre, out.stamp_ns))
         if statuses is not None:
             pairs.append(("/diagnostics", msgs.diagnostic_array(out.stamp_ns, statuses, f)))
