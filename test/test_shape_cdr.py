@@ -157,3 +157,16 @@ def test_supported_only_for_the_definitions_it_writes() -> None:
     other = type("Other", (), {"fielddefs": {t: ((), [("x", (1, ("float64", 0)))]) for t in cdr.LAYOUT_TYPES}})
     assert not cdr.supported(other())
     assert not cdr.supported(type("Empty", (), {"fielddefs": {}})())
+
+
+def test_scatter_writes_what_fancy_indexing_writes() -> None:
+    """Items placed at offsets in runs of one stride (and odd ones out) land where column indexing puts them."""
+    rng = np.random.default_rng(3)
+    for at in ([4, 16, 28, 40, 50, 70], [0], [3, 9], [0, 8, 16, 24], [5, 20, 35, 47, 59, 80, 90]):
+        offsets = np.array(at)
+        items = rng.integers(0, 256, size=(7, len(at), 6), dtype=np.uint8)
+        got = np.zeros((7, 100), dtype=np.uint8)
+        cdr._scatter(got, offsets, items)
+        want = np.zeros((7, 100), dtype=np.uint8)
+        want[:, (offsets[:, None] + np.arange(6)).reshape(-1)] = items.reshape(7, -1)
+        assert np.array_equal(got, want), at

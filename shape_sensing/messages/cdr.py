@@ -338,11 +338,8 @@ def _block_numbers(shapes: list[ShapeEstimate], views: bool = False) -> list[_Nu
         made = []
         for (template, stamp_at, value_at), values in zip(layouts, (tf, path, tip[:, None, :]), strict=True):
             block = np.tile(np.frombuffer(template, np.uint8), (g, 1))
-            cols = (stamp_at[:, None] + np.arange(8)).reshape(-1)
-            block[:, cols] = np.tile(time_bytes, (1, len(stamp_at)))
-            width = 8 * values.shape[2]
-            vcols = (value_at[:, None] + np.arange(width)).reshape(-1)
-            block[:, vcols] = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).reshape(g, -1)
+            _scatter(block, stamp_at, np.broadcast_to(time_bytes[:, None, :], (g, len(stamp_at), 8)))
+            _scatter(block, value_at, np.ascontiguousarray(values, dtype="<f8").view(np.uint8))
             made.append(block)
         if views:
             rows = [[memoryview(row) for row in block] for block in made]
@@ -351,6 +348,30 @@ def _block_numbers(shapes: list[ShapeEstimate], views: bool = False) -> list[_Nu
         for j, k in enumerate(members):
             out[k] = _Numbers(rows[0][j], rows[1][j], rows[2][j])
     return out
+
+
+def _scatter(block: np.ndarray, at: np.ndarray, items: np.ndarray) -> None:
+    """``block[:, at[i] : at[i] + w] = items[:, i]`` for every ``i`` (``items``: ``(G, n, w)`` bytes).
+
+    The offsets come in runs of one stride (a message's repeated elements); each run is one strided copy.
+    """
+    n, w = items.shape[1], items.shape[2]
+    if not n:
+        return
+    at = np.asarray(at, dtype=np.int64)
+    cut = np.flatnonzero(np.diff(np.diff(at)) != 0) + 1 if n > 2 else np.zeros(0, dtype=np.int64)
+    starts = [0, *(cut + 1).tolist()] if n > 2 else [0]
+    for k, a in enumerate(starts):
+        b = starts[k + 1] if k + 1 < len(starts) else n
+        stride = int(at[a + 1] - at[a]) if b - a > 1 else w
+        if stride < w:  # overlapping items (no such layout): one at a time
+            for i in range(a, b):
+                block[:, at[i] : at[i] + w] = items[:, i]
+            continue
+        view = np.lib.stride_tricks.as_strided(
+            block[:, int(at[a]) :], shape=(len(block), b - a, w), strides=(block.strides[0], stride, 1)
+        )
+        view[...] = items[:, a:b]
 
 
 _LAYOUTS: dict[tuple[str, tuple[str, ...], int], list[tuple[bytes, np.ndarray, np.ndarray]]] = {}
