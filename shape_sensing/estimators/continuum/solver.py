@@ -913,7 +913,8 @@ def _lm_step(
     """One Levenberg-Marquardt iteration on the exact robust Hessian ``H``, damped in the metric ``M``.
 
     Solves ``(H + lam M) dx = -g`` (``H`` and ``M`` lower banded, ``M`` the positive definite system matrix of
-    :func:`newton_step`, which exceeds ``H`` by the positive semidefinite Cauchy terms beyond the bend): a trust
+    :func:`newton_step`, which exceeds ``H`` by the positive semidefinite Cauchy terms wherever both hold the same
+    second-order terms; the step falls back to plain Gauss-Newton where they are not positive definite): a trust
     region ``dx^T M dx <= Delta^2`` in the Laplace metric, from the pure Newton step on the exact Hessian
     (``lam = 0``) to a short step along ``-M^-1 g`` (large ``lam``). The step is taken when the cost falls by at
     least ``LM_ACCEPT`` times what the quadratic model on ``H`` predicts; ``lam`` is then scaled by Nielsen's
