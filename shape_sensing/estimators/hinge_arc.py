@@ -417,6 +417,7 @@ class _Plan(NamedTuple):
     """What an update needs that depends only on which sensors are selected and which of them are active."""
 
     idx: np.ndarray  # (m,) active sensors
+    pick: np.ndarray | slice  # idx, or all sensors as a slice (no gather) when every one is active
     mount_tr: FloatArray  # (m, 3, 3) their M_i^T
     mount: FloatArray  # (m, 3, 3) their M_i
     seg_len_batch: FloatArray  # (7 m,) material length of the segments, then of each of their six turned copies
@@ -586,7 +587,7 @@ class HingeArcEstimator:
         D = cfg.diameter
         B = np.empty((T, m + 1, 3, 3))
         B[:, 0] = _EYE3
-        R = quats_to_matrices(quats[:, plan.idx])
+        R = quats_to_matrices(quats[:, plan.pick])
         sensor_rot = _mm(self._world_base_T, R)  # W^T R_i: each sensor's orientation in the base frame
         _mm(sensor_rot, plan.mount_tr, out=B[:, 1:])
         Bk, BkT = B[:, :-1], B[:, :-1].swapaxes(-1, -2)
@@ -664,6 +665,7 @@ class HingeArcEstimator:
             messages.append("bridged missing/stale: " + ", ".join(missing))
         plan = _Plan(
             idx=idx,
+            pick=slice(None) if len(idx) == len(active) else idx,
             mount_tr=self._mount_T[idx],
             mount=self._mount[idx],
             seg_len_batch=np.tile(seg_L, 7),
