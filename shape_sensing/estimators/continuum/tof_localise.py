@@ -23,6 +23,7 @@ from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.estimator import BatchEstimator
+from shape_sensing.estimators.continuum.gyro_bias import apply_correction, bias_newton_step, still_mean_prior
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.tof import (
@@ -94,6 +95,12 @@ class LocaliseConfig:
     strain_sigma_kappa: float = 0.01
     gyro_sigma: float = 0.01
     q_scale: float = 1.0
+    #: the gyroscopes' constant biases: "still" holds each at its still-period mean (seed 001); "joint" takes
+    #: that mean as a prior (variance ``gyro_sigma^2 / n``) and estimates the bias with the batch (see
+    #: :mod:`~.gyro_bias`); the sliding window always uses "still"
+    gyro_bias: str = "joint"
+    #: Newton steps on the joint biases (each followed by a batch solve from the moved state)
+    bias_iterations: int = 2
 
 
 @dataclass
@@ -181,6 +188,10 @@ class LocaliseResult:
     #: why the batch stopped: "converged", "no descent" (no step along the last direction lowered the re-matched
     #: cost: the point matches, not the estimate, still change) or "iteration cap"; "window" for the window
     stop: str = "converged"
+    #: joint biases: the correction to each gyroscope's still-period mean (rad/s) and its posterior covariance
+    #: ``(3 G, 3 G)`` in the order of the sensors' arc lengths
+    bias_correction: dict[float, FloatArray] = field(default_factory=dict)
+    bias_cov: FloatArray | None = None
 
 
 def localise(
@@ -204,14 +215,37 @@ def localise(
     blog = logging.getLogger("shape_sensing.estimators.continuum.estimator")
     level = blog.level
     blog.setLevel(logging.ERROR)
+    if cfg.gyro_bias not in ("still", "joint"):
+        raise ContinuumError(f"gyro_bias must be 'still' or 'joint', got {cfg.gyro_bias!r}")
+    joint = cfg.gyro_bias == "joint" and meas.gyro_t.size > 0 and np.any(meas.gyro_t >= data.still)
+    corr_out: dict[float, FloatArray] = {}
+    bias_cov = None
     try:
         res = est.solve(meas, 0.0, t1)
+        iterations = res.iterations
+        if joint:
+            sensors = np.unique(meas.gyro_s)
+            prior_var = still_mean_prior(data.gyro_t, data.gyro_s, data.still, cfg.gyro_sigma, sensors)
+            corr = np.zeros((sensors.size, 3))
+            raw_w = meas.gyro_w
+            for _ in range(cfg.bias_iterations):
+                if res.ab is None:
+                    break
+                step = bias_newton_step(res.state, res.ab, meas, w.R_gyro, data.still, corr, prior_var, sensors)
+                corr = corr + step.delta
+                bias_cov = step.cov
+                meas.gyro_w = apply_correction(meas.gyro_t, meas.gyro_s, raw_w, data.still, sensors, corr)
+                res = est.solve(meas, 0.0, t1, init=res.state.retract(step.dx))
+                iterations += res.iterations
+            corr_out = {float(sv): corr[i] for i, sv in enumerate(sensors)}
     finally:
         blog.setLevel(level)
     stop = "converged" if res.converged else "no descent" if res.iterations < cfg.iterations else "iteration cap"
     if stop == "iteration cap":
         _log.warning("ToF localisation stopped at the %d-iteration cap without converging", cfg.iterations)
-    return LocaliseResult(res.state, w, meas, stats, res.iterations, res.converged, res.ab, stop)
+    return LocaliseResult(
+        res.state, w, meas, stats, iterations, res.converged, res.ab, stop, corr_out, bias_cov
+    )
 
 
 def ring_errors(
