@@ -132,11 +132,11 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     tof, gyro, strain = VARIANTS[job["variant"]]
     sim = simulate(job["simulator"], job["scene"], job["duration"], job["trajectory"], job["seed"], job["reach"])
     tof_map = prior_map(job["map_scene"])
-    cfg = LocaliseConfig(use_tof=tof, use_gyro=gyro, use_strain=strain)
+    cfg = LocaliseConfig(use_tof=tof, use_gyro=gyro, use_strain=strain, gyro_bias=job.get("gyro_bias", "joint"))
     data = sensor_data(sim)
     res = localise(data, tof_map, cfg)
     dp, ang = ring_errors(res.state, sim.truth_t, sim.truth_s[1:], sim.truth_pose[:, 1:])
-    keys = ("simulator", "association", "variant", "scene", "trajectory", "seed", "map_scene", "reach")
+    keys = ("simulator", "association", "variant", "scene", "trajectory", "seed", "map_scene", "reach", "gyro_bias")
     out: dict[str, Any] = {k: job[k] for k in keys}
     out["duration_s"] = job["duration"]
     out.update({k: float(v) for k, v in summarise_errors(dp, ang).items()})
@@ -182,6 +182,13 @@ def main() -> int:
         help="commanded shape's largest distance from the duct axis (m); "
         "MuJoCo runs beyond ~0.14 m press on the blades (default: the simulator's own)",
     )
+    ap.add_argument(
+        "--gyro-bias",
+        choices=("joint", "still"),
+        default="joint",
+        help="gyroscope biases estimated with the batch from the still-period mean as prior (joint, the default) "
+        "or held at the still-period mean (still, seed 001)",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="trials run in parallel (processes)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append each trial's metrics here")
     ap.add_argument("--tables-from", type=Path, default=None, help="only print the tables of --jsonl files")
@@ -190,7 +197,7 @@ def main() -> int:
     if a.tables_from is not None:
         loaded = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
         key = ("simulator", "association", "variant", "scene", "trajectory", "seed", "duration_s", "map_scene",
-               "reach")  # fmt: skip
+               "reach", "gyro_bias")  # fmt: skip
         unique = {tuple(r.get(k) for k in key): r for r in loaded}  # the last run of a trial wins
         print_tables(list(unique.values()))
         return 0
@@ -208,7 +215,7 @@ def main() -> int:
                     jobs.append(
                         {"simulator": a.simulator, "association": a.association, "variant": variant,
                          "scene": scene, "trajectory": traj, "seed": seed, "duration": a.duration,
-                         "map_scene": a.map_scene, "reach": a.reach}
+                         "map_scene": a.map_scene, "reach": a.reach, "gyro_bias": a.gyro_bias}
                     )  # fmt: skip
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -244,19 +251,20 @@ def _pooled(sel: list[dict[str, Any]], key: str) -> tuple[float, float]:
 def print_tables(rows: list[dict[str, Any]]) -> None:
     """Table II per (simulator, association, variant, map), paired degradation against S0, anomaly detection."""
 
-    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any]:
+    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any, str]:
         return (
             r.get("simulator", "kinematic"),
             r.get("association", "visible"),
             r["variant"],
             r.get("map_scene", "S0"),
             r.get("reach"),
+            r.get("gyro_bias", "still"),  # runs recorded before the joint bias held it at the still mean
         )
 
-    for sim, assoc, variant, map_scene, reach in dict.fromkeys(group(r) for r in rows):
-        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene, reach)]
+    for sim, assoc, variant, map_scene, reach, gbias in dict.fromkeys(group(r) for r in rows):
+        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene, reach, gbias)]
         at = "" if reach is None else f", reach {reach} m"
-        print(f"\n## {variant} ({sim} simulator, {assoc} association, {map_scene} map{at})")
+        print(f"\n## {variant} ({sim} simulator, {assoc} association, {map_scene} map{at}, {gbias} gyro bias)")
         print("scene | trans MAE (cm) | trans RMSE (cm) | rot MAE (deg) | rot RMSE (deg) | trials")
         scenes = sorted({r["scene"] for r in sel_v})
         for scene in scenes:

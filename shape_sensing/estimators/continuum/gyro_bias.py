@@ -50,6 +50,8 @@ class BiasStep:
         dx: ``(18 K N,)`` the matching step of the state (``-H_xx^-1 H_xb delta``).
         cov: ``(3 G, 3 G)`` posterior covariance of the biases (inverse reduced Hessian).
         gradient: ``(3 G,)`` reduced gradient before the step.
+        sensitivity: ``(18 K N, 3 G)`` how the batch's optimum moves with the biases (``-H_xx^-1 H_xb``): the
+            state's covariance with the biases unknown is ``H_xx^-1 + sensitivity cov sensitivity^T``.
     """
 
     sensors: FloatArray
@@ -57,11 +59,10 @@ class BiasStep:
     dx: FloatArray
     cov: FloatArray
     gradient: FloatArray
+    sensitivity: FloatArray
 
 
-def still_mean_prior(
-    t: FloatArray, s: FloatArray, t_still: float, sigma: float, sensors: FloatArray
-) -> FloatArray:
+def still_mean_prior(t: FloatArray, s: FloatArray, t_still: float, sigma: float, sensors: FloatArray) -> FloatArray:
     """``(G,)`` prior variances (per axis) of each still-period mean: ``sigma^2 / n`` for ``n`` readings.
 
     Raises:
@@ -145,7 +146,7 @@ def bias_newton_step(
         raise ContinuumError("reduced bias Hessian is singular") from exc
     delta = -(cov @ g.reshape(-1))
     dx = -(AinvB @ delta)
-    return BiasStep(sensors, delta.reshape(G, 3), dx, cov, g.reshape(-1))
+    return BiasStep(sensors, delta.reshape(G, 3), dx, cov, g.reshape(-1), -AinvB)
 
 
 def apply_correction(

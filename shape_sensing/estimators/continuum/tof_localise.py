@@ -243,9 +243,7 @@ def localise(
     stop = "converged" if res.converged else "no descent" if res.iterations < cfg.iterations else "iteration cap"
     if stop == "iteration cap":
         _log.warning("ToF localisation stopped at the %d-iteration cap without converging", cfg.iterations)
-    return LocaliseResult(
-        res.state, w, meas, stats, iterations, res.converged, res.ab, stop, corr_out, bias_cov
-    )
+    return LocaliseResult(res.state, w, meas, stats, iterations, res.converged, res.ab, stop, corr_out, bias_cov)
 
 
 def ring_errors(
