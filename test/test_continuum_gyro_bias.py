@@ -10,6 +10,7 @@ from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.estimator import BatchEstimator
 from shape_sensing.estimators.continuum.gyro_bias import apply_correction, bias_newton_step, still_mean_prior
 from shape_sensing.estimators.continuum.model import Measurements, Weights
+from shape_sensing.estimators.continuum.solver import GNResult
 from shape_sensing.estimators.continuum.synthetic import sample_measurements
 
 S = np.array([0.0, 0.2, 0.4])
@@ -20,12 +21,12 @@ SPAN = 2.0
 
 def _weights() -> Weights:
     return Weights(
-        P0=[1e-8] * 6 + [1e-2, 1e-2, 1e-2, 1e2, 1e2, 1e-4] + [1e-2] * 6,
-        Q1=[1.0, 1, 1, 10, 10, 10],
-        Q2=[1e-2, 1e-2, 1e-2, 10, 10, 10],
-        Q3=[1e-2, 1e-2, 1e-2, 10, 10, 10],
-        R_pose=[1e-6] * 3 + [1e-5] * 3,
-        R_gyro=[SIGMA**2] * 3,
+        P0=np.array([1e-8] * 6 + [1e-2, 1e-2, 1e-2, 1e2, 1e2, 1e-4] + [1e-2] * 6),
+        Q1=np.array([1.0, 1, 1, 10, 10, 10]),
+        Q2=np.array([1e-2, 1e-2, 1e-2, 10, 10, 10]),
+        Q3=np.array([1e-2, 1e-2, 1e-2, 10, 10, 10]),
+        R_pose=np.array([1e-6] * 3 + [1e-5] * 3),
+        R_gyro=np.full(3, SIGMA**2),
     )
 
 
@@ -66,15 +67,16 @@ def test_reduced_gradient_and_hessian_match_finite_differences_of_the_batch_opti
     pv = still_mean_prior(meas.gyro_t, meas.gyro_s, STILL, SIGMA, sensors)
     est = BatchEstimator(_weights(), S, 10, tol=1e-12, decrement_tol=None, max_iterations=40)
 
-    def reduced(c: np.ndarray) -> tuple[float, object]:
+    def reduced(c: np.ndarray) -> tuple[float, tuple[GNResult, Measurements]]:
         gw = apply_correction(base.gyro_t, base.gyro_s, base.gyro_w, STILL, sensors, c[None, :])
         m = Measurements(base.pose_t, base.pose_s, base.pose_mat, base.gyro_t, base.gyro_s, gw)
         res = est.solve(m, 0.0, SPAN)
-        assert res.converged
+        assert res.converged and res.ab is not None
         return res.cost + 0.5 * float(c @ c) / pv[0], (res, m)
 
     c0 = np.array([0.001, 0.002, -0.001])
     _, (res0, m0) = reduced(c0)
+    assert res0.ab is not None
     step = bias_newton_step(res0.state, res0.ab, m0, _weights().R_gyro, STILL, c0[None, :], pv, sensors)
     h = 2e-4
     grad = np.zeros(3)
@@ -120,6 +122,7 @@ def test_joint_bias_improves_on_the_still_mean_where_poses_pin_the_orientation()
     res = est.solve(m, 0.0, SPAN)
     corr = np.zeros((1, 3))
     for _ in range(2):
+        assert res.ab is not None
         step = bias_newton_step(res.state, res.ab, m, w.R_gyro, still, corr, pv, sensors)
         corr = corr + step.delta
         m.gyro_w = apply_correction(m.gyro_t, m.gyro_s, raw, still, sensors, corr)
@@ -130,6 +133,7 @@ def test_joint_bias_improves_on_the_still_mean_where_poses_pin_the_orientation()
     assert np.all(np.abs(err_joint) < 3 * sd), (err_joint, sd)
     assert np.linalg.norm(err_joint) < 0.5 * np.linalg.norm(err_still), (err_joint, err_still)
     assert np.all(sd < 0.5 * np.sqrt(pv[0]))
+    assert res.ab is not None
     last = bias_newton_step(res.state, res.ab, m, w.R_gyro, still, corr, pv, sensors)
     assert np.all(np.abs(last.delta[0]) < 0.05 * sd)
 
@@ -144,6 +148,7 @@ def test_without_other_information_the_bias_stays_at_its_prior() -> None:
     pv = still_mean_prior(m.gyro_t, m.gyro_s, STILL, SIGMA, sensors)
     w = _weights()
     res = BatchEstimator(w, S, 10, tol=1e-10, decrement_tol=None, max_iterations=40).solve(m, 0.0, SPAN)
+    assert res.ab is not None
     step = bias_newton_step(res.state, res.ab, m, w.R_gyro, STILL, np.zeros((1, 3)), pv, sensors)
     sd = np.sqrt(np.diag(step.cov))
     # the prior's variance, up to what the loose motion prior adds
@@ -158,6 +163,7 @@ def test_bad_inputs_name_the_problem() -> None:
     w = _weights()
     res = BatchEstimator(w, S, 10, max_iterations=5).solve(meas, 0.0, SPAN)
     pv = np.array([1e-6])
+    assert res.ab is not None
     with pytest.raises(ContinuumError, match="system has"):
         bias_newton_step(res.state, res.ab[:, :-18], meas, w.R_gyro, STILL, np.zeros((1, 3)), pv, np.array([0.4]))
     with pytest.raises(ContinuumError, match="not among the sensors"):
