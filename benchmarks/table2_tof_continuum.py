@@ -132,16 +132,24 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     tof, gyro, strain = VARIANTS[job["variant"]]
     sim = simulate(job["simulator"], job["scene"], job["duration"], job["trajectory"], job["seed"], job["reach"])
     tof_map = prior_map(job["map_scene"])
-    cfg = LocaliseConfig(use_tof=tof, use_gyro=gyro, use_strain=strain, gyro_bias=job.get("gyro_bias", "joint"))
+    cfg = LocaliseConfig(
+        use_tof=tof,
+        use_gyro=gyro,
+        use_strain=strain,
+        gyro_bias=job.get("gyro_bias", "joint"),
+        tof_noise=job.get("tof_noise", "fixed"),
+    )
     data = sensor_data(sim)
     res = localise(data, tof_map, cfg)
     dp, ang = ring_errors(res.state, sim.truth_t, sim.truth_s[1:], sim.truth_pose[:, 1:])
-    keys = ("simulator", "association", "variant", "scene", "trajectory", "seed", "map_scene", "reach", "gyro_bias")
+    keys = ("simulator", "association", "variant", "scene", "trajectory", "seed", "map_scene", "reach", "gyro_bias",
+            "tof_noise")  # fmt: skip
     out: dict[str, Any] = {k: job[k] for k in keys}
     out["duration_s"] = job["duration"]
     out.update({k: float(v) for k, v in summarise_errors(dp, ang).items()})
     out["ring_trans_mae_cm"] = [round(float(v), 4) for v in dp.mean(axis=0) * 100]
     out["iterations"], out["stop"] = res.iterations, res.stop
+    out["tof_scale"] = round(float(res.tof_scale), 4)
     # anomalies from every ToF point, against the parts the simulator added (not in the map)
     meas = res.meas if tof else build_measurements(data, tof_map, LocaliseConfig())[0]
     rec = reconstruct(res.state, meas, tof_map, ab=res.ab, sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate)
@@ -189,6 +197,13 @@ def main() -> int:
         help="gyroscope biases estimated with the batch from the still-period mean as prior (joint, the default) "
         "or held at the still-period mean (still, seed 001)",
     )
+    ap.add_argument(
+        "--tof-noise",
+        choices=("fixed", "estimate"),
+        default="fixed",
+        help="ToF point noise: Table I plus the extra as configured (fixed), or scaled by the residuals' robust "
+        "scale at the estimate when below 1 (estimate)",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="trials run in parallel (processes)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append each trial's metrics here")
     ap.add_argument("--tables-from", type=Path, default=None, help="only print the tables of --jsonl files")
@@ -197,7 +212,7 @@ def main() -> int:
     if a.tables_from is not None:
         loaded = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
         key = ("simulator", "association", "variant", "scene", "trajectory", "seed", "duration_s", "map_scene",
-               "reach", "gyro_bias")  # fmt: skip
+               "reach", "gyro_bias", "tof_noise")  # fmt: skip
         unique = {tuple(r.get(k) for k in key): r for r in loaded}  # the last run of a trial wins
         print_tables(list(unique.values()))
         return 0
@@ -215,7 +230,8 @@ def main() -> int:
                     jobs.append(
                         {"simulator": a.simulator, "association": a.association, "variant": variant,
                          "scene": scene, "trajectory": traj, "seed": seed, "duration": a.duration,
-                         "map_scene": a.map_scene, "reach": a.reach, "gyro_bias": a.gyro_bias}
+                         "map_scene": a.map_scene, "reach": a.reach, "gyro_bias": a.gyro_bias,
+                         "tof_noise": a.tof_noise}
                     )  # fmt: skip
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -251,7 +267,7 @@ def _pooled(sel: list[dict[str, Any]], key: str) -> tuple[float, float]:
 def print_tables(rows: list[dict[str, Any]]) -> None:
     """Table II per (simulator, association, variant, map), paired degradation against S0, anomaly detection."""
 
-    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any, str]:
+    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any, str, str]:
         return (
             r.get("simulator", "kinematic"),
             r.get("association", "visible"),
@@ -259,12 +275,16 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
             r.get("map_scene", "S0"),
             r.get("reach"),
             r.get("gyro_bias", "still"),  # runs recorded before the joint bias held it at the still mean
+            r.get("tof_noise", "fixed"),
         )
 
-    for sim, assoc, variant, map_scene, reach, gbias in dict.fromkeys(group(r) for r in rows):
-        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene, reach, gbias)]
+    for sim, assoc, variant, map_scene, reach, gbias, tnoise in dict.fromkeys(group(r) for r in rows):
+        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene, reach, gbias, tnoise)]
         at = "" if reach is None else f", reach {reach} m"
-        print(f"\n## {variant} ({sim} simulator, {assoc} association, {map_scene} map{at}, {gbias} gyro bias)")
+        print(
+            f"\n## {variant} ({sim} simulator, {assoc} association, {map_scene} map{at}, "
+            f"{gbias} gyro bias, {tnoise} ToF noise)"
+        )
         print("scene | trans MAE (cm) | trans RMSE (cm) | rot MAE (deg) | rot RMSE (deg) | trials")
         scenes = sorted({r["scene"] for r in sel_v})
         for scene in scenes:
