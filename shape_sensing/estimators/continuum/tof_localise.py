@@ -214,6 +214,10 @@ def localise(
 ) -> LocaliseResult:
     """Estimate the robot over the run (batch by default, sliding window with ``cfg.window``)."""
     cfg = cfg or LocaliseConfig()
+    if cfg.gyro_bias not in ("still", "joint"):
+        raise ContinuumError(f"gyro_bias must be 'still' or 'joint', got {cfg.gyro_bias!r}")
+    if cfg.tof_noise not in ("fixed", "estimate"):
+        raise ContinuumError(f"tof_noise must be 'fixed' or 'estimate', got {cfg.tof_noise!r}")
     meas, stats = build_measurements(data, tof_map, cfg)
     w = default_weights(cfg)
     nodes = s_nodes(data.length, cfg.node_spacing, [m.s for m in data.mounts])
@@ -230,10 +234,6 @@ def localise(
     blog = logging.getLogger("shape_sensing.estimators.continuum.estimator")
     level = blog.level
     blog.setLevel(logging.ERROR)
-    if cfg.gyro_bias not in ("still", "joint"):
-        raise ContinuumError(f"gyro_bias must be 'still' or 'joint', got {cfg.gyro_bias!r}")
-    if cfg.tof_noise not in ("fixed", "estimate"):
-        raise ContinuumError(f"tof_noise must be 'fixed' or 'estimate', got {cfg.tof_noise!r}")
     tof_scale = 1.0
     joint = cfg.gyro_bias == "joint" and meas.gyro_t.size > 0 and np.any(meas.gyro_t >= data.still)
     corr_out: dict[float, FloatArray] = {}
