@@ -137,7 +137,7 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
         use_gyro=gyro,
         use_strain=strain,
         gyro_bias=job.get("gyro_bias", "joint"),
-        tof_noise=job.get("tof_noise", "fixed"),
+        tof_noise=job.get("tof_noise", "estimate"),
     )
     data = sensor_data(sim)
     res = localise(data, tof_map, cfg)
@@ -200,9 +200,9 @@ def main() -> int:
     ap.add_argument(
         "--tof-noise",
         choices=("fixed", "estimate"),
-        default="fixed",
-        help="ToF point noise: Table I plus the extra as configured (fixed), or scaled by the residuals' robust "
-        "scale at the estimate when below 1 (estimate)",
+        default="estimate",
+        help="ToF point noise: scaled by the whitened residuals' robust scale at the estimate when below 1 "
+        "(estimate, the default), or Table I plus the extra as configured (fixed)",
     )
     ap.add_argument("--jobs", type=int, default=1, help="trials run in parallel (processes)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append each trial's metrics here")
