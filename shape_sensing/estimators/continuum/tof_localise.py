@@ -204,8 +204,9 @@ class LocaliseResult:
     #: ``(3 G, 3 G)`` in the order of the sensors' arc lengths
     bias_correction: dict[float, FloatArray] = field(default_factory=dict)
     bias_cov: FloatArray | None = None
-    #: factor applied to every ToF point's noise (Table I and the extra) by ``tof_noise="estimate"`` (else 1);
-    #: ``meas.tof_sigma`` and ``weights.tof_sigma_extra`` are the scaled ones
+    #: factor the estimate applied to every ToF point's noise (Table I and the extra) by ``tof_noise="estimate"``
+    #: (else 1); ``meas`` and ``weights`` keep the configured noise, which the reconstruction and the anomaly
+    #: test (Eq. 10-12) use as before
     tof_scale: float = 1.0
 
 
@@ -238,11 +239,11 @@ def localise(
     joint = cfg.gyro_bias == "joint" and meas.gyro_t.size > 0 and np.any(meas.gyro_t >= data.still)
     corr_out: dict[float, FloatArray] = {}
     bias_cov = None
+    sigma0 = meas.tof_sigma
     try:
         res = est.solve(meas, 0.0, t1)
         iterations = res.iterations
         if cfg.tof_noise == "estimate" and meas.tof_t.size:
-            sigma0 = meas.tof_sigma
             for _ in range(cfg.tof_noise_iterations):
                 sc = tof_residual_scale(res.state, meas, est.weights)
                 if not sc < 0.95:
@@ -269,11 +270,12 @@ def localise(
             corr_out = {float(sv): corr[i] for i, sv in enumerate(sensors)}
     finally:
         blog.setLevel(level)
+        meas.tof_sigma = sigma0
     stop = "converged" if res.converged else "no descent" if res.iterations < cfg.iterations else "iteration cap"
     if stop == "iteration cap":
         _log.warning("ToF localisation stopped at the %d-iteration cap without converging", cfg.iterations)
     return LocaliseResult(
-        res.state, est.weights, meas, stats, iterations, res.converged, res.ab, stop, corr_out, bias_cov, tof_scale
+        res.state, w, meas, stats, iterations, res.converged, res.ab, stop, corr_out, bias_cov, tof_scale
     )
 
 
