@@ -310,8 +310,10 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
 
         base = {pair_key(r): r for r in sel_v if r["scene"] == "S0"}
         if base and len(scenes) > 1:
-            print("scene vs S0, paired by trajectory, noise seed and map seed: "
-                  "trans MAE change % mean (std, min..max) | rot MAE change % mean (std, min..max) | pairs")  # fmt: skip
+            print(
+                "scene vs S0, paired by trajectory, noise seed and map seed: "
+                "trans MAE change % mean (std, min..max) | rot MAE change % mean (std, min..max) | pairs"
+            )
             worst = ("", -np.inf)
             for scene in scenes:
                 if scene == "S0":
