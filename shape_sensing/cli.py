@@ -35,7 +35,19 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str]) -> tuple[str | None, str | None]:
+    """The subcommand and demo named on the command line (the top level's options take no value)."""
+    words = [a for a in argv if not a.startswith("-")]
+    command = words[0] if words else None
+    demo = words[1] if command == "demo" and len(words) > 1 else None
+    return command, demo
+
+
+def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command's parser; only the chosen subcommand's module is imported to add its options (importing every
+    demo and command took about a second, before any of them ran). ``argv=None``: all of them."""
+    command, demo_name = _chosen(argv) if argv is not None else (None, None)
+    every = argv is None
     parser = argparse.ArgumentParser(prog="shape-sensing", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -43,20 +55,23 @@ def _build_parser() -> argparse.ArgumentParser:
     demos = demo.add_subparsers(dest="demo", required=True)
     for name, (module, help_text) in DEMOS.items():
         p = demos.add_parser(name, help=help_text, description=help_text)
-        mod = importlib.import_module(module)
-        mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        if every or (command == "demo" and name == demo_name):
+            mod = importlib.import_module(module)
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
-        mod = importlib.import_module(module)
-        mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
+        if every or name == command:
+            mod = importlib.import_module(module)
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``shape-sensing``."""
-    args = _build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _build_parser(argv).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

@@ -29,7 +29,7 @@ from shape_sensing.io.bag import (
     bag_topics,
     read_bag,
 )
-from shape_sensing.pipelines import PIPELINES
+from shape_sensing.pipelines import PIPELINES, contracts
 
 __all__ = ["add_arguments", "replay_bag", "run", "select_pipeline"]
 
@@ -59,22 +59,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="feed the messages one by one through the node's path (default for vine-imu bags: decode and "
         "estimate whole topics at once, same output)",
     )
-    for module in PIPELINES.values():
-        mod = importlib.import_module(module)
-        mod.add_replay_arguments(parser)
+    for contract in contracts.CONTRACTS.values():  # the options only: no pipeline is imported here
+        contract.add_replay_arguments(parser)
 
 
 def select_pipeline(topics: dict[str, str], forced: str | None = None) -> ModuleType:
-    """The pipeline module for a bag's topics."""
-    if forced is not None:
-        return importlib.import_module(PIPELINES[forced])
-    found = [name for name, module in PIPELINES.items() if importlib.import_module(module).matches(topics)]
-    if not found:
-        listing = ", ".join(f"{t} [{ty}]" for t, ty in sorted(topics.items())) or "no topics"
-        raise ValueError(f"no pipeline recognises the bag's topics ({listing}); see the README's input contract")
-    if len(found) > 1:
-        raise ValueError(f"several pipelines match the bag ({found}); choose one with --pipeline")
-    return importlib.import_module(PIPELINES[found[0]])
+    """The pipeline module for a bag's topics (chosen by :func:`~shape_sensing.pipelines.contracts.select`;
+    only that pipeline is imported)."""
+    return importlib.import_module(PIPELINES[contracts.select(topics, forced)])
 
 
 def replay_bag(

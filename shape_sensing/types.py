@@ -7,6 +7,7 @@ messages and back.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, MutableMapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -15,6 +16,7 @@ import numpy as np
 from shape_sensing.geometry import FloatArray
 
 __all__ = [
+    "DeferredValues",
     "DiagnosticLevel",
     "DiagnosticStatus",
     "ImuSample",
@@ -69,15 +71,53 @@ class DiagnosticLevel(IntEnum):
     STALE = 3
 
 
+class DeferredValues(MutableMapping[str, str]):
+    """Key/value pairs of a status made on first use by ``make`` (then a plain dict inside).
+
+    An estimator that updates at 30 Hz makes 30 statuses a second, and ``/diagnostics`` publishes about one:
+    the values (formatted numbers) of the others are never read, so they are not made.
+    """
+
+    __slots__ = ("_make", "_values")
+
+    def __init__(self, make: Callable[[], dict[str, str]]) -> None:
+        self._make: Callable[[], dict[str, str]] | None = make
+        self._values: dict[str, str] | None = None
+
+    def _get(self) -> dict[str, str]:
+        if self._values is None:
+            assert self._make is not None
+            self._values, self._make = dict(self._make()), None
+        return self._values
+
+    def __getitem__(self, key: str) -> str:
+        return self._get()[key]
+
+    def __setitem__(self, key: str, value: str) -> None:
+        self._get()[key] = value
+
+    def __delitem__(self, key: str) -> None:
+        del self._get()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._get())
+
+    def __len__(self) -> int:
+        return len(self._get())
+
+    def __repr__(self) -> str:
+        return repr(self._get())
+
+
 @dataclass
 class DiagnosticStatus:
-    """A ROS-free diagnostic_msgs/DiagnosticStatus."""
+    """A ROS-free diagnostic_msgs/DiagnosticStatus (``values`` a dict, or :class:`DeferredValues`)."""
 
     name: str
     level: DiagnosticLevel
     message: str
     hardware_id: str = ""
-    values: dict[str, str] = field(default_factory=dict)
+    values: MutableMapping[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -88,3 +88,24 @@ def test_ctrl_c_ends_without_a_traceback(tmp_path: Path) -> None:
     err = err_file.read_text()
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "interrupted" in err
+
+
+def test_the_command_imports_only_the_chosen_subcommand() -> None:
+    """Building the parser for one subcommand loads that subcommand's module, not every demo and command."""
+    code = (
+        "import sys\n"
+        "from shape_sensing import cli\n"
+        "tables = {m for m, _ in [*cli.COMMANDS.values(), *cli.DEMOS.values()]} - {'shape_sensing.figure4'}\n"
+        "for argv in (['-v', 'replay', 'b.mcap', '--out', 'o'], ['demo', 'growing', '--json'], ['demo']):\n"
+        "    before = set(sys.modules)\n"
+        "    cli._build_parser(argv)\n"
+        "    print(sorted((set(sys.modules) - before) & tables))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    # (the growing demo's own module imports the figure4 command's, which is left out of the check)
+    assert out == ["['shape_sensing.replay']", "['shape_sensing.demos.growing']", "[]"]
+    # every subcommand still parses its own options
+    args = main.__globals__["_build_parser"](["demo", "vine-imu", "--duration", "2", "--out", "x"]).parse_args(
+        ["demo", "vine-imu", "--duration", "2", "--out", "x"]
+    )
+    assert args.duration == 2.0 and callable(args._run)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -161,3 +163,29 @@ def test_eval_bag_and_parameter_file_replay_to_the_window_estimate(tmp_path: Pat
     # the replayed grid starts at the first sample (0.36 ms after the trial start): match the nearest slice
     d = [np.linalg.norm(a[ka[np.abs(ka - k).argmin()]][:3, 3] - T[:3, 3]) for k, T in b.items()]
     assert len(d) > 20 and max(d) < 5e-4  # measured 4e-5 m
+
+
+def test_choosing_a_pipeline_and_building_the_replay_options_load_only_the_chosen_one() -> None:
+    """The replay command imports the pipeline it runs and no other (their estimators cost ~0.5 s to load)."""
+    code = (
+        "import argparse, sys\n"
+        "from shape_sensing import replay\n"
+        "replay.add_arguments(argparse.ArgumentParser())\n"
+        "names = lambda: sorted(m for m in sys.modules if m.startswith('shape_sensing.pipelines.'))\n"
+        "print(names())\n"
+        "replay.select_pipeline({'/vine/imu_00/data': 'sensor_msgs/msg/Imu'})\n"
+        "print(names())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == "['shape_sensing.pipelines.contracts']"
+    assert (
+        out[1]
+        == "['shape_sensing.pipelines.common', 'shape_sensing.pipelines.contracts', 'shape_sensing.pipelines.vine_imu']"
+    )
+
+
+def test_a_forced_pipeline_must_exist() -> None:
+    with pytest.raises(ValueError, match="unknown pipeline 'snake'"):
+        select_pipeline({}, "snake")
+    with pytest.raises(ValueError, match="no pipeline recognises the bag's topics \\(no topics\\)"):
+        select_pipeline({})

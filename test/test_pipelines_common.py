@@ -42,3 +42,32 @@ def test_resolve_topic() -> None:
     assert resolve_topic("imu/data", "/vine/") == "/vine/imu/data"
     assert resolve_topic("/tf", "/vine") == "/tf"
     assert resolve_topic("imu/data", "") == "/imu/data"
+
+
+def test_deferred_status_values_are_made_once_and_only_for_released_statuses() -> None:
+    from shape_sensing.pipelines.common import DiagnosticsThrottle
+    from shape_sensing.types import DeferredValues, DiagnosticLevel, DiagnosticStatus
+
+    made: list[int] = []
+
+    def status(k: int) -> DiagnosticStatus:
+        def make() -> dict[str, str]:
+            made.append(k)
+            return {"k": str(k)}
+
+        return DiagnosticStatus("est: shape", DiagnosticLevel.OK, "ok", values=DeferredValues(make))
+
+    throttle = DiagnosticsThrottle(1.0)
+    released = []
+    for k in range(30):  # 3 s of estimates at 10 Hz: statuses released once a second
+        out = throttle.add(k * 100_000_000, [status(k)])
+        if out is not None:
+            released += out
+    assert made == []  # nothing formatted yet
+    assert [dict(s.values) for s in released] == [{"k": "0"}, {"k": "10"}, {"k": "20"}]
+    assert made == [0, 10, 20]  # the 27 statuses never released were never made
+    s = released[0]
+    s.values["extra"] = "1"  # writable like a dict, made once
+    assert s.values == {"k": "0", "extra": "1"} and len(s.values) == 2 and made == [0, 10, 20]
+    del s.values["extra"]
+    assert list(s.values) == ["k"] and repr(s.values) == "{'k': '0'}"

@@ -130,7 +130,10 @@ VC_NS = "/vine"
 VC_INPUTS = [f"{VC_NS}/{t}" for t in ("base/state", "base/length", "base/pressure", "cap/state", "cap/imu",
                                       "obstacle/wrench")]  # fmt: skip
 VC_MEDIAN_TOLERANCE_M = 1e-4
-VC_MAX_TOLERANCE_M = 5e-3
+# Played live, an input that reaches the node after the step it belongs to joins the next one (the collision
+# filter steps at 50 Hz, and a contact moves the pivot, and so the tip, by up to centimetres in a step). A live tip
+# may then differ from replay's by the tip's move over the neighbouring steps, and no more.
+VC_STEP_SLACK_M = 1e-4
 
 
 @pytest.fixture(scope="module")
@@ -189,4 +192,13 @@ def test_vine_collision_sim_bag_plays_into_the_estimator_like_replay(vc_recorded
         f"difference median {np.median(diff) * 1e3:.4f} mm, max {diff.max() * 1e3:.4f} mm, "
         f"{np.mean(diff == 0) * 100:.0f} % equal"
     )
-    assert np.median(diff) <= VC_MEDIAN_TOLERANCE_M and diff.max() <= VC_MAX_TOLERANCE_M
+    # each live tip against the replayed tip's move to and from the neighbouring steps at its stamp
+    stamps = np.array(sorted(replayed))
+    path = np.array([replayed[int(t)] for t in stamps])
+    move = np.zeros(len(stamps))
+    step = np.linalg.norm(np.diff(path, axis=0), axis=1)
+    move[1:] = step
+    move[:-1] = np.maximum(move[:-1], step)
+    bound = move[np.searchsorted(stamps, common)] + VC_STEP_SLACK_M
+    print(f"  beyond a step's move: {int(np.sum(diff > bound))}; largest step move {step.max() * 1e3:.1f} mm")
+    assert np.median(diff) <= VC_MEDIAN_TOLERANCE_M and np.all(diff <= bound)

@@ -63,10 +63,12 @@ def test_every_estimate_of_a_demo_bag_serialises_to_the_same_bytes(tmp_path: Pat
     built = ShapeMessages(default_factory(), 5.0)
     sizes = {(len(s.poses), len(s.backbone)) for s in shapes}
     assert len(sizes) > 1  # growing: blocks of several sizes
-    for shape, b in zip(shapes, cdr.ShapeCdr(5.0).build_many(shapes), strict=True):
+    views = cdr.ShapeCdr(5.0, views=True).build_many(shapes)  # the bulk replay's: views of each block's bytes
+    for shape, b, v in zip(shapes, cdr.ShapeCdr(5.0).build_many(shapes), views, strict=True):
         a = built.build(shape)
         assert [(t, m.__msgtype__) for t, m in a] == [(t, ty) for t, ty, _ in b]
-        assert [_cdr(m) for _, m in a] == [raw for _, _, raw in b]
+        assert [_cdr(m) for _, m in a] == [raw for _, _, raw in b] == [bytes(raw) for _, _, raw in v]
+        assert all(isinstance(raw, bytes) for _, _, raw in b)
 
 
 def test_block_numbers_equal_one_estimate_at_a_time() -> None:
@@ -155,3 +157,16 @@ def test_supported_only_for_the_definitions_it_writes() -> None:
     other = type("Other", (), {"fielddefs": {t: ((), [("x", (1, ("float64", 0)))]) for t in cdr.LAYOUT_TYPES}})
     assert not cdr.supported(other())
     assert not cdr.supported(type("Empty", (), {"fielddefs": {}})())
+
+
+def test_scatter_writes_what_fancy_indexing_writes() -> None:
+    """Items placed at offsets in runs of one stride (and odd ones out) land where column indexing puts them."""
+    rng = np.random.default_rng(3)
+    for at in ([4, 16, 28, 40, 50, 70], [0], [3, 9], [0, 8, 16, 24], [5, 20, 35, 47, 59, 80, 90]):
+        offsets = np.array(at)
+        items = rng.integers(0, 256, size=(7, len(at), 6), dtype=np.uint8)
+        got = np.zeros((7, 100), dtype=np.uint8)
+        cdr._scatter(got, offsets, items)
+        want = np.zeros((7, 100), dtype=np.uint8)
+        want[:, (offsets[:, None] + np.arange(6)).reshape(-1)] = items.reshape(7, -1)
+        assert np.array_equal(got, want), at

@@ -11,7 +11,7 @@ import pytest
 
 from shape_sensing.demos.vine_imu import run_demo
 from shape_sensing.io.bag import BagWriter, bag_metadata, read_bag
-from shape_sensing.io.bag_bulk import _read_streaming, read_topics
+from shape_sensing.io.bag_bulk import FixedRows, _read_streaming, read_topics
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.pipelines.vine_imu_bulk import _imu_stream
@@ -121,7 +121,14 @@ def test_bulk_reader_matches_read_bag(demo: Path) -> None:
     for topic, a in fast.items():
         b = slow[topic]
         assert a.msgtype == b.msgtype and np.array_equal(a.log_time, b.log_time) and np.array_equal(a.rank, b.rank)
-        assert isinstance(a.data, np.ndarray) and [a.raw(i) for i in range(len(a))] == [b.raw(i) for i in range(len(b))]
+        assert isinstance(a.data, FixedRows) and [a.raw(i) for i in range(len(a))] == [b.raw(i) for i in range(len(b))]
+        # the rows left in the memory map gather the same bytes as the whole array, column by column
+        whole = np.asarray(a.data)
+        assert np.array_equal(whole, np.asarray(b.data)) and np.array_equal(a.data[:, 4:16], whole[:, 4:16])
+        assert np.array_equal(a.data[:, -1], whole[:, -1]) and np.array_equal(a.data[3, 2:9], whole[3, 2:9])
+        assert np.array_equal(a.data[::2, 1], whole[::2, 1]) and a.data[:, 7:7].shape == (len(a), 0)
+        with pytest.raises(IndexError, match=f"column {whole.shape[1]} is out of bounds"):
+            a.data[:, whole.shape[1]]
 
 
 def test_vectorised_imu_decode_equals_the_per_message_reader(demo: Path) -> None:
@@ -134,7 +141,7 @@ def test_vectorised_imu_decode_equals_the_per_message_reader(demo: Path) -> None
             s = ImuSample(k * 1_000_000, "vine_imu_00", None if k % 37 == 0 else q)
             w.write("/vine/imu_00/data", msgs.imu_to_msg(s, w.factory), k)
     ta = read_topics(demo.parent / "q.mcap", ["/vine/imu_00/data"])["/vine/imu_00/data"]
-    assert isinstance(ta.data, np.ndarray)
+    assert isinstance(ta.data, FixedRows)
     bulk = _imu_stream(ta)
     ta.data = [ta.raw(i) for i in range(len(ta))]  # force the per-message path
     one = _imu_stream(ta)
@@ -218,7 +225,7 @@ def test_vectorised_length_and_truth_decode_equal_the_per_message_reader(demo: P
 
     arrays = read_topics(demo, ["/vine/base/length", "/vine/truth/tip"])
     ln, tip = arrays["/vine/base/length"], arrays["/vine/truth/tip"]
-    assert isinstance(ln.data, np.ndarray) and isinstance(tip.data, np.ndarray) and len(ln) > 100
+    assert isinstance(ln.data, FixedRows) and isinstance(tip.data, FixedRows) and len(ln) > 100
     from shape_sensing.pipelines.vine_imu_bulk import _header_layout, _length_fixed_layout
 
     assert _length_fixed_layout(ln.data) is not None and _header_layout(tip.data) is not None  # the fast paths

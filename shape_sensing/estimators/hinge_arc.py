@@ -58,6 +58,7 @@ within 15 %.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -67,7 +68,7 @@ from scipy.spatial.transform import Rotation
 from shape_sensing.config import Param, Schema
 from shape_sensing.estimators.straight_reference import StraightReference, capture_reference
 from shape_sensing.geometry import FloatArray
-from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
+from shape_sensing.types import DeferredValues, DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
 __all__ = [
     "SCHEMA",
@@ -302,7 +303,8 @@ def _mm(A: FloatArray, B: FloatArray, out: FloatArray | None = None) -> FloatArr
     """
     if out is None:
         out = np.empty((*_stack_shape(A, B), 3, 3))
-    _matvecs(A[..., None, :, :], B.swapaxes(-1, -2), out.swapaxes(-1, -2))
+    # _matvecs(A[..., None, :, :], B^T, out^T), written out: the same operands, one call less
+    np.matmul(A[..., None, ::-1, :], B.swapaxes(-1, -2)[..., None], out=out.swapaxes(-1, -2)[..., ::-1, None])
     return out
 
 
@@ -326,7 +328,8 @@ class _Segments(NamedTuple):
     cos: FloatArray
     theta: FloatArray
     radius: FloatArray  # centreline arc radius
-    normal_xy: FloatArray  # (..., m, 2) in-plane direction the tangent turns to
+    inv_s: FloatArray  # 1 / sin where the segment turns (sin > 1e-12), else 0: the in-plane direction it turns
+    # to is the tangent's x, y times inv_s (zero for a straight segment)
     straight: FloatArray  # length of each of the two straight runs
 
 
@@ -343,14 +346,16 @@ def _segments(t: FloatArray, L: FloatArray, D: float) -> _Segments:
     d_theta = D * theta
     r_c = np.where(d_theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
     turning = s > 1e-12
-    n_xy = np.where(turning[..., None], t[..., :2] / np.where(turning, s, 1.0)[..., None], 0.0)
-    return _Segments(t, s, c, theta, r_c, n_xy, np.maximum(L - d_theta, 0.0) / 2.0)
+    inv_s = np.where(turning, 1.0 / np.where(turning, s, 1.0), 0.0)
+    return _Segments(t, s, c, theta, r_c, inv_s, np.maximum(L - d_theta, 0.0) / 2.0)
 
 
 def _displacements(g: _Segments) -> FloatArray:
-    d = g.straight[..., None] * g.tangent
-    d[..., 2] += g.straight + g.radius * g.sin
-    d[..., :2] += (g.radius * (1.0 - g.cos))[..., None] * g.normal_xy
+    # in-plane: the two straight runs along the new tangent plus the arc's r (1 - cos) toward it; along z: the
+    # first straight run, the arc's r sin and the second run's z
+    d = np.empty(g.tangent.shape)
+    np.multiply((g.straight + g.radius * (1.0 - g.cos) * g.inv_s)[..., None], g.tangent[..., :2], out=d[..., :2])
+    np.add(g.straight * g.tangent[..., 2], g.straight + g.radius * g.sin, out=d[..., 2])
     return d
 
 
@@ -382,7 +387,9 @@ def _arc_points(g: _Segments, frac: FloatArray) -> FloatArray:
     pts[..., 0, :2] = 0.0
     pts[..., 0, 2] = g.straight
     np.add(g.straight[..., None], r * np.sin(ang), out=pts[..., 1 : k + 2, 2])
-    np.multiply((r * (1 - np.cos(ang)))[..., None], g.normal_xy[..., None, :], out=pts[..., 1 : k + 2, :2])
+    np.multiply(
+        (r * g.inv_s[..., None] * (1 - np.cos(ang)))[..., None], g.tangent[..., None, :2], out=pts[..., 1 : k + 2, :2]
+    )
     np.add(pts[..., k + 1, :], g.straight[..., None] * g.tangent, out=pts[..., k + 2, :])
     return pts
 
@@ -392,17 +399,18 @@ _H = 1e-6  # turn of the central differences in the covariance
 _AXIS_TURNS = Rotation.from_rotvec(np.concatenate([np.eye(3), -np.eye(3)]) * _H).as_matrix()
 _AXIS_TURNS_T = np.ascontiguousarray(_AXIS_TURNS.transpose(0, 2, 1))[:, None]  # (6, 1, 3, 3), for row vectors
 _EYE3 = np.eye(3)
-# Where each component of v goes in the row-major cross-product matrix [v]x, with + and - sign.
-_SKEW_PLUS = np.array([7, 2, 3])  # x -> (2, 1), y -> (0, 2), z -> (1, 0)
-_SKEW_MINUS = np.array([5, 6, 1])  # -x -> (1, 2), -y -> (2, 0), -z -> (0, 1)
+# The row-major cross-product matrix [v]x as v @ K: x -> +(2, 1), -(1, 2); y -> +(0, 2), -(2, 0);
+# z -> +(1, 0), -(0, 1). Read through a non-blasable view, as _QM_COEF_VIEW.
+_SKEW_K = np.zeros((3, 9))
+_SKEW_K[[0, 1, 2], [7, 2, 3]] = 1.0
+_SKEW_K[[0, 1, 2], [5, 6, 1]] = -1.0
+_SKEW_K_VIEW = np.ascontiguousarray(_SKEW_K[:, ::-1])[:, ::-1]
 
 
 def _skew(v: FloatArray) -> FloatArray:
-    """``(..., 3)`` -> ``(..., 3, 3)`` cross-product matrices (each entry a component, its negation or 0)."""
-    out = np.zeros((*v.shape[:-1], 9))
-    out[..., _SKEW_PLUS] = v
-    out[..., _SKEW_MINUS] = -v
-    return out.reshape(*v.shape[:-1], 3, 3)
+    """``(..., 3)`` -> ``(..., 3, 3)`` cross-product matrices: each entry a component, its negation or a zero
+    (numpy's plain loop summing ``v_i K_ij`` with ``K_ij`` in {-1, 0, 1}: exact, whatever the batch)."""
+    return np.matmul(v[..., None, :], _SKEW_K_VIEW)[..., 0, :].reshape(*v.shape[:-1], 3, 3)
 
 
 class _Plan(NamedTuple):
@@ -740,38 +748,44 @@ class HingeArcEstimator:
     def _summaries(
         self, since: FloatArray, plan: _Plan, theta: FloatArray, rel: FloatArray, lengths: FloatArray
     ) -> list[DiagnosticStatus]:
-        T, m = theta.shape
+        """One status per tick: level and message now, the values (formatted numbers) when first read."""
+        m = theta.shape[1]
         n_over = np.add.reduce(theta > plan.over_at, axis=1, dtype=np.intp).tolist()
-        if m:
-            max_bend = np.maximum.reduce(theta, axis=1).tolist()
-            max_twist = (2.0 * np.maximum.reduce(np.abs(self._half_twist(rel)), axis=1)).tolist()
-        else:
-            max_bend = max_twist = [0.0] * T
-        out = []
         used = str(len(plan.idx))
         missing = ",".join(plan.missing)
+        half_twist = self._half_twist
+
+        def values(t: int, dt: float, n: int) -> Callable[[], dict[str, str]]:
+            def make() -> dict[str, str]:  # from tick t's own rows: the same numbers however many ticks were made
+                max_bend = float(np.max(theta[t])) if m else 0.0
+                max_twist = 2.0 * float(np.max(np.abs(half_twist(rel[t])))) if m else 0.0
+                length = float(lengths[t])
+                return {
+                    "sensors_used": used,
+                    "sensors_missing": missing,
+                    "max_bend_deg": f"{math.degrees(max_bend):.2f}",
+                    "max_twist_residual_deg": f"{math.degrees(max_twist):.2f}",
+                    "segments_past_L_over_D": str(n),
+                    "seconds_since_offset": f"{dt:.1f}",
+                    "length_m": "" if math.isnan(length) else f"{length:.4f}",
+                }
+
+            return make
+
+        out = []
         for t, dt in enumerate(since.tolist()):
             level = plan.level
             msgs = list(plan.messages)
             if n_over[t]:
                 level = max(level, DiagnosticLevel.WARN)
                 msgs.append(f"{n_over[t]} segment(s) bent past L/D (inner wall fully buckled)")
-            length = float(lengths[t])
             out.append(
                 DiagnosticStatus(
                     name="hinge_arc_estimator: shape",
                     level=level,
                     message="; ".join(msgs) if msgs else "ok",
                     hardware_id="",
-                    values={
-                        "sensors_used": used,
-                        "sensors_missing": missing,
-                        "max_bend_deg": f"{math.degrees(max_bend[t]):.2f}",
-                        "max_twist_residual_deg": f"{math.degrees(max_twist[t]):.2f}",
-                        "segments_past_L_over_D": str(n_over[t]),
-                        "seconds_since_offset": f"{dt:.1f}",
-                        "length_m": "" if math.isnan(length) else f"{length:.4f}",
-                    },
+                    values=DeferredValues(values(t, dt, n_over[t])),
                 )
             )
         return out

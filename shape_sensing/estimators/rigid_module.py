@@ -593,12 +593,11 @@ class RigidModuleEstimator:
             batch = np.repeat(e[None], 1 + len(cols) + len(body), axis=0)
             for c, (i, k) in enumerate(cols):
                 batch[1 + c, i, k] += h
-            if body:
+            if body:  # each platform turned by h about its own axis k: R_i Rot_k(h), all at once
                 R = euler_zyx_to_matrix(e)
-                for c, (i, k) in enumerate(body):
-                    turn = np.zeros(3)
-                    turn[k] = h
-                    batch[1 + len(cols) + c, i] = matrix_to_euler_zyx((R[i] @ rotvec_to_matrix(turn))[None])[0]
+                bi = np.array([i for i, _ in body])
+                turns = rotvec_to_matrix(np.eye(3) * h)[[k for _, k in body]]
+                batch[1 + len(cols) + np.arange(len(body)), bi] = matrix_to_euler_zyx(R[bi] @ turns)
         else:
             batch = e[None]
         poses, theta, twist, cond = self._forward(batch)

@@ -30,10 +30,61 @@ import numpy as np
 from shape_sensing.io.bag import _resolve, mcap_summary, read_bag
 from shape_sensing.io.errors import BagError
 
-__all__ = ["RecordBatch", "TopicArrays", "read_topics", "write_records"]
+__all__ = ["FixedRows", "RecordBatch", "TopicArrays", "read_topics", "write_records"]
 
 _MSG_HEADER = 31  # opcode 1, record length 8, channel 2, sequence 4, log time 8, publish time 8
 _INDEX_ENTRY = np.dtype([("log_time", "<u8"), ("offset", "<u8")])
+
+
+class FixedRows:
+    """``(N, size)`` bytes of same-size messages left where they are in a buffer; columns gathered on demand.
+
+    Indexing as a 2-D ``uint8`` array: ``rows[i]`` is message ``i`` (a view), ``rows[:, a:b]`` and ``rows[:, c]``
+    gather those bytes of every message (a decoder needs a few dozen of an Imu's 300), anything else works on
+    the whole array (``np.asarray(rows)``). Saves copying every message of a topic out of the bag's memory map.
+    """
+
+    ndim = 2
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, buf: np.ndarray, starts: np.ndarray, size: int) -> None:
+        self.buf = buf
+        self.starts = np.asarray(starts, dtype=np.int64)
+        self.size = int(size)
+        self.shape = (len(self.starts), self.size)
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def _row(self, i: int) -> np.ndarray:
+        start = int(self.starts[i])
+        return self.buf[start : start + self.size]
+
+    def __getitem__(self, key: Any) -> np.ndarray:
+        if isinstance(key, (int, np.integer)):
+            return self._row(int(key))
+        if isinstance(key, tuple) and len(key) == 2:
+            rows, cols = key
+            if isinstance(rows, (int, np.integer)):
+                return self._row(int(rows))[cols]
+            if isinstance(rows, slice) and rows == slice(None):
+                if isinstance(cols, (int, np.integer)):
+                    c = int(cols)
+                    if not -self.size <= c < self.size:
+                        raise IndexError(f"column {c} is out of bounds for rows of {self.size} bytes")
+                    return self.buf[self.starts + c % self.size]
+                if isinstance(cols, slice) and cols.step in (None, 1):
+                    a, b, _ = cols.indices(self.size)
+                    if b <= a:
+                        return np.zeros((len(self), 0), dtype=np.uint8)
+                    return np.lib.stride_tricks.sliding_window_view(self.buf, b - a)[self.starts + a]
+        return np.asarray(self)[key]
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = np.lib.stride_tricks.sliding_window_view(self.buf, self.size)[self.starts] if len(self) else (
+            np.zeros((0, self.size), dtype=np.uint8)
+        )  # fmt: skip
+        return out if dtype is None else out.astype(dtype)
 
 
 @dataclass
@@ -44,7 +95,8 @@ class TopicArrays:
         msgtype: ROS 2 type name.
         log_time: ``(N,)`` int64 log times (ns).
         rank: ``(N,)`` int64 place of each message among all messages returned by :func:`read_topics`.
-        data: ``(N, size)`` uint8 CDR bytes when every message has the same size, else a list of ``bytes``.
+        data: ``(N, size)`` uint8 CDR bytes when every message has the same size (an array, or
+            :class:`FixedRows` left in the file's memory map), else a list of ``bytes``.
         source: the file's bytes (a read-only memory map) when read through the index, else ``None``.
         record_at: ``(N,)`` int64 offset of each message's whole MCAP record (opcode 0x05) in ``source``,
             so :func:`write_records` can copy the records without touching the messages; ``None`` with ``source``.
@@ -53,7 +105,7 @@ class TopicArrays:
     msgtype: str
     log_time: np.ndarray
     rank: np.ndarray
-    data: np.ndarray | list[bytes]
+    data: np.ndarray | FixedRows | list[bytes]
     source: np.ndarray | None = None
     record_at: np.ndarray | None = None
 
@@ -207,8 +259,7 @@ def _read_indexed_mcap(
         t, at, rec_len, r = t[o], at[o], rec_len[o], r[o]
         data_len = rec_len - (_MSG_HEADER - 9)
         if len(data_len) and np.all(data_len == data_len[0]) and data_len[0] > 0:
-            rows = np.lib.stride_tricks.sliding_window_view(buf, int(data_len[0]))
-            data: np.ndarray | list[bytes] = rows[at + _MSG_HEADER]
+            data: np.ndarray | FixedRows | list[bytes] = FixedRows(buf, at + _MSG_HEADER, int(data_len[0]))
         else:
             data = [bytes(buf[a + _MSG_HEADER : a + _MSG_HEADER + n]) for a, n in zip(at, data_len, strict=True)]
         out[ch.topic] = TopicArrays(summary.schemas[ch.schema_id].name, t, r, data, buf, at)
@@ -259,7 +310,7 @@ class RecordBatch:
         self._new += data
         self._added.append((pos, 31 + len(data), conn, log_time, *key))
 
-    def add_many(self, records: Iterable[tuple[int, int, bytes, tuple[int, int, int]]]) -> None:
+    def add_many(self, records: Iterable[tuple[int, int, bytes | memoryview, tuple[int, int, int]]]) -> None:
         """:meth:`add` of every ``(conn, log_time, data, key)`` of ``records``, in order (same bytes), the data
         appended as it comes (no block of them held at once)."""
         new = self._new

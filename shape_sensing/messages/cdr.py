@@ -178,13 +178,20 @@ class ShapeCdr:
         diagnostics: status throttle, as ``ShapeMessages``'s (default: 1 Hz, the core's names).
     """
 
-    def __init__(self, marker_rate: float = 5.0, diagnostics: DiagnosticsThrottle | None = None) -> None:
+    def __init__(
+        self, marker_rate: float = 5.0, diagnostics: DiagnosticsThrottle | None = None, *, views: bool = False
+    ) -> None:
         from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle
 
         self.markers = RateThrottle(marker_rate)
         self.diagnostics = diagnostics or DiagnosticsThrottle()
+        # build_many: the TF, path and tip messages made for a block as views of the block's bytes (consumed
+        # before the next block is made), not copied out as bytes each
+        self.views = views
 
-    def build(self, shape: ShapeEstimate, _numbers: _Numbers | None = None) -> list[tuple[str, str, bytes]]:
+    def build(
+        self, shape: ShapeEstimate, _numbers: _Numbers | None = None
+    ) -> list[tuple[str, str, bytes | memoryview]]:
         """``(topic, type, CDR bytes)`` of one estimate, the topics and order of ``ShapeMessages.build``."""
         stamp = shape.stamp_ns
         cov6 = np.zeros((6, 6))
@@ -208,7 +215,7 @@ class ShapeCdr:
             out.append(("shape/markers", "visualization_msgs/msg/MarkerArray", marker))
         return out
 
-    def build_many(self, shapes: list[ShapeEstimate]) -> Iterator[list[tuple[str, str, bytes]]]:
+    def build_many(self, shapes: list[ShapeEstimate]) -> Iterator[list[tuple[str, str, bytes | memoryview]]]:
         """:meth:`build` of every estimate, in order, with the numbers of estimates of one size made at once.
 
         Quaternions and path frames are computed for a block of estimates with the same number of frames and
@@ -217,7 +224,7 @@ class ShapeCdr:
         """
         for start in range(0, len(shapes), _BLOCK):
             block = shapes[start : start + _BLOCK]
-            numbers = _block_numbers(block)
+            numbers = _block_numbers(block, self.views)
             # which of them get markers (a copy of the throttle, so the real one decides the same in build)
             probe = copy.copy(self.markers)
             marked = [k for k, s in enumerate(block) if probe.ready(s.stamp_ns)]
@@ -232,9 +239,9 @@ class ShapeCdr:
 class _Numbers(NamedTuple):
     """Bytes of one estimate's TF, path and tip messages made for a block (``None``: make them one by one)."""
 
-    tf: bytes | None
-    path: bytes | None
-    tip: bytes | None
+    tf: bytes | memoryview | None
+    path: bytes | memoryview | None
+    tip: bytes | memoryview | None
     body: np.ndarray | None = None  # the body marker's tube vertices
     tip_covariance: tuple[np.ndarray, np.ndarray] | None = None  # its ellipsoid's scale and 7 pose values
 
@@ -279,11 +286,12 @@ def _block_ellipsoids(
 _BLOCK = 512  # estimates whose messages are made at once
 
 
-def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
+def _block_numbers(shapes: list[ShapeEstimate], views: bool = False) -> list[_Numbers]:
     """TF, path and tip bytes of the estimates of a block that share one layout (sizes and frame ids).
 
     For each layout the message is written once with zero numbers (:func:`_layouts`), recording where each
     stamp and each float64 row goes; every estimate's copy then gets its stamps and rows with numpy.
+    ``views``: each message as a memoryview of its row of the block (no copy), else as bytes.
     """
     from shape_sensing.messages.common import _path_values
 
@@ -330,15 +338,40 @@ def _block_numbers(shapes: list[ShapeEstimate]) -> list[_Numbers]:
         made = []
         for (template, stamp_at, value_at), values in zip(layouts, (tf, path, tip[:, None, :]), strict=True):
             block = np.tile(np.frombuffer(template, np.uint8), (g, 1))
-            cols = (stamp_at[:, None] + np.arange(8)).reshape(-1)
-            block[:, cols] = np.tile(time_bytes, (1, len(stamp_at)))
-            width = 8 * values.shape[2]
-            vcols = (value_at[:, None] + np.arange(width)).reshape(-1)
-            block[:, vcols] = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).reshape(g, -1)
+            _scatter(block, stamp_at, np.broadcast_to(time_bytes[:, None, :], (g, len(stamp_at), 8)))
+            _scatter(block, value_at, np.ascontiguousarray(values, dtype="<f8").view(np.uint8))
             made.append(block)
+        if views:
+            rows = [[memoryview(row) for row in block] for block in made]
+        else:
+            rows = [[row.tobytes() for row in block] for block in made]
         for j, k in enumerate(members):
-            out[k] = _Numbers(made[0][j].tobytes(), made[1][j].tobytes(), made[2][j].tobytes())
+            out[k] = _Numbers(rows[0][j], rows[1][j], rows[2][j])
     return out
+
+
+def _scatter(block: np.ndarray, at: np.ndarray, items: np.ndarray) -> None:
+    """``block[:, at[i] : at[i] + w] = items[:, i]`` for every ``i`` (``items``: ``(G, n, w)`` bytes).
+
+    The offsets come in runs of one stride (a message's repeated elements); each run is one strided copy.
+    """
+    n, w = items.shape[1], items.shape[2]
+    if not n:
+        return
+    at = np.asarray(at, dtype=np.int64)
+    cut = np.flatnonzero(np.diff(np.diff(at)) != 0) + 1 if n > 2 else np.zeros(0, dtype=np.int64)
+    starts = [0, *(cut + 1).tolist()] if n > 2 else [0]
+    for k, a in enumerate(starts):
+        b = starts[k + 1] if k + 1 < len(starts) else n
+        stride = int(at[a + 1] - at[a]) if b - a > 1 else w
+        if stride < w:  # overlapping items (no such layout): one at a time
+            for i in range(a, b):
+                block[:, at[i] : at[i] + w] = items[:, i]
+            continue
+        view = np.lib.stride_tricks.as_strided(
+            block[:, int(at[a]) :], shape=(len(block), b - a, w), strides=(block.strides[0], stride, 1)
+        )
+        view[...] = items[:, a:b]
 
 
 _LAYOUTS: dict[tuple[str, tuple[str, ...], int], list[tuple[bytes, np.ndarray, np.ndarray]]] = {}

@@ -11,6 +11,9 @@ Table: name -> module. Each module provides:
 * ``matches(topics: dict[str, str]) -> bool``: whether a bag's
   ``topic -> message type`` map holds this pipeline's raw inputs.
 * ``add_replay_arguments(parser) -> None`` (may add nothing).
+
+  These two are defined in :mod:`shape_sensing.pipelines.contracts`, so that
+  choosing a pipeline and building the replay options load none of them.
 * ``replay(messages, writer, config, args) -> dict | None``: consume an
   iterator of :class:`shape_sensing.io.bag.BagMessage` in log-time order,
   write raw inputs, estimates and any ground truth found to ``writer``
@@ -21,11 +24,9 @@ Table: name -> module. Each module provides:
 
 from __future__ import annotations
 
+from shape_sensing.pipelines.contracts import CONTRACTS
+
 __all__ = ["PIPELINES"]
 
-PIPELINES: dict[str, str] = {
-    "vine-imu": "shape_sensing.pipelines.vine_imu",
-    "hyper-redundant": "shape_sensing.pipelines.hyper_redundant",
-    "continuum": "shape_sensing.pipelines.continuum",
-    "vine-collision": "shape_sensing.pipelines.vine_collision",
-}
+# name -> module, from the contracts (what each reads and its replay options; importing it loads no pipeline)
+PIPELINES: dict[str, str] = {name: c.module for name, c in CONTRACTS.items()}

@@ -34,11 +34,13 @@ from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.strain import strain_from_float64_multiarray, strain_from_msg
 from shape_sensing.messages.tof import tof_frame_from_msg
 from shape_sensing.pipelines.common import resolve_topic
+from shape_sensing.pipelines.contracts import CONTINUUM_NAMESPACE as DEFAULT_NAMESPACE
+from shape_sensing.pipelines.contracts import continuum_arguments as add_replay_arguments
+from shape_sensing.pipelines.contracts import continuum_matches as matches
 
 __all__ = ["DEFAULT_CONFIG", "DEFAULT_NAMESPACE", "NAME", "add_replay_arguments", "default_config", "matches", "replay"]
 
 NAME = "continuum"
-DEFAULT_NAMESPACE = "/continuum"
 #: The package's parameter file (the real robot of the space_time_continuum dataset), in a source tree.
 DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "config" / "continuum_estimator.yaml"
 
@@ -59,27 +61,6 @@ def default_config() -> Path | None:
 _log = logging.getLogger(__name__)
 _POSE = "geometry_msgs/msg/PoseWithCovarianceStamped"
 _IMU = "sensor_msgs/msg/Imu"
-
-
-def matches(topics: dict[str, str]) -> bool:
-    """Whether a bag holds this pipeline's inputs: PoseWithCovarianceStamped topics that are no estimate
-    (``shape/``), or Imu topics that the IMU-only pipelines do not claim (``imu_NN/data``, ``imu/platform_N``)."""
-    from shape_sensing.pipelines import hyper_redundant, vine_collision, vine_imu
-
-    others = (vine_imu.IMU_TOPIC_RE, hyper_redundant.IMU_TOPIC_RE, vine_collision.IMU_TOPIC_RE)
-    return any(
-        (ty == _POSE and "/shape/" not in t) or (ty == _IMU and not any(r.search(t) for r in others))
-        for t, ty in topics.items()
-    )
-
-
-def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``shape-sensing replay`` for this pipeline."""
-    parser.add_argument(
-        "--continuum-namespace",
-        default=DEFAULT_NAMESPACE,
-        help=f"continuum robot: namespace of relative topics (default {DEFAULT_NAMESPACE})",
-    )
 
 
 def _params(config: Path | None) -> tuple[dict[str, Any], str]:

@@ -30,7 +30,6 @@ topic                        type                                     frame / co
 from __future__ import annotations
 
 import argparse
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +52,10 @@ from shape_sensing.messages import hyper_redundant as hmsgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
+from shape_sensing.pipelines.contracts import HR_IMU_TOPIC_RE as IMU_TOPIC_RE
+from shape_sensing.pipelines.contracts import HR_NAMESPACE as DEFAULT_NAMESPACE
+from shape_sensing.pipelines.contracts import hyper_redundant_arguments as add_replay_arguments
+from shape_sensing.pipelines.contracts import hyper_redundant_matches as matches
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample
 
 __all__ = [
@@ -70,8 +73,6 @@ __all__ = [
 ]
 
 NAME = "hyper-redundant"
-DEFAULT_NAMESPACE = "/hyper_redundant"
-IMU_TOPIC_RE = re.compile(r"imu/platform_(\d+)$")
 
 
 @dataclass
@@ -324,23 +325,6 @@ class Scores:
 
 
 # -- replay ----------------------------------------------------------------------------------------------------------
-
-
-def matches(topics: dict[str, str]) -> bool:
-    """Whether a bag holds ``imu/platform_<i>`` IMU topics."""
-    return any(IMU_TOPIC_RE.search(t) and ty == "sensor_msgs/msg/Imu" for t, ty in topics.items())
-
-
-def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``shape-sensing replay`` for this pipeline."""
-    parser.add_argument(
-        "--hr-namespace", default=DEFAULT_NAMESPACE,
-        help=f"hyper-redundant robot: namespace of relative topics (default {DEFAULT_NAMESPACE})",
-    )  # fmt: skip
-    parser.add_argument(
-        "--hr-rods-seconds", type=float, default=1.0,
-        help="hyper-redundant robot: seconds at the start held on the calibration rods (default 1.0; 0 = none)",
-    )  # fmt: skip
 
 
 def _params_from(config: Path | None, topics: Iterable[str]) -> dict[str, Any]:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +59,10 @@ from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.messages.growth import pose_stamped_msg
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, resolve_topic
+from shape_sensing.pipelines.contracts import COLLISION_IMU_TOPIC_RE as IMU_TOPIC_RE
+from shape_sensing.pipelines.contracts import COLLISION_NAMESPACE as DEFAULT_NAMESPACE
+from shape_sensing.pipelines.contracts import vine_collision_arguments as add_replay_arguments
+from shape_sensing.pipelines.contracts import vine_collision_matches as matches
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, TransformStamped
 
 __all__ = [
@@ -80,9 +83,7 @@ __all__ = [
 ]
 
 NAME = "vine-collision"
-DEFAULT_NAMESPACE = "/vine"
 PAPER_PREFIX = "collision_paper"
-IMU_TOPIC_RE = re.compile(r"(^|/)cap/imu$")  # the cap's BNO055: claimed here, not by the continuum pipeline
 PATH_SPACING = 0.02  # m between the points of the published tip path
 INPUT_TOPICS: dict[str, str] = {
     "base/state": "shape_sensing/msg/BaseStationState",
@@ -352,16 +353,6 @@ class CollisionErrors:
 
 
 # -- replay ------------------------------------------------------------------
-
-
-def matches(topics: dict[str, str]) -> bool:
-    """Whether a bag holds a contact cap and a length topic (this pipeline's inputs)."""
-    types = set(topics.values())
-    return "shape_sensing/msg/ContactCapState" in types and "sensor_msgs/msg/JointState" in types
-
-
-def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``shape-sensing replay`` for this pipeline (``--namespace`` is shared with vine-imu)."""
 
 
 def replay(

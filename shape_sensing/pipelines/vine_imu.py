@@ -47,6 +47,10 @@ from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
+from shape_sensing.pipelines.contracts import VINE_IMU_TOPIC_RE as IMU_TOPIC_RE
+from shape_sensing.pipelines.contracts import VINE_NAMESPACE as DEFAULT_NAMESPACE
+from shape_sensing.pipelines.contracts import vine_imu_arguments as add_replay_arguments
+from shape_sensing.pipelines.contracts import vine_imu_matches as matches
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
 
 if TYPE_CHECKING:
@@ -72,9 +76,7 @@ NAME = "vine-imu"
 #: custom_data keys of a bag's straight reference (YAML of StraightReference) and how it was taken.
 REFERENCE_KEY = "shape_sensing.straight_reference.hinge_arc_estimator"
 REFERENCE_HOW_KEY = REFERENCE_KEY + ".how"
-DEFAULT_NAMESPACE = "/vine"
 ORIENTATION_UNKNOWN = -1.0  # first element of a covariance block that is not estimated (REP-145)
-IMU_TOPIC_RE = re.compile(r"imu_\d+/data$")
 
 
 @dataclass
@@ -436,34 +438,6 @@ class TipErrors:
 
 
 # -- replay ------------------------------------------------------------------
-
-
-def matches(topics: dict[str, str]) -> bool:
-    """Whether a bag holds IMU topics named like this pipeline's inputs."""
-    return any(IMU_TOPIC_RE.search(t) and ty == "sensor_msgs/msg/Imu" for t, ty in topics.items())
-
-
-def add_replay_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of ``shape-sensing replay`` for this pipeline."""
-    parser.add_argument(
-        "--namespace",
-        default=DEFAULT_NAMESPACE,
-        help=f"robot namespace of relative topics (default {DEFAULT_NAMESPACE})",
-    )
-    ref = parser.add_mutually_exclusive_group()
-    ref.add_argument(
-        "--reference",
-        type=Path,
-        default=None,
-        help="vine robot: saved straight reference (YAML) to use instead of capturing one",
-    )
-    ref.add_argument(
-        "--reference-at",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="vine robot: capture the straight reference at this bag time (robot straight and fully everted then)",
-    )
 
 
 def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> dict[str, Any]:

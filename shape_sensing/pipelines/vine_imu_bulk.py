@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.io.bag import BagWriter
-from shape_sensing.io.bag_bulk import RecordBatch, TopicArrays, read_topics, write_records
+from shape_sensing.io.bag_bulk import FixedRows, RecordBatch, TopicArrays, read_topics, write_records
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import cdr
 from shape_sensing.messages import common as msgs
@@ -91,7 +91,7 @@ def _imu_stream(ta: TopicArrays) -> _Stream:
     """Decode a whole sensor_msgs/Imu topic: header stamps, statuses, unit orientations."""
     n = len(ta)
     data = ta.data
-    if isinstance(data, np.ndarray) and n:
+    if isinstance(data, (np.ndarray, FixedRows)) and n:
         fast = _imu_fixed_layout(data)
         if fast is not None:
             stamp, q, status = fast
@@ -123,12 +123,15 @@ def _norm_ok(q: np.ndarray) -> bool:
     return 0.5 < norm < 1.5
 
 
-def _imu_fixed_layout(data: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _imu_fixed_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """Vectorised :func:`~shape_sensing.messages.common.imu_orientation_from_cdr` for same-size messages."""
     size = data.shape[1]
-    if size < 20 or not (np.all(data[:, 0] == 0) and np.all(data[:, 1] == 1)):
+    if size < 20:
         return None
-    head = np.ascontiguousarray(data[:, 4:16]).view("<u4")  # sec, nanosec, frame id length
+    first = np.asarray(data[:, 0:16])  # encapsulation, stamp, frame id length: one gather
+    if not (np.all(first[:, 0] == 0) and np.all(first[:, 1] == 1)):
+        return None
+    head = np.ascontiguousarray(first[:, 4:16]).view("<u4")  # sec, nanosec, frame id length
     if not np.all(head[:, 2] == head[0, 2]):
         return None
     n_frame = int(head[0, 2])
@@ -163,14 +166,17 @@ def _decode(raw: bytes, msgtype: str) -> Any:
         raise BagError(f"a {msgtype} message does not decode: {type(exc).__name__}: {exc}") from exc
 
 
-def _header_layout(data: np.ndarray) -> tuple[np.ndarray, int] | None:
+def _header_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, int] | None:
     """Stamps and the offset after the header of same-size CDR messages that start with one std_msgs/Header.
 
     ``None`` unless every row is little-endian CDR with the same frame id length.
     """
-    if data.shape[1] < 16 or not (np.all(data[:, 0] == 0) and np.all(data[:, 1] == 1)):
+    if data.shape[1] < 16:
         return None
-    head = np.ascontiguousarray(data[:, 4:16]).view("<u4")
+    first = np.asarray(data[:, 0:16])  # encapsulation, stamp, frame id length: one gather
+    if not (np.all(first[:, 0] == 0) and np.all(first[:, 1] == 1)):
+        return None
+    head = np.ascontiguousarray(first[:, 4:16]).view("<u4")
     if not np.all(head[:, 2] == head[0, 2]) or head[0, 2] == 0:
         return None
     end = 16 + int(head[0, 2])
@@ -180,7 +186,7 @@ def _header_layout(data: np.ndarray) -> tuple[np.ndarray, int] | None:
     return stamp, end
 
 
-def _length_fixed_layout(data: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _length_fixed_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, np.ndarray] | None:
     """Stamps and position[0] of same-size sensor_msgs/JointState messages with the same names, or ``None``."""
     found = _header_layout(data)
     if found is None:
@@ -211,7 +217,7 @@ def _length_stream(ta: TopicArrays | None) -> _Stream:
     if ta is None:
         e = np.zeros(0, dtype=np.int64)
         return _Stream(e, e, np.zeros(0, dtype=np.int8), np.zeros(0))
-    if isinstance(ta.data, np.ndarray) and len(ta) and ta.msgtype == "sensor_msgs/msg/JointState":
+    if isinstance(ta.data, (np.ndarray, FixedRows)) and len(ta) and ta.msgtype == "sensor_msgs/msg/JointState":
         fast = _length_fixed_layout(ta.data)
         if fast is not None:
             stamp, value = fast
@@ -237,7 +243,7 @@ def _length_stream(ta: TopicArrays | None) -> _Stream:
 def _truth(ta: TopicArrays | None) -> tuple[np.ndarray, np.ndarray]:
     if ta is None:
         return np.zeros(0, dtype=np.int64), np.zeros((0, 3))
-    if isinstance(ta.data, np.ndarray) and len(ta) and ta.msgtype == "geometry_msgs/msg/PoseStamped":
+    if isinstance(ta.data, (np.ndarray, FixedRows)) and len(ta) and ta.msgtype == "geometry_msgs/msg/PoseStamped":
         found_layout = _header_layout(ta.data)
         if found_layout is not None:
             stamp, at = found_layout
@@ -463,9 +469,11 @@ def replay_bulk(
     # the messages of the streaming replay's ShapeWriter (its marker and diagnostics throttles)
     shape_messages = ShapeWriter(writer, namespace, tracker.params["marker_rate"]).messages
     shapes = [est for _, est in est_list]
-    messages: Iterable[list[tuple[str, str, bytes]]]
+    messages: Iterable[list[tuple[str, str, bytes | memoryview]]]
     if cdr.supported(writer.factory.typestore):  # the bytes straight from the estimates' arrays
-        messages = cdr.ShapeCdr(tracker.params["marker_rate"], shape_messages.diagnostics).build_many(shapes)
+        # views of each block's bytes: add_many copies them into the batch before the next block is made
+        direct = cdr.ShapeCdr(tracker.params["marker_rate"], shape_messages.diagnostics, views=True)
+        messages = direct.build_many(shapes)
     else:  # other definitions: build the messages and serialise them
         serialize = writer.factory.typestore.serialize_cdr
         messages = (
@@ -474,7 +482,7 @@ def replay_bulk(
         )
     conns: dict[str, int] = {}
 
-    def records() -> Iterator[tuple[int, int, bytes, tuple[int, int, int]]]:
+    def records() -> Iterator[tuple[int, int, bytes | memoryview, tuple[int, int, int]]]:
         seq = 0
         for (t, est), built in zip(est_list, messages, strict=True):
             fire = int(states.fire_rank[t])
