@@ -168,3 +168,16 @@ def test_bad_inputs_name_the_problem() -> None:
         bias_newton_step(res.state, res.ab[:, :-18], meas, w.R_gyro, STILL, np.zeros((1, 3)), pv, np.array([0.4]))
     with pytest.raises(ContinuumError, match="not among the sensors"):
         bias_newton_step(res.state, res.ab, meas, w.R_gyro, STILL, np.zeros((1, 3)), pv, np.array([0.2]))
+
+
+def test_a_gyroscope_between_nodes_is_refused_by_the_step_and_localise_keeps_the_still_means() -> None:
+    """The joint bias needs each gyroscope on an arc-length node (the rings are nodes in the localisation)."""
+    meas, _ = _problem(np.zeros(3), pose_rate=10.0)
+    w = _weights()
+    res = BatchEstimator(w, S, 10, max_iterations=5).solve(meas, 0.0, SPAN)
+    assert res.ab is not None
+    between = Measurements(gyro_t=meas.gyro_t, gyro_s=np.full(meas.gyro_t.size, 0.3), gyro_w=meas.gyro_w)
+    with pytest.raises(ContinuumError, match="sit on arc-length nodes"):
+        bias_newton_step(
+            res.state, res.ab, between, w.R_gyro, STILL, np.zeros((1, 3)), np.array([1e-6]), np.array([0.3])
+        )

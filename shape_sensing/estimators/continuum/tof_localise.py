@@ -261,7 +261,11 @@ def localise(
             for _ in range(cfg.bias_iterations):
                 if res.ab is None:
                     break
-                step = bias_newton_step(res.state, res.ab, meas, w.R_gyro, data.still, corr, prior_var, sensors)
+                try:
+                    step = bias_newton_step(res.state, res.ab, meas, w.R_gyro, data.still, corr, prior_var, sensors)
+                except ContinuumError as exc:  # e.g. a gyroscope between nodes: keep the still means
+                    _log.warning("gyro biases held at the still-period means: %s", exc)
+                    break
                 corr = corr + step.delta
                 bias_cov = step.cov
                 meas.gyro_w = apply_correction(meas.gyro_t, meas.gyro_s, raw_w, data.still, sensors, corr)
