@@ -3,10 +3,12 @@
 For every member of the robot-2 noise-model family (``eval_continuum.noise_family()``, 72 members) on the three
 robot-2 trials of the space_time_continuum dataset, the batch runs twice from the same straight start with the
 same 50-iteration cap as ``eval-continuum``: the former solver (IRLS Gauss-Newton/Newton with a backtracking line
-search; ``robust_curvature=False, extrapolate=False``) and the current one (the Cauchy loss's curvature of the
-factors inside its bend, an extrapolating line search). Prints per run the iterations, why it stopped, the final
-cost and the pooled all-s RMSE, and a summary: how many runs each leaves at the cap, and for those both converge,
-the largest differences of cost and RMSE. Runs print as they finish (``--jsonl`` also writes them).
+search; ``trust_region=False``) and the current one (the same until the iterations crawl and the set of factors
+beyond the Cauchy bend has settled, then Levenberg-Marquardt on the exact robust Hessian; ``--solver previous``
+instead runs the extrapolating line search with the Cauchy curvature inside the bend). Prints per run the
+iterations, why it stopped, the final cost and the pooled all-s RMSE, and a summary: how many runs each leaves at
+the cap, and for those both converge, the largest differences of cost and RMSE, and total iterations and CPU
+seconds. Runs print as they finish (``--jsonl`` also writes them).
 
     .venv/bin/python benchmarks/bench_continuum_convergence.py [--members s1b0.01r1c1,...] [--trials ...]
 """
@@ -29,7 +31,14 @@ ROBOT2 = ("slow_free_space", "fast_contact", "impulse_1")
 CAP = 50
 
 
-def run_one(job: tuple[Path, str, str]) -> list[dict[str, Any]]:
+SOLVERS: dict[str, dict[str, bool]] = {
+    "former": {"trust_region": False},
+    "current": {},
+    "previous": {"robust_curvature": True, "extrapolate": True, "trust_region": False},
+}
+
+
+def run_one(job: tuple[Path, str, str, str]) -> list[dict[str, Any]]:
     """Both solvers on one (trial, member)."""
     from shape_sensing.estimators.continuum.estimator import (
         BatchEstimator,
@@ -41,7 +50,7 @@ def run_one(job: tuple[Path, str, str]) -> list[dict[str, Any]]:
     from shape_sensing.io.space_time_dataset import load_trial
 
     logging.disable(logging.WARNING)
-    dataset, trial_name, member = job
+    dataset, trial_name, member, other = job
     trial = load_trial(dataset, trial_name)
     tn = noise_family()[member]
     w = weights_from_trial(trial, tn)
@@ -51,10 +60,10 @@ def run_one(job: tuple[Path, str, str]) -> list[dict[str, Any]]:
     st = BatchEstimator(w, s, trial.robot.K_per_second).initial_state(t0, t1)
     am = assign_measurements(st, meas)
     out = []
-    for solver, kw in (("former", {"robust_curvature": False, "extrapolate": False}), ("current", {})):
-        tic = time.perf_counter()
-        res = gauss_newton(st, w, am, max_iterations=CAP, **kw)  # type: ignore[arg-type]
-        dt = time.perf_counter() - tic
+    for solver in ("former", other):
+        tic = time.process_time()
+        res = gauss_newton(st, w, am, max_iterations=CAP, **SOLVERS[solver])  # type: ignore[arg-type]
+        dt = time.process_time() - tic
         a = score(trial, res.state, t0, t1)["all"]
         out.append({
             "trial": trial_name, "member": member, "solver": solver, "iterations": res.iterations,
@@ -72,13 +81,15 @@ def main() -> None:
     parser.add_argument("--members", default="", help="comma-separated family members (default all 72)")
     parser.add_argument("--trials", default=",".join(ROBOT2))
     parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--solver", choices=["current", "previous"], default="current", help="compared with former")
     parser.add_argument("--jsonl", type=Path, default=None, help="also write every run as a JSON line")
     args = parser.parse_args()
     members = args.members.split(",") if args.members else list(noise_family())
-    jobs = [(args.dataset, t, m) for t in args.trials.split(",") for m in members]
+    jobs = [(args.dataset, t, m, args.solver) for t in args.trials.split(",") for m in members]
     rows: list[dict[str, Any]] = []
     sink = args.jsonl.open("w") if args.jsonl else None
-    print(f"{'trial':<16} {'member':<16} {'former: it stop cost mm deg':<44} current: it stop cost mm deg", flush=True)
+    head = f"{'trial':<16} {'member':<16} {'former: it stop cost mm deg':<44} {args.solver}: it stop cost mm deg"
+    print(head, flush=True)
     with ProcessPoolExecutor(max_workers=args.jobs) as ex:
         for pair in ex.map(run_one, jobs):
             rows += pair
@@ -92,11 +103,14 @@ def main() -> None:
             ]
             print(f"{pair[0]['trial']:<16} {pair[0]['member']:<16} {cells[0]:<44} {cells[1]}", flush=True)
     former = {(r["trial"], r["member"]): r for r in rows if r["solver"] == "former"}
-    current = {(r["trial"], r["member"]): r for r in rows if r["solver"] == "current"}
+    current = {(r["trial"], r["member"]): r for r in rows if r["solver"] == args.solver}
     capped = [k for k, r in former.items() if r["stop"] != "converged"]
     still = [k for k, r in current.items() if r["stop"] != "converged"]
     print(f"\nruns: {len(former)}; former solver unconverged at the {CAP}-iteration cap: {len(capped)}; "
-          f"current: {len(still)} {sorted(still)}")  # fmt: skip
+          f"{args.solver}: {len(still)} {sorted(still)}")  # fmt: skip
+    for name, runs in (("former", former), (args.solver, current)):
+        print(f"{name}: {sum(r['iterations'] for r in runs.values())} iterations, "
+              f"{sum(r['seconds'] for r in runs.values()):.0f} CPU s over all runs")  # fmt: skip
     if capped:
         fixed = [k for k in capped if current[k]["stop"] == "converged"]
         drop = [former[k]["cost"] - current[k]["cost"] for k in fixed]

@@ -155,6 +155,8 @@ class BatchEstimator:
         tol: convergence threshold on the largest step entry.
         decrement_tol: or on the step's squared length in the metric of the normal matrix
             (:data:`~shape_sensing.estimators.continuum.solver.DECREMENT_TOL`; ``None``: off).
+        solver: switches of :func:`~shape_sensing.estimators.continuum.solver.gauss_newton`
+            (``robust_curvature``, ``extrapolate``, ``trust_region``; default: its defaults).
     """
 
     def __init__(
@@ -166,6 +168,7 @@ class BatchEstimator:
         max_iterations: int = 50,
         tol: float = 1e-6,
         decrement_tol: float | None = DECREMENT_TOL,
+        solver: dict[str, bool] | None = None,
     ) -> None:
         self.weights = weights
         self.s_nodes = np.asarray(s_nodes, dtype=np.float64)
@@ -177,6 +180,10 @@ class BatchEstimator:
         self.max_iterations = max_iterations
         self.tol = tol
         self.decrement_tol = decrement_tol
+        known = {"robust_curvature", "extrapolate", "trust_region"}
+        if solver and set(solver) - known:
+            raise ContinuumError(f"unknown solver option(s) {sorted(set(solver) - known)}; known: {sorted(known)}")
+        self.solver = dict(solver or {})
 
     def initial_state(self, t0: float, t1: float) -> GridState:
         """Straight robot at rest over the span."""
@@ -201,6 +208,9 @@ class BatchEstimator:
             tol=self.tol,
             decrement_tol=self.decrement_tol,
             progress=progress,
+            robust_curvature=self.solver.get("robust_curvature", False),
+            extrapolate=self.solver.get("extrapolate", False),
+            trust_region=self.solver.get("trust_region", True),
         )
         if not res.converged:
             _log.warning("batch Gauss-Newton stopped after %d iterations without converging", res.iterations)

@@ -50,6 +50,7 @@ __all__ = [
     "assemble_dense",
     "assign_measurements",
     "backtrack",
+    "banded_matvec",
     "banded_to_dense",
     "blas_single_thread",
     "build_factors",
@@ -383,7 +384,7 @@ def _weights(b: fac.FactorBatch) -> FloatArray:
     return np.asarray(1.0 / (1.0 + sq / b.cauchy**2))
 
 
-def _robust_curvature(J: FloatArray, r: FloatArray, wgt: FloatArray, c: float) -> FloatArray:
+def _robust_curvature(J: FloatArray, r: FloatArray, wgt: FloatArray, c: float, exact: bool = False) -> FloatArray:
     """The Cauchy loss's own curvature that IRLS's ``w J^T J`` leaves out, for factors inside the loss's bend.
 
     A factor's cost ``c^2/2 log(1 + |r|^2/c^2)`` has the Hessian ``J^T (w I - 2 w^2/c^2 r r^T) J`` (plus the
@@ -396,9 +397,12 @@ def _robust_curvature(J: FloatArray, r: FloatArray, wgt: FloatArray, c: float) -
     curvature along ``r`` beyond the bend) from the first iteration gave steps of metres into a worse minimum;
     the same clamp only once the iterations crawl fixed more runs but ended some in worse minima than the
     former solver (slow_free_space s1b0.1r1c1: cost 331.6 at the cap against 311.9 converged).
+
+    With ``exact`` the term is returned for every factor: with it ``w J^T J`` becomes the loss's exact Hessian
+    (indefinite beyond the bend), the model :func:`_lm_step` uses.
     """
     sq = np.einsum("md,md->m", r, r)
-    beta = np.where(sq < c**2, 2.0 * wgt**2 / c**2, 0.0)
+    beta = 2.0 * wgt**2 / c**2 if exact else np.where(sq < c**2, 2.0 * wgt**2 / c**2, 0.0)
     v = np.einsum("mdi,md->mi", J, r)
     return np.asarray(-beta[:, None, None] * v[:, :, None] * v[:, None, :])
 
@@ -459,6 +463,7 @@ def assemble(
     order: IntArray | None = None,
     second_order: bool = False,
     robust_curvature: bool = False,
+    exact_robust: bool = False,
 ) -> tuple[FloatArray, FloatArray, float]:
     """Accumulate ``H`` (lower banded) and ``g`` over factor batches.
 
@@ -471,6 +476,9 @@ def assemble(
             e.g. :func:`arc_major_order`; ``ab`` and ``g`` are then in that order.
         second_order: add the factors' known second-order terms (:attr:`~.factors.FactorBatch.second`)
             to ``J^T J``: a better step, but ``H`` may then be indefinite far from the optimum.
+        robust_curvature: (with ``second_order``) add the Cauchy loss's own curvature of the factors inside its
+            bend (:func:`_robust_curvature`); with ``exact_robust`` of every factor, which makes ``H`` the exact
+            Hessian of the robust cost (indefinite where residuals lie beyond the bend).
 
     Returns:
         ``ab`` (lower-banded ``H``, as many rows as the widest factor needs), ``g`` and the robust cost.
@@ -496,7 +504,7 @@ def assemble(
         if b.cauchy is not None:
             wgt = _weights(b)
             if second_order and robust_curvature:
-                rc = _robust_curvature(J, r, wgt, b.cauchy)
+                rc = _robust_curvature(J, r, wgt, b.cauchy, exact_robust)
                 S2 = rc if S2 is None else S2 * wgt[:, None, None] + rc
                 wgt_applied = True
             else:
@@ -734,8 +742,9 @@ def gauss_newton(
     decrement_tol: float | None = DECREMENT_TOL,
     second_order: bool = True,
     progress: Callable[[int], None] | None = None,
-    robust_curvature: bool = True,
-    extrapolate: bool = True,
+    robust_curvature: bool = False,
+    extrapolate: bool = False,
+    trust_region: bool = True,
 ) -> GNResult:
     """Iterate Gauss-Newton (IRLS for robust factors) from ``state`` (``progress(iteration)`` after each).
 
@@ -749,18 +758,34 @@ def gauss_newton(
     benchmark's reference). ``ab`` of the result is the last system matrix:
     its inverse is the Laplace covariance.
 
-    Two things make it converge where IRLS Gauss-Newton crawls (robot-2 trials with a Cauchy along-s prior hit
-    the 50-iteration cap with the cost still falling by a constant amount per iteration):
-    ``extrapolate`` lets the line search lengthen a full step whose decrease shows the cost is much flatter along
-    it than the model says (:func:`backtrack`), and ``robust_curvature`` then (from the first such step on) adds
-    the Cauchy loss's own curvature of the factors inside its bend to the Newton system
-    (:func:`_robust_curvature`). Until a step shows that signature the iterations are the former solver's (both
-    off). Every step is still accepted only on a decrease of the true (robust, re-matched) cost.
+    Where it crawls (robot-2 trials with a Cauchy along-s prior: the former solver left 40 of 216 runs at the
+    50-iteration cap, the cost falling by a near-constant amount per iteration, and needs up to 400 on some), the
+    cause is the Cauchy loss: beyond its bend the loss's curvature is negative, which IRLS's ``w J^T J`` states
+    as positive, so along the step the cost is up to 70 times flatter than the system says (measured by finite
+    differences on ``slow_free_space``). With ``trust_region`` (the default) the iterations are the former
+    solver's until both (a) a full step has lowered the cost by more than ``EXPAND_GAIN`` times the model's
+    prediction (the crawl) and (b) the set of robust factors beyond the bend has settled (a step moves at most
+    ``SETTLED`` of them across it). From then on each iteration is :func:`_lm_step`: Levenberg-Marquardt on the
+    exact robust Hessian (:func:`_robust_curvature` with ``exact``), damped in the metric of the system matrix
+    itself. The stopping tests and the result's ``ab`` stay those of the system matrix, so "converged" means
+    what it meant; where no damping lowers the cost, that system's step with the line search is taken. Started
+    earlier, while the bend's set still changes, the same iteration ran into other local minima than the former
+    solver's (fast_contact s0.01b0.01r1c1: 982.54 against 982.73); started once it has settled it reaches the
+    former solver's own minimum (to its stopping accuracy) in fewer iterations.
+
+    Two further switches, off by default, are an earlier attempt kept for the ToF localisation
+    (:data:`~.tof_localise.TOF_SOLVER`), whose figures were taken with them: ``extrapolate`` lets the line
+    search lengthen a full step whose decrease shows the cost is much flatter along it than the model says
+    (:func:`backtrack`), and ``robust_curvature`` then (from the first such step on) adds the Cauchy loss's own
+    curvature of the factors inside its bend to the system (:func:`_robust_curvature`). They fix some crawls but
+    leave others at the cap, and lead some solves into other minima than the former solver's
+    (slow_free_space s0.01b0.1r1c1: 475.1 after 146 iterations against the former solver's 476.07 after 52).
+    Every step, in every mode, is accepted only on a decrease of the true (robust, re-matched) cost.
     """
     with blas_single_thread():
         return _gauss_newton(
             state, w, meas, prior, max_iterations, tol, dense, slice_factors, base_slices, decrement_tol, second_order,
-            progress, robust_curvature, extrapolate,
+            progress, robust_curvature, extrapolate, trust_region,
         )  # fmt: skip
 
 
@@ -779,6 +804,7 @@ def _gauss_newton(
     progress: Callable[[int], None] | None = None,
     robust_curvature: bool = False,
     extrapolate: bool = False,
+    trust_region: bool = False,
 ) -> GNResult:
     costs: list[float] = []
     n_nodes = state.K * state.N
@@ -792,10 +818,13 @@ def _gauss_newton(
     cost, (batches, extra) = evaluate(state)
     stop = "iteration cap"
     expanded = 0
-    # the Cauchy curvature joins the system once a full step has shown the crawl (a decrease well beyond the
-    # model's prediction): until then every step is the former solver's, so a solve that converges as it did
-    # takes the same steps
+    # the Cauchy curvature joins the system (robust_curvature) and the trust region takes over (trust_region) only
+    # once a full step has shown the crawl (a decrease well beyond the model's prediction), the latter also only
+    # once the set of factors beyond the bend has settled: until then every step is the former solver's
     crawling = False
+    lam = LM_INITIAL
+    beyond = _beyond_bend(batches)
+    settled = False
     while it < max_iterations:
         it += 1
         if progress is not None:
@@ -813,9 +842,20 @@ def _gauss_newton(
             converged = True
             stop = "converged"
             break
-        if it == max_iterations:
+        lm = trust_region and crawling and settled and second_order and not dense and beyond.size > 0
+        if it == max_iterations and not lm:
             state = state.retract(dx)
             break
+        if lm:
+            H, _, _ = assemble(
+                n_nodes, state.N, batches, extra, second_order=True, robust_curvature=True, exact_robust=True
+            )
+            out = _lm_step(state, H, ab, g, cost, lam, evaluate)
+            if out is not None:
+                state, cost, (batches, extra), lam = out
+                beyond = _beyond_bend(batches)
+                continue
+            lam = LM_INITIAL
         moved, c, payload, alpha = backtrack(along(state, dx), float(g @ dx), cost, evaluate, extrapolate=extrapolate)
         if alpha == 0.0:  # no step along dx lowers the cost: stay at the last linearisation
             stop = "no descent"
@@ -823,7 +863,90 @@ def _gauss_newton(
         expanded += int(alpha > 1.0)
         crawling |= alpha >= 1.0 and cost - c > EXPAND_GAIN * 0.5 * -float(g @ dx)
         state, cost, (batches, extra) = moved, c, payload
+        now = _beyond_bend(batches)
+        if now.shape == beyond.shape:
+            settled |= int((now != beyond).sum()) <= SETTLED * now.size
+        beyond = now
     return GNResult(state, it, converged, costs[-1] if costs else 0.0, costs, ab, stop, expanded)
+
+
+#: :func:`_lm_step`: the damping a crawling solve starts from (in units of the system matrix), the gain ratio a
+#: step needs to be taken, the damping a rejected undamped step restarts from, below which damping is dropped,
+#: and the most trials per linearisation.
+LM_INITIAL = 1.0
+LM_ACCEPT = 1e-4
+LM_RESTART = 1e-4
+LM_FLOOR = 1e-7
+LM_TRIALS = 12
+
+
+#: The iterations count as settled (the set of robust factors beyond the Cauchy bend stable) once a step changes
+#: the side of at most this fraction of them.
+SETTLED = 0.01
+
+
+def _beyond_bend(batches: list[fac.FactorBatch]) -> NDArray[np.bool_]:
+    """Which robust factors (in batch order) have their residual beyond the Cauchy bend, ``|r| > c``."""
+    out = [np.einsum("md,md->m", b.r, b.r) > b.cauchy**2 for b in batches if b.cauchy is not None and b.size]
+    return np.concatenate(out) if out else np.zeros(0, dtype=bool)
+
+
+def banded_matvec(ab: FloatArray, v: FloatArray) -> FloatArray:
+    """``H v`` for a symmetric ``H`` in LAPACK lower banded storage (``H[j + d, j] = ab[d, j]``)."""
+    bw, n = ab.shape
+    y = ab[0] * v
+    for d in range(1, bw):
+        y[d:] += ab[d, : n - d] * v[: n - d]
+        y[: n - d] += ab[d, : n - d] * v[d:]
+    return y
+
+
+def _lm_step(
+    state: GridState,
+    H: FloatArray,
+    M: FloatArray,
+    g: FloatArray,
+    cost: float,
+    lam: float,
+    evaluate: Callable[[GridState], tuple[float, Linearisation]],
+) -> tuple[GridState, float, Linearisation, float] | None:
+    """One Levenberg-Marquardt iteration on the exact robust Hessian ``H``, damped in the metric ``M``.
+
+    Solves ``(H + lam M) dx = -g`` (``H`` and ``M`` lower banded, ``M`` the positive definite system matrix of
+    :func:`newton_step`, which exceeds ``H`` by the positive semidefinite Cauchy terms wherever both hold the same
+    second-order terms; the step falls back to plain Gauss-Newton where they are not positive definite): a trust
+    region ``dx^T M dx <= Delta^2`` in the Laplace metric, from the pure Newton step on the exact Hessian
+    (``lam = 0``) to a short step along ``-M^-1 g`` (large ``lam``). The step is taken when the cost falls by at
+    least ``LM_ACCEPT`` times what the quadratic model on ``H`` predicts; ``lam`` is then scaled by Nielsen's
+    ``max(1/3, 1 - (2 rho - 1)^3)`` (``rho`` the gain ratio), and on a rejection (or a system that is not
+    positive definite) doubled with a growing factor, up to ``LM_TRIALS`` tries.
+
+    Returns:
+        The new state, its cost and linearisation and the next ``lam``; ``None`` when no try lowered the cost.
+    """
+    nu = 2.0
+    width = M.shape[0]
+    for _ in range(LM_TRIALS):
+        a = H.copy() if H.shape[0] >= width else np.zeros((width, H.shape[1]))
+        if H.shape[0] < width:
+            a[: H.shape[0]] = H
+        a[:width] += lam * M
+        try:
+            cb = cholesky_banded(a, lower=True, check_finite=False, overwrite_ab=True)
+        except LinAlgError:
+            lam, nu = max(LM_RESTART, lam * nu), 2.0 * nu
+            continue
+        dx = np.asarray(cho_solve_banded((cb, True), -g, check_finite=False))
+        pred = -float(g @ dx) - 0.5 * float(dx @ banded_matvec(H, dx))
+        cand = state.retract(dx)
+        c, payload = evaluate(cand)
+        rho = (cost - c) / pred if pred > 0 else -1.0
+        _log.debug("LM lam %g predicted %g actual %g", lam, pred, cost - c)
+        if rho > LM_ACCEPT:
+            lam *= max(1.0 / 3.0, 1.0 - (2.0 * rho - 1.0) ** 3)
+            return cand, c, payload, (0.0 if lam < LM_FLOOR else lam)
+        lam, nu = max(LM_RESTART, lam * nu), 2.0 * nu
+    return None
 
 
 #: Sufficient decrease of :func:`backtrack` (Armijo's constant) and its most halvings of a step.

@@ -55,6 +55,12 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 
+#: The batch solver's switches for ToF localisation: the Cauchy curvature inside the bend and the extrapolating
+#: line search, without the trust region on the exact Hessian. The trust region starts once the set of robust
+#: factors beyond the bend settles, which re-matching every iteration does not give; it was measured on the
+#: recorded pose/gyro trials only, so ToF runs keep the solver their figures were taken with.
+TOF_SOLVER = {"robust_curvature": True, "extrapolate": True, "trust_region": False}
+
 
 @dataclass
 class SensorData:
@@ -229,7 +235,9 @@ def localise(
         return LocaliseResult(
             st, w, meas, stats, win.total_iterations, win.converged_steps == win.steps, None, "window"
         )
-    est = BatchEstimator(w, nodes, cfg.rate, max_iterations=cfg.iterations, decrement_tol=cfg.decrement_tol)
+    est = BatchEstimator(
+        w, nodes, cfg.rate, max_iterations=cfg.iterations, decrement_tol=cfg.decrement_tol, solver=TOF_SOLVER
+    )
     # the batch warns whenever it stops unconverged; here a stop for want of descent is expected (re-matching),
     # so only a stop at the iteration cap is worth a warning
     blog = logging.getLogger("shape_sensing.estimators.continuum.estimator")
