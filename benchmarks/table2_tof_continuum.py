@@ -100,20 +100,20 @@ def _init_worker(association: str) -> None:
         kw["anomaly_tau"] = None
 
 
-_MAP: dict[str, Any] = {}
+_MAP: dict[tuple[str, int], Any] = {}
 
 
-def prior_map(scene: str = "S0") -> Any:
+def prior_map(scene: str = "S0", seed: int = 0) -> Any:
     """The map of ``scene`` (Poisson-disk samples of its mesh without added objects, as the demo builds the S0
-    map), once per process."""
-    if scene not in _MAP:
+    map, drawn with sampling seed ``seed``), once per process."""
+    if (scene, seed) not in _MAP:
         from shape_sensing.demos.tof_continuum import MAP_SPACING
         from shape_sensing.io.maps import PriorMap
         from shape_sensing.sim.tof_scene import compressor_scene
 
         mesh = compressor_scene(scene).mesh(include_added=False)
-        _MAP[scene] = PriorMap.from_mesh(mesh, spacing=MAP_SPACING, source=f"{scene} mesh")
-    return _MAP[scene]
+        _MAP[(scene, seed)] = PriorMap.from_mesh(mesh, spacing=MAP_SPACING, seed=seed, source=f"{scene} mesh")
+    return _MAP[(scene, seed)]
 
 
 def run_one(job: dict[str, Any]) -> dict[str, Any]:
@@ -131,17 +131,25 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     t0 = time.perf_counter()
     tof, gyro, strain = VARIANTS[job["variant"]]
     sim = simulate(job["simulator"], job["scene"], job["duration"], job["trajectory"], job["seed"], job["reach"])
-    tof_map = prior_map(job["map_scene"])
-    cfg = LocaliseConfig(use_tof=tof, use_gyro=gyro, use_strain=strain)
+    tof_map = prior_map(job["map_scene"], job.get("map_seed", 0))
+    cfg = LocaliseConfig(
+        use_tof=tof,
+        use_gyro=gyro,
+        use_strain=strain,
+        gyro_bias=job.get("gyro_bias", "joint"),
+        tof_noise=job.get("tof_noise", "estimate"),
+    )
     data = sensor_data(sim)
     res = localise(data, tof_map, cfg)
     dp, ang = ring_errors(res.state, sim.truth_t, sim.truth_s[1:], sim.truth_pose[:, 1:])
-    keys = ("simulator", "association", "variant", "scene", "trajectory", "seed", "map_scene", "reach")
+    keys = ("simulator", "association", "variant", "scene", "trajectory", "seed", "map_scene", "reach", "gyro_bias",
+            "tof_noise", "map_seed")  # fmt: skip
     out: dict[str, Any] = {k: job[k] for k in keys}
     out["duration_s"] = job["duration"]
     out.update({k: float(v) for k, v in summarise_errors(dp, ang).items()})
     out["ring_trans_mae_cm"] = [round(float(v), 4) for v in dp.mean(axis=0) * 100]
     out["iterations"], out["stop"] = res.iterations, res.stop
+    out["tof_scale"] = round(float(res.tof_scale), 4)
     # anomalies from every ToF point, against the parts the simulator added (not in the map)
     meas = res.meas if tof else build_measurements(data, tof_map, LocaliseConfig())[0]
     rec = reconstruct(res.state, meas, tof_map, ab=res.ab, sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate)
@@ -173,6 +181,12 @@ def main() -> int:
     ap.add_argument("--scenes", default=",".join(f"S{i}" for i in range(10)))
     ap.add_argument("--variants", default="full,no-strain,no-tof,no-gyro", help=f"of {', '.join(VARIANTS)}")
     ap.add_argument("--ablation-scenes", default=None, help="scenes of the variants other than full and no-strain")
+    ap.add_argument(
+        "--map-seeds",
+        default="0",
+        help="Poisson-disk sampling seeds of the prior map, comma separated (default 0): each trial runs with each "
+        "map sample, and pairs against S0 with the same one",
+    )
     ap.add_argument("--map-scene", default="S0", help="the scene whose mesh is the prior map (default S0, as the seed)")
     ap.add_argument("--association", choices=("visible", "gates", "legacy"), default="visible")
     ap.add_argument(
@@ -182,6 +196,20 @@ def main() -> int:
         help="commanded shape's largest distance from the duct axis (m); "
         "MuJoCo runs beyond ~0.14 m press on the blades (default: the simulator's own)",
     )
+    ap.add_argument(
+        "--gyro-bias",
+        choices=("joint", "still"),
+        default="joint",
+        help="gyroscope biases estimated with the batch from the still-period mean as prior (joint, the default) "
+        "or held at the still-period mean (still, seed 001)",
+    )
+    ap.add_argument(
+        "--tof-noise",
+        choices=("fixed", "estimate"),
+        default="estimate",
+        help="ToF point noise: scaled by the whitened residuals' robust scale at the estimate when below 1 "
+        "(estimate, the default), or Table I plus the extra as configured (fixed)",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="trials run in parallel (processes)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append each trial's metrics here")
     ap.add_argument("--tables-from", type=Path, default=None, help="only print the tables of --jsonl files")
@@ -190,7 +218,7 @@ def main() -> int:
     if a.tables_from is not None:
         loaded = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
         key = ("simulator", "association", "variant", "scene", "trajectory", "seed", "duration_s", "map_scene",
-               "reach")  # fmt: skip
+               "reach", "gyro_bias", "tof_noise", "map_seed")  # fmt: skip
         unique = {tuple(r.get(k) for k in key): r for r in loaded}  # the last run of a trial wins
         print_tables(list(unique.values()))
         return 0
@@ -199,16 +227,18 @@ def main() -> int:
         raise SystemExit(f"--variants: unknown {bad}; expected some of {list(VARIANTS)}")
     a.simulator = resolve(a.simulator)  # fail early on a bad name
     seeds = [int(s) for s in a.seeds.split(",")]
+    map_seeds = [int(s) for s in a.map_seeds.split(",")]
     jobs = []
     for variant in a.variants.split(","):
         scenes = a.scenes if variant in ("full", "no-strain") or a.ablation_scenes is None else a.ablation_scenes
         for scene in scenes.split(","):
             for traj in range(a.trajectories):
-                for seed in seeds:
+                for seed, map_seed in ((sd, ms) for sd in seeds for ms in map_seeds):
                     jobs.append(
                         {"simulator": a.simulator, "association": a.association, "variant": variant,
                          "scene": scene, "trajectory": traj, "seed": seed, "duration": a.duration,
-                         "map_scene": a.map_scene, "reach": a.reach}
+                         "map_scene": a.map_scene, "reach": a.reach, "gyro_bias": a.gyro_bias,
+                         "tof_noise": a.tof_noise, "map_seed": map_seed}
                     )  # fmt: skip
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -244,19 +274,24 @@ def _pooled(sel: list[dict[str, Any]], key: str) -> tuple[float, float]:
 def print_tables(rows: list[dict[str, Any]]) -> None:
     """Table II per (simulator, association, variant, map), paired degradation against S0, anomaly detection."""
 
-    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any]:
+    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any, str, str]:
         return (
             r.get("simulator", "kinematic"),
             r.get("association", "visible"),
             r["variant"],
             r.get("map_scene", "S0"),
             r.get("reach"),
+            r.get("gyro_bias", "still"),  # runs recorded before the joint bias held it at the still mean
+            r.get("tof_noise", "fixed"),
         )
 
-    for sim, assoc, variant, map_scene, reach in dict.fromkeys(group(r) for r in rows):
-        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene, reach)]
+    for sim, assoc, variant, map_scene, reach, gbias, tnoise in dict.fromkeys(group(r) for r in rows):
+        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene, reach, gbias, tnoise)]
         at = "" if reach is None else f", reach {reach} m"
-        print(f"\n## {variant} ({sim} simulator, {assoc} association, {map_scene} map{at})")
+        print(
+            f"\n## {variant} ({sim} simulator, {assoc} association, {map_scene} map{at}, "
+            f"{gbias} gyro bias, {tnoise} ToF noise)"
+        )
         print("scene | trans MAE (cm) | trans RMSE (cm) | rot MAE (deg) | rot RMSE (deg) | trials")
         scenes = sorted({r["scene"] for r in sel_v})
         for scene in scenes:
@@ -269,16 +304,21 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
                 + f" | {len(sel)}"
                 + (f" ({touched} touched the scene)" if touched else "")
             )
-        base = {(r["trajectory"], r["seed"]): r for r in sel_v if r["scene"] == "S0"}
+
+        def pair_key(r: dict[str, Any]) -> tuple[int, int, int]:
+            return (r["trajectory"], r["seed"], r.get("map_seed", 0))
+
+        base = {pair_key(r): r for r in sel_v if r["scene"] == "S0"}
         if base and len(scenes) > 1:
-            print("scene vs S0, paired by trajectory and seed: trans MAE change % mean (std, min..max) | "
-                  "rot MAE change % mean (std, min..max) | pairs")  # fmt: skip
+            print(
+                "scene vs S0, paired by trajectory, noise seed and map seed: "
+                "trans MAE change % mean (std, min..max) | rot MAE change % mean (std, min..max) | pairs"
+            )
             worst = ("", -np.inf)
             for scene in scenes:
                 if scene == "S0":
                     continue
-                pairs = [(r, base[(r["trajectory"], r["seed"])]) for r in sel_v if r["scene"] == scene]
-                pairs = [(r, b) for r, b in pairs if b is not None]
+                pairs = [(r, base[pair_key(r)]) for r in sel_v if r["scene"] == scene and pair_key(r) in base]
                 if not pairs:
                     continue
                 cells = []

@@ -396,3 +396,56 @@ def test_visible_match_skips_the_far_face_of_a_thin_part() -> None:
     d1, i1 = visible_nearest(ball, q, q + 0.3 * u)
     np.testing.assert_array_equal(i1, i0)
     np.testing.assert_array_equal(d1, d0)
+
+
+def test_tof_residual_scale_measures_how_far_the_noise_model_overstates_the_points_noise() -> None:
+    """Ranges with 2 mm noise along each ray, modelled as 4 mm: at the true pose the whitened point-to-plane
+    residuals' robust scale is what the geometry gives independently (each residual is the range error times
+    the cosine between ray and wall normal, times the planarity weight, over 4 mm): 0.27, well below 1.
+    A wrong noise option names itself."""
+    from scipy.spatial import cKDTree
+
+    from shape_sensing.estimators.continuum.errors import ContinuumError
+    from shape_sensing.estimators.continuum.model import straight_state
+    from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise, tof_residual_scale
+
+    trimesh = pytest.importorskip("trimesh")
+    scene = _box_scene()
+    tof_map = PriorMap.from_mesh(trimesh.util.concatenate([p.mesh() for p in scene.parts]), spacing=0.01)
+    mounts = ring_mounts([0.3, 0.6], 0.02, tip_forward=True)
+    rng = np.random.default_rng(11)
+    sigma_true, sigma_model = 0.002, 0.004
+    qs, ss, expect = [], [], []
+    for m in mounts:
+        Ts = lie.exp(np.array([[0, 0, m.s, 0, 0, 0]]))[0] @ m.T_ring_sensor
+        u = zone_directions(8, m.fov) @ Ts[:3, :3].T
+        lam, part = scene.cast(np.repeat(Ts[None, :3, 3], 64, axis=0), u)
+        ok = np.isfinite(lam)
+        noise = sigma_true * rng.standard_normal(64)
+        # a range error dr along the unit ray moves the point by dr u_hat: lam is along the boresight
+        dlam = noise / np.linalg.norm(u, axis=1)
+        q, _, _ = frame_points(m, np.where(ok, lam + dlam, np.nan))
+        qs.append(q)
+        ss.append(np.full(q.shape[0], m.s))
+        hit = Ts[:3, 3] + lam[ok, None] * u[ok]
+        normal = np.stack([scene.parts[i].pose[:3, 2] for i in part[ok]])  # type: ignore[attr-defined]
+        u_hat = u[ok] / np.linalg.norm(u[ok], axis=1)[:, None]
+        alpha = tof_map.planarity[cKDTree(tof_map.points).query(hit)[1]]
+        expect.append(alpha * np.abs(np.einsum("pi,pi->p", normal, u_hat)) * np.abs(noise[ok]) / sigma_model)
+    q = np.concatenate(qs)
+    meas = Measurements(tof_map=tof_map)
+    meas.tof_q = np.concatenate([q, q])
+    meas.tof_sigma = np.full(2 * q.shape[0], sigma_model)
+    meas.tof_s = np.concatenate(ss * 2)
+    meas.tof_t = np.repeat([0.0, 0.2], q.shape[0])
+    w = Weights(
+        P0=np.ones(18), Q1=np.ones(6), Q2=np.ones(6), Q3=np.ones(6), R_pose=np.ones(6), R_gyro=np.ones(3), tof_gate=0.2
+    )
+    state = straight_state(np.array([0.0, 0.2]), np.array([0.0, 0.15, 0.3, 0.45, 0.6]), np.eye(4), w.epsilon0)
+    want = 1.4826 * float(np.median(np.concatenate(expect)))
+    got = tof_residual_scale(state, meas, w)
+    assert 0.2 < want < 0.5
+    print(f"robust scale {got:.4f}, from the geometry {want:.4f}")
+    assert got == pytest.approx(want, rel=0.1)
+    with pytest.raises(ContinuumError, match="tof_noise must be 'fixed' or 'estimate', got 'auto'"):
+        localise(None, tof_map, LocaliseConfig(tof_noise="auto"))  # type: ignore[arg-type]

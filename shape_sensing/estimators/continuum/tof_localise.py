@@ -11,6 +11,7 @@ squared Mahalanobis distance to the nearest prior-map point (Eq. 12).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,14 +24,18 @@ from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.estimator import BatchEstimator
+from shape_sensing.estimators.continuum.gyro_bias import apply_correction, bias_newton_step, still_mean_prior
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
+from shape_sensing.estimators.continuum.solver import assign_measurements
 from shape_sensing.estimators.continuum.tof import (
+    TofEvaluation,
     TofMount,
     frame_points,
     project_points,
     stationary_bias,
     strain_measurement,
+    tof_factor,
 )
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
@@ -45,6 +50,7 @@ __all__ = [
     "reconstruct",
     "ring_errors",
     "summarise_errors",
+    "tof_residual_scale",
 ]
 
 _log = logging.getLogger(__name__)
@@ -100,6 +106,19 @@ class LocaliseConfig:
     strain_sigma_kappa: float = 0.01
     gyro_sigma: float = 0.01
     q_scale: float = 1.0
+    #: the gyroscopes' constant biases: "still" holds each at its still-period mean (seed 001); "joint" takes
+    #: that mean as a prior (variance ``gyro_sigma^2 / n``) and estimates the bias with the batch (see
+    #: :mod:`~.gyro_bias`); the sliding window always uses "still"
+    gyro_bias: str = "joint"
+    #: Newton steps on the joint biases (each followed by a batch solve from the moved state)
+    bias_iterations: int = 2
+    #: the ToF points' noise: "estimate" (the default) scales Table I plus ``tof_sigma_extra`` down by the robust
+    #: scale (1.4826 median |r|) of the whitened point-to-plane residuals at the batch's estimate when that is
+    #: below 1 (the model then overstates the points' noise: about 0.5 on the simulated duct; see
+    #: :func:`tof_residual_scale`) and solves again; "fixed" takes the model as it is; the batch only
+    tof_noise: str = "estimate"
+    #: rounds of that estimate (each a batch solve from the last estimate)
+    tof_noise_iterations: int = 2
 
 
 @dataclass
@@ -187,6 +206,14 @@ class LocaliseResult:
     #: why the batch stopped: "converged", "no descent" (no step along the last direction lowered the re-matched
     #: cost: the point matches, not the estimate, still change) or "iteration cap"; "window" for the window
     stop: str = "converged"
+    #: joint biases: the correction to each gyroscope's still-period mean (rad/s) and its posterior covariance
+    #: ``(3 G, 3 G)`` in the order of the sensors' arc lengths
+    bias_correction: dict[float, FloatArray] = field(default_factory=dict)
+    bias_cov: FloatArray | None = None
+    #: factor the estimate applied to every ToF point's noise (Table I and the extra) by ``tof_noise="estimate"``
+    #: (else 1); ``meas`` and ``weights`` keep the configured noise, which the reconstruction and the anomaly
+    #: test (Eq. 10-12) use as before
+    tof_scale: float = 1.0
 
 
 def localise(
@@ -194,6 +221,10 @@ def localise(
 ) -> LocaliseResult:
     """Estimate the robot over the run (batch by default, sliding window with ``cfg.window``)."""
     cfg = cfg or LocaliseConfig()
+    if cfg.gyro_bias not in ("still", "joint"):
+        raise ContinuumError(f"gyro_bias must be 'still' or 'joint', got {cfg.gyro_bias!r}")
+    if cfg.tof_noise not in ("fixed", "estimate"):
+        raise ContinuumError(f"tof_noise must be 'fixed' or 'estimate', got {cfg.tof_noise!r}")
     meas, stats = build_measurements(data, tof_map, cfg)
     w = default_weights(cfg)
     nodes = s_nodes(data.length, cfg.node_spacing, [m.s for m in data.mounts])
@@ -212,14 +243,82 @@ def localise(
     blog = logging.getLogger("shape_sensing.estimators.continuum.estimator")
     level = blog.level
     blog.setLevel(logging.ERROR)
+    tof_scale = 1.0
+    joint = cfg.gyro_bias == "joint" and meas.gyro_t.size > 0 and np.any(meas.gyro_t >= data.still)
+    corr_out: dict[float, FloatArray] = {}
+    bias_cov = None
+    sigma0 = meas.tof_sigma
     try:
         res = est.solve(meas, 0.0, t1)
+        iterations = res.iterations
+        if cfg.tof_noise == "estimate" and meas.tof_t.size:
+            for _ in range(cfg.tof_noise_iterations):
+                sc = tof_residual_scale(res.state, meas, est.weights)
+                if not sc < 0.95:
+                    break
+                tof_scale *= max(sc, TOF_SCALE_FLOOR)
+                meas.tof_sigma = sigma0 * tof_scale
+                est.weights = dataclasses.replace(w, tof_sigma_extra=w.tof_sigma_extra * tof_scale)
+                res = est.solve(meas, 0.0, t1, init=res.state)
+                iterations += res.iterations
+        if joint:
+            sensors = np.unique(meas.gyro_s)
+            prior_var = still_mean_prior(data.gyro_t, data.gyro_s, data.still, cfg.gyro_sigma, sensors)
+            corr = np.zeros((sensors.size, 3))
+            raw_w = meas.gyro_w
+            for _ in range(cfg.bias_iterations):
+                if res.ab is None:
+                    break
+                try:
+                    step = bias_newton_step(res.state, res.ab, meas, w.R_gyro, data.still, corr, prior_var, sensors)
+                except ContinuumError as exc:  # e.g. a gyroscope between nodes: keep the still means
+                    _log.warning("gyro biases held at the still-period means: %s", exc)
+                    break
+                corr = corr + step.delta
+                bias_cov = step.cov
+                meas.gyro_w = apply_correction(meas.gyro_t, meas.gyro_s, raw_w, data.still, sensors, corr)
+                res = est.solve(meas, 0.0, t1, init=res.state.retract(step.dx))
+                iterations += res.iterations
+            corr_out = {float(sv): corr[i] for i, sv in enumerate(sensors)}
     finally:
         blog.setLevel(level)
+        meas.tof_sigma = sigma0
     stop = "converged" if res.converged else "no descent" if res.iterations < cfg.iterations else "iteration cap"
     if stop == "iteration cap":
         _log.warning("ToF localisation stopped at the %d-iteration cap without converging", cfg.iterations)
-    return LocaliseResult(res.state, w, meas, stats, res.iterations, res.converged, res.ab, stop)
+    return LocaliseResult(
+        res.state, w, meas, stats, iterations, res.converged, res.ab, stop, corr_out, bias_cov, tof_scale
+    )
+
+
+#: the smallest factor ``tof_noise="estimate"`` applies to the points' noise in one round
+TOF_SCALE_FLOOR = 0.25
+
+
+def tof_residual_scale(state: GridState, meas: Measurements, w: Weights) -> float:
+    """Robust scale ``1.4826 median |r|`` of the whitened point-to-plane residuals of the matched ToF points at
+    ``state`` (the factor's own matching and noise model; 1 when the model's noise is right, below 1 when it
+    overstates the points' noise). NaN without matched points."""
+    am = assign_measurements(state, meas)
+    if am.tof_cells is None or am.tof_map is None:
+        return float("nan")
+    det: list[TofEvaluation] = []
+    tof_factor(
+        state.T.reshape(-1, 4, 4),
+        state.eps.reshape(-1, 6),
+        state.varpi.reshape(-1, 6),
+        am.tof_cells,
+        am.tof_frame,  # type: ignore[arg-type]
+        am.tof_q,  # type: ignore[arg-type]
+        am.tof_sigma,  # type: ignore[arg-type]
+        am.tof_map,
+        sigma_extra=w.tof_sigma_extra,
+        cauchy=w.cauchy_tof,
+        gate=w.tof_gate,
+        details=det,
+    )
+    r = det[0].r
+    return float(1.4826 * np.median(np.abs(r))) if r.size else float("nan")
 
 
 def ring_errors(
