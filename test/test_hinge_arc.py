@@ -373,3 +373,20 @@ def test_quaternion_matrices_match_scipy() -> None:
     q = Rotation.random(500, random_state=3).as_quat() * np.random.default_rng(3).uniform(0.5, 2.0, (500, 1))
     assert np.allclose(quats_to_matrices(q), Rotation.from_quat(q).as_matrix(), atol=1e-15, rtol=0)
     assert quats_to_matrices(np.zeros((0, 4))).shape == (0, 3, 3)
+
+
+def test_sensor_and_backbone_frames_from_quaternion_products_match_scipy() -> None:
+    """W^T R(q) and W^T R(q) M^T made in one product from q's products equal the matrix products to rounding."""
+    from shape_sensing.estimators.hinge_arc import _frame_coefficients
+
+    rng = np.random.default_rng(8)
+    W = Rotation.random(random_state=4).as_matrix()
+    M = Rotation.random(6, random_state=5).as_matrix()
+    q = Rotation.random(6, random_state=6).as_quat() * rng.uniform(0.5, 2.0, (6, 1))  # not normalised
+    coef = _frame_coefficients(W.T, np.swapaxes(M, 1, 2))
+    prods = (q[:, :, None] * q[:, None, :]).reshape(6, 1, 16)
+    r = np.matmul(prods, coef)[:, 0, :]
+    frames = (r[:, :18] / r[:, 18:]).reshape(6, 2, 3, 3)
+    R = Rotation.from_quat(q).as_matrix()
+    assert np.allclose(frames[:, 0], W.T @ R, atol=2e-15, rtol=0)
+    assert np.allclose(frames[:, 1], W.T @ R @ np.swapaxes(M, 1, 2), atol=2e-15, rtol=0)

@@ -413,11 +413,28 @@ def _skew(v: FloatArray) -> FloatArray:
     return np.matmul(v[..., None, :], _SKEW_K_VIEW)[..., 0, :].reshape(*v.shape[:-1], 3, 3)
 
 
+def _frame_coefficients(world_base_T: FloatArray, mount_tr: FloatArray) -> FloatArray:
+    """``(m, 16, 19)`` coefficients (as a non-blasable view) taking a sensor's products ``q_a q_b`` to the nine
+    entries of ``W^T R(q)``, the nine of ``W^T R(q) M_i^T`` and ``|q|^2`` (see :func:`quats_to_matrices`)."""
+    Q = _QM_COEF[:, :9].reshape(16, 3, 3)  # R(q)[k, c] from the products
+    S = np.einsum("rk,akc->arc", world_base_T, Q)  # (W^T R)[r, c]
+    Bc = np.einsum("arl,ilc->iarc", S, mount_tr)  # (W^T R M_i^T)[r, c]
+    m = len(mount_tr)
+    coef = np.empty((m, 16, 19))
+    coef[:, :, :9] = S.reshape(16, 9)
+    coef[:, :, 9:18] = Bc.reshape(m, 16, 9)
+    coef[:, :, 18] = _QM_COEF[:, 9]
+    return np.ascontiguousarray(coef[..., ::-1])[..., ::-1]
+
+
 class _Plan(NamedTuple):
     """What an update needs that depends only on which sensors are selected and which of them are active."""
 
     idx: np.ndarray  # (m,) active sensors
     pick: np.ndarray | slice  # idx, or all sensors as a slice (no gather) when every one is active
+    # (m, 16, 19) through a non-blasable view: from the products q_a q_b of a sensor's quaternion, W^T R (9),
+    # B = W^T R M^T (9) and |q|^2 (1); see _frame_coefficients
+    frame_coef: FloatArray
     mount_tr: FloatArray  # (m, 3, 3) their M_i^T
     mount: FloatArray  # (m, 3, 3) their M_i
     seg_len_batch: FloatArray  # (7 m,) material length of the segments, then of each of their six turned copies
@@ -587,9 +604,14 @@ class HingeArcEstimator:
         D = cfg.diameter
         B = np.empty((T, m + 1, 3, 3))
         B[:, 0] = _EYE3
-        R = quats_to_matrices(quats[:, plan.pick])
-        sensor_rot = _mm(self._world_base_T, R)  # W^T R_i: each sensor's orientation in the base frame
-        _mm(sensor_rot, plan.mount_tr, out=B[:, 1:])
+        # W^T R_i (each sensor's orientation in the base frame) and B_i = W^T R_i M_i^T (its backbone frame),
+        # both linear in the products q_a q_b over |q|^2: one plain-loop product per sensor (see _matvecs)
+        q = quats[:, plan.pick]
+        prods = (q[..., :, None] * q[..., None, :]).reshape(T, m, 1, 16)
+        r = np.matmul(prods, plan.frame_coef)[..., 0, :]
+        frames = np.divide(r[..., :18], r[..., 18:]).reshape(T, m, 2, 3, 3)
+        sensor_rot = frames[:, :, 0]
+        B[:, 1:] = frames[:, :, 1]
         Bk, BkT = B[:, :-1], B[:, :-1].swapaxes(-1, -2)
         rel = _mm(BkT, B[:, 1:])
         # The segments and, for the covariance, six turned copies of each (see _covariance), in one batch.
@@ -649,7 +671,7 @@ class HingeArcEstimator:
 
     def _plan(self, selected: np.ndarray, active: np.ndarray) -> _Plan:
         """Build (and keep) what updates with these selected and active sensors share."""
-        assert self._mount_T is not None
+        assert self._mount_T is not None and self._world_base_T is not None
         cfg = self.config
         idx = np.flatnonzero(active)
         node_sigma = np.concatenate([[0.0], cfg.sensor_positions[idx]])
@@ -667,6 +689,7 @@ class HingeArcEstimator:
             idx=idx,
             pick=slice(None) if len(idx) == len(active) else idx,
             mount_tr=self._mount_T[idx],
+            frame_coef=_frame_coefficients(self._world_base_T, self._mount_T[idx]),
             mount=self._mount[idx],
             seg_len_batch=np.tile(seg_L, 7),
             # A zero-length segment (first_sensor 0: sensor 0 at the base) has no inner wall to buckle; its
