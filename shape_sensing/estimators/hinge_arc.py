@@ -613,11 +613,10 @@ class HingeArcEstimator:
         sensor_rot = frames[:, :, 0]
         B[:, 1:] = frames[:, :, 1]
         Bk, BkT = B[:, :-1], B[:, :-1].swapaxes(-1, -2)
-        rel = _mm(BkT, B[:, 1:])
-        # The segments and, for the covariance, six turned copies of each (see _covariance), in one batch.
-        t_rel = rel[:, :, :, 2]
+        # The segments' new tangents, B_k^T B_{k+1} z (the third column of the relative rotations, with the bits
+        # _mm gives it), and for the covariance six turned copies of each (see _covariance), in one batch.
         tangents = np.empty((T, 7, m, 3))
-        tangents[:, 0] = t_rel
+        t_rel = _mat_vec(BkT, B[:, 1:, :, 2], out=tangents[:, 0])
         _rows_times(t_rel[:, None], _AXIS_TURNS_T, out=tangents[:, 1:])
         batch = _segments(tangents.reshape(T, 7 * m, 3), plan.seg_len_batch, D)
         d_all = _displacements(batch)
@@ -652,7 +651,7 @@ class HingeArcEstimator:
         backbone = self._backbone(BkT, geom, centre, tip_chord, poses[:, m, :3, 3])
         lengths_out = np.add.accumulate(2.0 * geom.straight + geom.radius * theta, axis=1)[:, -1] if m else 0.0
         lengths_out = (lengths_out + ext).tolist()
-        diags = self._summaries(since, plan, theta, rel, lengths)
+        diags = self._summaries(since, plan, theta, B, lengths)
         frame_ids = plan.frame_ids
         return [
             ShapeEstimate(
@@ -771,7 +770,7 @@ class HingeArcEstimator:
         return np.arctan2(rel[..., 1, 0] - rel[..., 0, 1], 1.0 + trace)
 
     def _summaries(
-        self, since: FloatArray, plan: _Plan, theta: FloatArray, rel: FloatArray, lengths: FloatArray
+        self, since: FloatArray, plan: _Plan, theta: FloatArray, B: FloatArray, lengths: FloatArray
     ) -> list[DiagnosticStatus]:
         """One status per tick: level and message now, the values (formatted numbers) when first read."""
         m = theta.shape[1]
@@ -783,7 +782,8 @@ class HingeArcEstimator:
         def values(t: int, dt: float, n: int) -> Callable[[], dict[str, str]]:
             def make() -> dict[str, str]:  # from tick t's own rows: the same numbers however many ticks were made
                 max_bend = float(np.max(theta[t])) if m else 0.0
-                max_twist = 2.0 * float(np.max(np.abs(half_twist(rel[t])))) if m else 0.0
+                rel = _mm(B[t : t + 1, :-1].swapaxes(-1, -2), B[t : t + 1, 1:])[0]  # B_k^T B_{k+1}
+                max_twist = 2.0 * float(np.max(np.abs(half_twist(rel)))) if m else 0.0
                 length = float(lengths[t])
                 return {
                     "sensors_used": used,
