@@ -751,10 +751,10 @@ class HingeArcEstimator:
         local = _arc_points(geom, self._arc_frac)  # (T, m, k + 3, 3)
         out = np.empty((T, m * local.shape[2] + 2, 3))
         out[:, 0] = 0.0
-        pts = _rows_times(local, BkT[:, :, None])
-        pts += centre[:, :-1, None, :]
         # Points repeat where a straight run has zero length; consumers of the polyline tolerate that.
-        out[:, 1:-1] = pts.reshape(T, -1, 3)
+        pts = out[:, 1:-1].reshape(T, m, local.shape[2], 3)  # a view: the rotated points are made in place
+        _rows_times(local, BkT[:, :, None], out=pts)
+        np.add(pts, centre[:, :-1, None, :], out=pts)
         out[:, -1] = tip
         return out
 
@@ -798,17 +798,19 @@ class HingeArcEstimator:
             return make
 
         out = []
+        plain = "; ".join(plan.messages) if plan.messages else "ok"
         for t, dt in enumerate(since.tolist()):
             level = plan.level
-            msgs = list(plan.messages)
+            message = plain
             if n_over[t]:
                 level = max(level, DiagnosticLevel.WARN)
-                msgs.append(f"{n_over[t]} segment(s) bent past L/D (inner wall fully buckled)")
+                msgs = [*plan.messages, f"{n_over[t]} segment(s) bent past L/D (inner wall fully buckled)"]
+                message = "; ".join(msgs)
             out.append(
                 DiagnosticStatus(
                     name="hinge_arc_estimator: shape",
                     level=level,
-                    message="; ".join(msgs) if msgs else "ok",
+                    message=message,
                     hardware_id="",
                     values=DeferredValues(values(t, dt, n_over[t])),
                 )
