@@ -3,6 +3,7 @@ same order for rosbags' reader, the mcap reader and its ROS 2 decoder, same coun
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,49 @@ def test_a_rewritten_bag_is_read_anew_not_from_the_kept_summary(tmp_path: Path) 
         assert bag_metadata(path) == {"topic": topic}
         assert bag_message_count(path) == n
         assert len(read_topics(path, [topic])[topic]) == n
+
+
+@pytest.mark.parametrize("storage", ["mcap", "sqlite3"])
+def test_records_streamed_in_windows_read_back_as_one_batch_writes_them(tmp_path: Path, storage: str) -> None:
+    """RecordStream: the copied records split into windows by rank, each window with new records (one on a
+    connection first made midway), read back as the same records written as one batch."""
+    from shape_sensing.io.bag_bulk import RecordStream
+
+    src = _source(tmp_path / "src.mcap")
+    arrays = read_topics(src, ["/imu_0", "/imu_1", "/imu_2", "/note"])
+    typ = "std_msgs/msg/String"
+    cuts = [0, 700, 701, 2500, 4100, 10_000]  # rank windows, one holding a single rank
+
+    def window(w: BagWriter, cids: dict[str, int], lo: int, hi: int, batch: RecordBatch) -> None:
+        for t, ta in arrays.items():
+            sel = (ta.rank >= lo) & (ta.rank < hi)
+            key = np.zeros((int(sel.sum()), 3), dtype=np.int64)
+            key[:, 0] = ta.rank[sel]
+            assert ta.source is not None and ta.record_at is not None
+            batch.copy(ta.source, ta.record_at[sel], cids[t], ta.log_time[sel], key)
+        for j in range(lo, min(hi, 4000), 97):
+            cid = w.connection_id("/late" if j >= 2500 else "/early", typ)
+            data = w.factory.typestore.serialize_cdr(w.factory.make(typ, data="n" * (j % 11)), typ)
+            batch.add(cid, 2_000_000 + j, data, (j, 1, 0))
+
+    outs = {}
+    for mode in ("one", "windows"):
+        out = tmp_path / (f"{mode}.mcap" if storage == "mcap" else mode)
+        with BagWriter(out, storage=storage) as w:
+            cids = {t: w.connection_id(t, ta.msgtype) for t, ta in arrays.items()}
+            stream = RecordStream(w)
+            if mode == "one":
+                batch = RecordBatch()
+                for lo, hi in itertools.pairwise(cuts):
+                    window(w, cids, lo, hi, batch)
+                stream.write(batch)
+            else:
+                for lo, hi in itertools.pairwise(cuts):
+                    batch = RecordBatch()
+                    window(w, cids, lo, hi, batch)
+                    stream.write(batch)
+            written = stream.close()
+        outs[mode] = ([(m.topic, m.stamp_ns, bytes(m.raw)) for m in read_bag(out)], written)
+    assert outs["one"][1] == outs["windows"][1] == len(outs["one"][0]) > 6000
+    assert outs["windows"][0] == outs["one"][0]
+    assert {t for t, _, _ in outs["windows"][0]} >= {"/late", "/early", "/note"}

@@ -30,7 +30,7 @@ import numpy as np
 from shape_sensing.io.bag import _resolve, mcap_summary, read_bag
 from shape_sensing.io.errors import BagError
 
-__all__ = ["FixedRows", "RecordBatch", "TopicArrays", "read_topics", "write_records"]
+__all__ = ["FixedRows", "RecordBatch", "RecordStream", "TopicArrays", "read_topics", "write_records"]
 
 _MSG_HEADER = 31  # opcode 1, record length 8, channel 2, sequence 4, log time 8, publish time 8
 _INDEX_ENTRY = np.dtype([("log_time", "<u8"), ("offset", "<u8")])
@@ -369,31 +369,95 @@ def write_records(writer: Any, batch: RecordBatch) -> int:
     indexes, chunk indexes and statistics, as rosbags' writer makes them, without a Python step per
     message; with any other storage each message goes through the writer. Returns the number written.
     """
-    src, pos, size, conn, log_time = batch.ordered()
-    n = len(pos)
-    if not n:
-        return 0
-    rb = writer._writer
-    by_id = {c.id: c for c in rb.connections}
-    storage = _fast_storage(writer)
-    if storage is None:
-        for s, p, z, c, t in zip(
-            src.tolist(), pos.tolist(), size.tolist(), conn.tolist(), log_time.tolist(), strict=True
-        ):
-            rb.write(by_id[c], t, bytes(batch.sources[s][p + 31 : p + z]))
+    stream = RecordStream(writer)
+    stream.write(batch)
+    return stream.close()
+
+
+class RecordStream:
+    """Appends the records of successive :class:`RecordBatch` es to a bag, each batch's after the earlier ones'.
+
+    Chunks are made as :func:`write_records` makes them; the records of a batch's last, unfilled chunk wait
+    for the next batch (or :meth:`close`), so a long recording is written a window at a time and no more
+    than one window's new records are held at once.
+    """
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self.count = 0
+        # the records waiting to fill a chunk: their sources, then (src, pos, size, conn, log_time)
+        self._tail_sources: list[np.ndarray] = []
+        self._tail: tuple[np.ndarray, ...] | None = None
+
+    def write(self, batch: RecordBatch) -> None:
+        """Append the records of ``batch`` (in its key order) after everything written before."""
+        src, pos, size, conn, log_time = batch.ordered()
+        sources = batch.sources
+        if self._tail is not None:
+            t_src, t_pos, t_size, t_conn, t_lt = self._tail
+            sources = [*self._tail_sources, *sources]
+            src = np.concatenate([t_src, src + len(self._tail_sources)])
+            pos, size = np.concatenate([t_pos, pos]), np.concatenate([t_size, size])
+            conn, log_time = np.concatenate([t_conn, conn]), np.concatenate([t_lt, log_time])
+            self._tail, self._tail_sources = None, []
+        if not len(pos):
+            return
+        storage = _fast_storage(self.writer)
+        if storage is None:
+            self._write(None, sources, src, pos, size, conn, log_time)
+            return
+        # the records of the last chunk _write_chunks would make wait for more
+        prefix = 0 if storage.chunk.msgs else len(storage.chunk.bio.getvalue())
+        start = np.concatenate([[0], np.cumsum(size)[:-1]]) + prefix
+        chunk_of = start // _CHUNK_TARGET
+        cut = int(np.searchsorted(chunk_of, chunk_of[-1]))
+        used = sorted(set(src[cut:].tolist()))
+        remap = np.zeros(len(sources), dtype=np.int64)
+        remap[used] = np.arange(len(used))
+        self._tail_sources = [sources[k] for k in used]
+        self._tail = (remap[src[cut:]], pos[cut:], size[cut:], conn[cut:], log_time[cut:])
+        if cut:
+            self._write(storage, sources, src[:cut], pos[:cut], size[:cut], conn[:cut], log_time[:cut])
+
+    def close(self) -> int:
+        """Write the waiting records; returns the number of records written in all."""
+        if self._tail is not None:
+            src, pos, size, conn, log_time = self._tail
+            sources, self._tail, self._tail_sources = self._tail_sources, None, []
+            self._write(_fast_storage(self.writer), sources, src, pos, size, conn, log_time)
+        return self.count
+
+    def _write(
+        self,
+        storage: Any,
+        sources: list[np.ndarray],
+        src: np.ndarray,
+        pos: np.ndarray,
+        size: np.ndarray,
+        conn: np.ndarray,
+        log_time: np.ndarray,
+    ) -> None:
+        writer = self.writer
+        rb = writer._writer
+        n = len(pos)
+        if storage is None:
+            by_id = {c.id: c for c in rb.connections}
+            for s, p, z, c, t in zip(
+                src.tolist(), pos.tolist(), size.tolist(), conn.tolist(), log_time.tolist(), strict=True
+            ):
+                rb.write(by_id[c], t, bytes(sources[s][p + 31 : p + z]))
+        else:
+            _write_chunks(storage, sources, src, pos, size, conn, log_time)
+            for c, k in zip(*np.unique(conn, return_counts=True), strict=True):
+                rb.counts[int(c)] += int(k)
+                storage.channel_stats[int(c)] += int(k)
+            lo, hi = int(log_time.min()), int(log_time.max())
+            rb.min_timestamp = min(rb.min_timestamp, lo)
+            rb.max_timestamp = max(rb.max_timestamp, hi)
+            storage.message_start_time = min(storage.message_start_time, lo)
+            storage.message_end_time = max(storage.message_end_time, hi)
         writer.count += n
-        return n
-    _write_chunks(storage, batch.sources, src, pos, size, conn, log_time)
-    for c, k in zip(*np.unique(conn, return_counts=True), strict=True):
-        rb.counts[int(c)] += int(k)
-        storage.channel_stats[int(c)] += int(k)
-    lo, hi = int(log_time.min()), int(log_time.max())
-    rb.min_timestamp = min(rb.min_timestamp, lo)
-    rb.max_timestamp = max(rb.max_timestamp, hi)
-    storage.message_start_time = min(storage.message_start_time, lo)
-    storage.message_end_time = max(storage.message_end_time, hi)
-    writer.count += n
-    return n
+        self.count += n
 
 
 def _write_chunks(

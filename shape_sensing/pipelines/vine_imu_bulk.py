@@ -26,6 +26,7 @@ sensor subsets over one decoded recording.
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 import time
@@ -37,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.io.bag import BagWriter
-from shape_sensing.io.bag_bulk import FixedRows, RecordBatch, TopicArrays, read_topics, write_records
+from shape_sensing.io.bag_bulk import FixedRows, RecordBatch, RecordStream, TopicArrays, read_topics
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import cdr
 from shape_sensing.messages import common as msgs
@@ -453,62 +454,92 @@ def replay_bulk(
     if length_name:
         qos[length_name] = "sensor"
     qos["/tf_static"] = "static"
-    est_list = list(estimates(tracker, states, step("estimate")))
-    t3 = clock()
-    batch = RecordBatch()
-    for topic, ta in arrays.items():
-        cid = writer.connection_id(topic, ta.msgtype, qos=qos.get(topic, "default"))
-        key = np.zeros((len(ta), 3), dtype=np.int64)
-        key[:, 0] = ta.rank
-        if ta.source is not None and ta.record_at is not None:
-            batch.copy(ta.source, ta.record_at, cid, ta.log_time, key)
-        else:
-            for i in range(len(ta)):
-                batch.add(cid, int(ta.log_time[i]), ta.raw(i), (int(ta.rank[i]), 0, 0))
-    t4 = clock()
+    # Copies' connections first, in topic order, then the estimates' as they first appear (as the one-pass
+    # replay made them); then a window of estimates at a time, with the input copies up to the message the
+    # window's last tick fires on, written in key order (RecordStream): no more than one window is held.
+    copies = [
+        (writer.connection_id(topic, ta.msgtype, qos=qos.get(topic, "default")), ta) for topic, ta in arrays.items()
+    ]
     # the messages of the streaming replay's ShapeWriter (its marker and diagnostics throttles)
     shape_messages = ShapeWriter(writer, namespace, tracker.params["marker_rate"]).messages
-    shapes = [est for _, est in est_list]
-    messages: Iterable[list[tuple[str, str, bytes | memoryview]]]
+    direct = None
     if cdr.supported(writer.factory.typestore):  # the bytes straight from the estimates' arrays
         # views of each block's bytes: add_many copies them into the batch before the next block is made
         direct = cdr.ShapeCdr(tracker.params["marker_rate"], shape_messages.diagnostics, views=True)
-        messages = direct.build_many(shapes)
-    else:  # other definitions: build the messages and serialise them
-        serialize = writer.factory.typestore.serialize_cdr
-        messages = (
-            [(t, m.__msgtype__, bytes(serialize(m, m.__msgtype__))) for t, m in shape_messages.build(est)]
-            for est in shapes
-        )
+    serialize = writer.factory.typestore.serialize_cdr
     conns: dict[str, int] = {}
+    stream = RecordStream(writer)
+    est_iter = estimates(tracker, states, step("estimate"))
+    seq = 0
+    placed = -1  # input copies of rank <= placed are written
+    tips: list[tuple[int, np.ndarray, float]] = []  # stamp, tip position, length of every estimate (metrics)
+    spent = {"estimate": 0.0, "build_and_serialise_estimates": 0.0, "gather_inputs": 0.0, "write_records": 0.0}
+    while True:
+        c0 = clock()
+        window = list(itertools.islice(est_iter, _WINDOW))
+        c1 = clock()
+        upto = int(states.fire_rank[window[-1][0]]) if window else None  # None: the rest of the inputs
+        batch = RecordBatch()
+        for cid, ta in copies:
+            lo = int(np.searchsorted(ta.rank, placed, side="right"))
+            hi = len(ta) if upto is None else int(np.searchsorted(ta.rank, upto, side="right"))
+            if hi <= lo:
+                continue
+            key = np.zeros((hi - lo, 3), dtype=np.int64)
+            key[:, 0] = ta.rank[lo:hi]
+            if ta.source is not None and ta.record_at is not None:
+                batch.copy(ta.source, ta.record_at[lo:hi], cid, ta.log_time[lo:hi], key)
+            else:
+                for i in range(lo, hi):
+                    batch.add(cid, int(ta.log_time[i]), ta.raw(i), (int(ta.rank[i]), 0, 0))
+        c2 = clock()
+        shapes = [est for _, est in window]
+        messages: Iterable[list[tuple[str, str, bytes | memoryview]]]
+        if direct is not None:
+            messages = direct.build_many(shapes)
+        else:  # other definitions: build the messages and serialise them
+            messages = (
+                [(t, m.__msgtype__, bytes(serialize(m, m.__msgtype__))) for t, m in shape_messages.build(est)]
+                for est in shapes
+            )
 
-    def records() -> Iterator[tuple[int, int, bytes | memoryview, tuple[int, int, int]]]:
-        seq = 0
-        for (t, est), built in zip(est_list, messages, strict=True):
-            fire = int(states.fire_rank[t])
-            for topic, msgtype, raw in built:
-                cid = conns.get(topic)
-                if cid is None:
-                    cid = conns[topic] = writer.connection_id(resolve_topic(topic, namespace), msgtype)
-                yield cid, est.stamp_ns, raw, (fire, 1, seq)
-                seq += 1
+        def records(first: int) -> Iterator[tuple[int, int, bytes | memoryview, tuple[int, int, int]]]:
+            seq = first
+            for (t, est), built in zip(window, messages, strict=True):  # noqa: B023 (consumed at once, below)
+                fire = int(states.fire_rank[t])
+                for topic, msgtype, raw in built:
+                    cid = conns.get(topic)
+                    if cid is None:
+                        cid = conns[topic] = writer.connection_id(resolve_topic(topic, namespace), msgtype)
+                    yield cid, est.stamp_ns, raw, (fire, 1, seq)
+                    seq += 1
 
-    batch.add_many(records())
-    t5 = clock()
-    write_records(writer, batch)
-    t6 = clock()
+        before = len(batch)
+        batch.add_many(records(seq))
+        seq += len(batch) - before
+        tips += [(est.stamp_ns, np.array(est.tip_pose[:3, 3]), est.length) for est in shapes]
+        c3 = clock()
+        stream.write(batch)
+        del batch, window, shapes
+        c4 = clock()
+        spent["estimate"] += c1 - c0
+        spent["gather_inputs"] += c2 - c1
+        spent["build_and_serialise_estimates"] += c3 - c2
+        spent["write_records"] += c4 - c3
+        if upto is None:
+            break
+        placed = upto
+    c5 = clock()
+    stream.close()
+    spent["write_records"] += clock() - c5
     if timings is not None:
-        timings |= {
-            "read": t1 - t0,
-            "decode_and_ticks": t2 - t1,
-            "estimate": t3 - t2,
-            "build_and_serialise_estimates": t5 - t4,
-            "gather_inputs": t4 - t3,
-            "write_records": t6 - t5,
-        }
+        timings |= {"read": t1 - t0, "decode_and_ticks": t2 - t1, **spent}
     tracker.stats.bad_samples = int(states.bad[-1]) if len(states.bad) else 0
     tracker.stats.out_of_order = int(states.out_of_order[-1]) if len(states.out_of_order) else 0
-    return tip_metrics([e for _, e in est_list], inputs, length_name is not None)
+    return tip_metrics(tips, inputs, length_name is not None)
+
+
+_WINDOW = 1024  # estimates whose messages (and the input copies before them) are made and written at once
 
 
 def _nearest_first(sorted_stamps: np.ndarray, stamps: np.ndarray) -> np.ndarray:
@@ -520,8 +551,13 @@ def _nearest_first(sorted_stamps: np.ndarray, stamps: np.ndarray) -> np.ndarray:
     return np.where(take_left, left, right)
 
 
-def tip_metrics(ests: list[ShapeEstimate], inputs: BulkInputs, use_length: bool) -> dict[str, Any] | None:
-    """The streaming replay's tip metrics: nearest truth within 20 ms, length from the nearest length message."""
+def tip_metrics(
+    ests: list[tuple[int, np.ndarray, float]], inputs: BulkInputs, use_length: bool
+) -> dict[str, Any] | None:
+    """The streaming replay's tip metrics: nearest truth within 20 ms, length from the nearest length message.
+
+    ``ests``: every estimate's stamp, tip position and length.
+    """
     if not len(inputs.truth_stamps):
         return None
     errors = TipErrors()
@@ -530,17 +566,17 @@ def tip_metrics(ests: list[ShapeEstimate], inputs: BulkInputs, use_length: bool)
     lengths = {int(s): float(v) for s, v in zip(ls.stamp[ok], ls.values[ok], strict=True)}
     length_stamps = np.array(sorted(lengths), dtype=np.int64) if (use_length and lengths) else None
     truth_stamps = inputs.truth_stamps
-    est_stamps = np.array([e.stamp_ns for e in ests], dtype=np.int64)
+    est_stamps = np.array([stamp for stamp, _, _ in ests], dtype=np.int64)
     j_truth = _nearest_first(truth_stamps, est_stamps)
     j_len = _nearest_first(length_stamps, est_stamps) if length_stamps is not None else None
-    for k, est in enumerate(ests):
+    for k, (stamp, tip, est_length) in enumerate(ests):
         j = int(j_truth[k])
-        if abs(int(truth_stamps[j]) - est.stamp_ns) > 20_000_000:
+        if abs(int(truth_stamps[j]) - stamp) > 20_000_000:
             continue
         length = (
-            lengths[int(length_stamps[j_len[k]])] if length_stamps is not None and j_len is not None else est.length
+            lengths[int(length_stamps[j_len[k]])] if length_stamps is not None and j_len is not None else est_length
         )
-        errors.add(est.stamp_ns, est.tip_pose[:3, 3], inputs.truth_tips[j], length)
+        errors.add(stamp, tip, inputs.truth_tips[j], length)
     return errors.metrics()
 
 
