@@ -435,8 +435,6 @@ class _Plan(NamedTuple):
     # (m, 16, 19) through a non-blasable view: from the products q_a q_b of a sensor's quaternion, W^T R (9),
     # B = W^T R M^T (9) and |q|^2 (1); see _frame_coefficients
     frame_coef: FloatArray
-    mount_tr: FloatArray  # (m, 3, 3) their M_i^T
-    mount: FloatArray  # (m, 3, 3) their M_i
     seg_len_batch: FloatArray  # (7 m,) material length of the segments, then of each of their six turned copies
     over_at: FloatArray  # (m,) bend past L / D
     last_sigma: float  # material coordinate of the last node
@@ -687,9 +685,7 @@ class HingeArcEstimator:
         plan = _Plan(
             idx=idx,
             pick=slice(None) if len(idx) == len(active) else idx,
-            mount_tr=self._mount_T[idx],
             frame_coef=_frame_coefficients(self._world_base_T, self._mount_T[idx]),
-            mount=self._mount[idx],
             seg_len_batch=np.tile(seg_L, 7),
             # A zero-length segment (first_sensor 0: sensor 0 at the base) has no inner wall to buckle; its
             # bend is the base sensor's noise against the base frame, so it is never reported past L/D.
