@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from shape_sensing.demos.tof_continuum import sensor_data
+from shape_sensing.demos.tof_continuum import MAP_SPACING, sensor_data
 from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise, ring_errors, summarise_errors
 from shape_sensing.io.maps import PriorMap
 from shape_sensing.sim.tof_continuum import RobotSpec, SimConfig, simulate
@@ -65,7 +65,7 @@ def main() -> None:
     a = ap.parse_args()
     robot = RobotSpec(length=0.9, ring_s=(0.3, 0.6, 0.9), tip_forward=False)  # 9 ToF, 3 gyros
     cfg = SimConfig(duration=a.duration, max_radius=0.15)
-    tof_map = PriorMap.from_mesh(compressor_scene("S0").mesh(include_added=False), spacing=0.01)
+    tof_map = PriorMap.from_mesh(compressor_scene("S0").mesh(include_added=False), spacing=MAP_SPACING)
     run = simulate(compressor_scene("S0"), robot, cfg)
     data = sensor_data(run)
     frames = run.tof_t.size

@@ -112,6 +112,7 @@ def reestimate(path: Path, map_path: Path, use_strain: bool = True, truth_topic:
     ring = s_all > 0
     dp, ang = ring_errors(res.state, stamps * 1e-9, s_all[ring], T_all[:, ring])
     out: dict[str, object] = {"bag": str(bag), "reestimated": True, "tof_points": res.stats.tof_points}
+    out["tof_matched_fraction"] = round(res.tof_matched_fraction, 4)
     out.update({k: round(v, 4) for k, v in summarise_errors(dp, ang).items()})
     return out
 

@@ -124,11 +124,17 @@ def test_degraded_inputs_give_finite_estimates(s0_map: PriorMap, caplog: pytest.
     res = localise(lost_data, s0_map, LocaliseConfig())
     e_lost = _errors(res, run)
     assert e_lost["trans_mae_cm"] < 0.78 and e_lost["rot_mae_deg"] < 0.96, e_lost
-    # a map in another frame (2 m off): nothing matches within the gate, and a warning says so
+    assert res.tof_matched_fraction > 0.9
+    # a map in another frame (2 m off): nothing matches within the gate, and a warning says so, both from the
+    # reconstruction and from the localisation itself (whose estimate then rests on gyro and strain alone)
     shifted = PriorMap(s0_map.points + np.array([2.0, 0.0, 0.0]))
     with caplog.at_level("WARNING"):
         rec = reconstruct(res.state, res.meas, shifted)
     assert rec.matched_fraction < 0.05 and "base frame" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        off = localise(lost_data, shifted, LocaliseConfig())
+    assert off.tof_matched_fraction < 0.05 and "base frame" in caplog.text
 
 
 def test_online_tracker_takes_tof_frames(tmp_path: Path, s0_map: PriorMap) -> None:

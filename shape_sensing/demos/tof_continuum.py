@@ -50,7 +50,7 @@ from shape_sensing.estimators.continuum.tof_localise import (
     summarise_errors,
 )
 from shape_sensing.io.bag import BagWriter
-from shape_sensing.io.maps import PriorMap, load_map, write_ply
+from shape_sensing.io.maps import DEFAULT_SPACING, PriorMap, load_map, write_ply
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.strain import (
     STRAIN_TYPE,
@@ -83,7 +83,7 @@ BASE_FRAME = "continuum_base"
 WORLD_FRAME = "world"
 #: name under which the estimator's parameters are recorded (the batch localiser of seed 001)
 ESTIMATOR = "continuum_tof_localise"
-MAP_SPACING = 0.01  # m, Poisson-disk spacing of the S0 mesh's map
+MAP_SPACING = DEFAULT_SPACING  # m, Poisson-disk spacing of the S0 mesh's map
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

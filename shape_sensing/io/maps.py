@@ -38,6 +38,7 @@ from shape_sensing.geometry import FloatArray
 from shape_sensing.io.errors import MapError
 
 __all__ = [
+    "DEFAULT_SPACING",
     "PriorMap",
     "load_map",
     "lzf_decompress",
@@ -51,6 +52,14 @@ __all__ = [
 
 #: Neighbours used for the PCA of each point (itself included).
 DEFAULT_NEIGHBOURS = 16
+
+#: Poisson-disk spacing (m) of the samples of a mesh map. Point-to-plane matching is only as good as the samples
+#: near edges and thin parts: on the simulated compressor (8 mm blades whose faces fix the rotation about the duct
+#: axis) a 1 cm sample left ring rotation errors that swung by up to +28 % with which sample was drawn and
+#: with blades removed from the scene (S6); at 5 mm S0 is 8 % better and S6 within -3..+5 % of it per
+#: trajectory (``benchmarks/table2_tof_continuum.py --map-spacing``). Seed 001's scanned maps have 0.1-2 mm
+#: resolution.
+DEFAULT_SPACING = 0.005
 
 _PCD_TYPES = {
     ("F", 4): "f4",
@@ -290,7 +299,7 @@ def _trimesh() -> Any:
     return trimesh
 
 
-def read_ply_points(path: str | os.PathLike[str], spacing: float = 0.01, seed: int = 0) -> FloatArray:
+def read_ply_points(path: str | os.PathLike[str], spacing: float = DEFAULT_SPACING, seed: int = 0) -> FloatArray:
     """Points of a PLY (or STL/OBJ) file: its vertices if it has no faces, else Poisson-disk samples of its surface."""
     path = Path(path)
     if not path.exists():
@@ -390,7 +399,7 @@ class PriorMap:
         return self.points.min(axis=0), self.points.max(axis=0)
 
     @classmethod
-    def from_mesh(cls, mesh: Any, spacing: float = 0.01, seed: int = 0, **kw: Any) -> PriorMap:
+    def from_mesh(cls, mesh: Any, spacing: float = DEFAULT_SPACING, seed: int = 0, **kw: Any) -> PriorMap:
         """A map of Poisson-disk samples of a ``trimesh.Trimesh`` surface."""
         return cls(sample_mesh(mesh, spacing, seed), **kw)
 
@@ -402,7 +411,7 @@ class PriorMap:
 def load_map(
     path: str | os.PathLike[str],
     *,
-    spacing: float = 0.01,
+    spacing: float = DEFAULT_SPACING,
     k: int = DEFAULT_NEIGHBOURS,
     point_sigma: float = 0.005,
     drop_nan: bool = False,

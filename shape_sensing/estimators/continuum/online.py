@@ -36,6 +36,7 @@ from shape_sensing.estimators.continuum.tof import (
 from shape_sensing.estimators.continuum.tof_localise import Reconstruction, reconstruct
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
+from shape_sensing.io.maps import DEFAULT_SPACING
 from shape_sensing.pipelines.common import RateThrottle
 from shape_sensing.types import ShapeEstimate
 
@@ -141,7 +142,14 @@ SCHEMA = Schema(
         ),
         Param("tof_ring_radius", float, 0.03, "radius at which the radial ToF sensors sit", min=0.0, unit="m"),
         Param("map_file", str, "", "prior map (.pcd, .ply, .stl, .obj) in the base frame; empty: no ToF factors"),
-        Param("map_spacing", float, 0.01, "Poisson-disk spacing when the map is a mesh", min=1e-4, unit="m"),
+        Param(
+            "map_spacing",
+            float,
+            DEFAULT_SPACING,
+            "Poisson-disk spacing when the map is a mesh (finer than its thinnest part)",
+            min=1e-4,
+            unit="m",
+        ),
         Param("tof_sigma_extra", float, 0.005, "added in quadrature to Table I's zone noise", min=0.0, unit="m"),
         Param("cauchy_tof", float, 1.0, "Cauchy scale of the ToF factors (whitened); 0 = least squares", min=0.0),
         Param("tof_gate", float, 0.3, "ToF points farther than this from the map are not matched", min=1e-3, unit="m"),

@@ -47,6 +47,7 @@ __all__ = [
     "build_measurements",
     "default_weights",
     "localise",
+    "matched_fraction",
     "reconstruct",
     "ring_errors",
     "summarise_errors",
@@ -214,6 +215,9 @@ class LocaliseResult:
     #: (else 1); ``meas`` and ``weights`` keep the configured noise, which the reconstruction and the anomaly
     #: test (Eq. 10-12) use as before
     tof_scale: float = 1.0
+    #: share of the ToF points within the gate of the map at the estimate (NaN without ToF); a low share warns
+    #: that the map may be in another frame (:func:`matched_fraction`)
+    tof_matched_fraction: float = float("nan")
 
 
 def localise(
@@ -232,9 +236,9 @@ def localise(
     if cfg.window:
         win = SlidingWindow(w, nodes, cfg.rate, 0.0, size=cfg.window, iterations=cfg.window_iterations)
         st = win.run(meas, t1 + 1.0 / cfg.rate)
-        return LocaliseResult(
-            st, w, meas, stats, win.total_iterations, win.converged_steps == win.steps, None, "window"
-        )
+        out = LocaliseResult(st, w, meas, stats, win.total_iterations, win.converged_steps == win.steps, None, "window")
+        out.tof_matched_fraction = matched_fraction(st, meas, tof_map, cfg.tof_gate)
+        return out
     est = BatchEstimator(
         w, nodes, cfg.rate, max_iterations=cfg.iterations, decrement_tol=cfg.decrement_tol, solver=TOF_SOLVER
     )
@@ -286,9 +290,11 @@ def localise(
     stop = "converged" if res.converged else "no descent" if res.iterations < cfg.iterations else "iteration cap"
     if stop == "iteration cap":
         _log.warning("ToF localisation stopped at the %d-iteration cap without converging", cfg.iterations)
-    return LocaliseResult(
+    out = LocaliseResult(
         res.state, w, meas, stats, iterations, res.converged, res.ab, stop, corr_out, bias_cov, tof_scale
     )
+    out.tof_matched_fraction = matched_fraction(res.state, meas, tof_map, cfg.tof_gate)
+    return out
 
 
 #: the smallest factor ``tof_noise="estimate"`` applies to the points' noise in one round
@@ -409,12 +415,36 @@ def reconstruct(
     d = p - tof_map.points[idx]
     S = cov + (tof_map.point_sigma**2) * np.eye(3)[None]
     m2 = np.einsum("pi,pi->p", d, np.linalg.solve(S, d[:, :, None])[:, :, 0])
+    matched = _matched_share(dist, gate)
+    return Reconstruction(p, cov, m2, m2 > tau, tau, matched)
+
+
+#: below this share of ToF points within the gate of the map, the map is taken to be in another frame (or of
+#: another place) and a warning says so
+MATCHED_WARN = 0.2
+
+
+def _matched_share(dist: FloatArray, gate: float) -> float:
+    """The share of points within ``gate`` of the map (NaN without points), with a warning when it is low."""
+    if dist.size == 0:
+        return float("nan")
     matched = float(np.mean(dist <= gate))
-    if matched < 0.2:
+    if matched < MATCHED_WARN:
         _log.warning(
             "only %.0f %% of %d ToF points lie within %.2f m of the prior map: is the map in the robot's base frame?",
             100 * matched,
             dist.size,
             gate,
         )
-    return Reconstruction(p, cov, m2, m2 > tau, tau, matched)
+    return matched
+
+
+def matched_fraction(state: GridState, meas: Measurements, tof_map: Any, gate: float) -> float:
+    """The share of the ToF points that lie within ``gate`` of the prior map at the estimate ``state`` (NaN
+    without ToF points); warns when it is below :data:`MATCHED_WARN`."""
+    if meas.tof_t.size == 0 or tof_map is None:
+        return float("nan")
+    T = query_poses(state, meas.tof_t, meas.tof_s)
+    p = np.einsum("pij,pj->pi", T[:, :3, :3], meas.tof_q) + T[:, :3, 3]
+    dist, _ = tof_map.nearest(p)
+    return _matched_share(dist, gate)
