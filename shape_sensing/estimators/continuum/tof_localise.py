@@ -444,7 +444,9 @@ def matched_fraction(state: GridState, meas: Measurements, tof_map: Any, gate: f
     without ToF points); warns when it is below :data:`MATCHED_WARN`."""
     if meas.tof_t.size == 0 or tof_map is None:
         return float("nan")
-    T = query_poses(state, meas.tof_t, meas.tof_s)
+    # one pose per frame (time and ring), as the points of a frame share it
+    pairs, inv = np.unique(np.column_stack([meas.tof_t, meas.tof_s]), axis=0, return_inverse=True)
+    T = query_poses(state, pairs[:, 0], pairs[:, 1])[np.asarray(inv).reshape(-1)]
     p = np.einsum("pij,pj->pi", T[:, :3, :3], meas.tof_q) + T[:, :3, 3]
     dist, _ = tof_map.nearest(p)
     return _matched_share(dist, gate)
