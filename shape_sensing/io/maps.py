@@ -55,10 +55,12 @@ DEFAULT_NEIGHBOURS = 16
 
 #: Poisson-disk spacing (m) of the samples of a mesh map. Point-to-plane matching is only as good as the samples
 #: near edges and thin parts: on the simulated compressor (8 mm blades whose faces fix the rotation about the duct
-#: axis) a 1 cm sample left ring rotation errors that swung by up to +28 % with which sample was drawn and
-#: with blades removed from the scene (S6); at 5 mm S0 is 8 % better and S6 within -3..+5 % of it per
-#: trajectory (``benchmarks/table2_tof_continuum.py --map-spacing``). Seed 001's scanned maps have 0.1-2 mm
-#: resolution.
+#: axis) a 1 cm sample gave MuJoCo Table II S0 0.097 deg and the scenes with blades removed (S6, S9) +26 %
+#: rotation, and on the kinematic simulator S6's change swung from -7 to +28 % with the sample drawn; at 5 mm
+#: S0 is 0.090 deg and the worst scene +3.2 % (+7.5 % over three samples; both before the torsion prior of
+#: :data:`~shape_sensing.estimators.continuum.tof_localise.TORSION_RATE`;
+#: ``benchmarks/table2_tof_continuum.py --map-spacing --map-seeds``).
+#: Seed 001's scanned maps have 0.1-2 mm resolution.
 DEFAULT_SPACING = 0.005
 
 _PCD_TYPES = {
