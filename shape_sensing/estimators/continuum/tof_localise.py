@@ -132,10 +132,10 @@ class BuildStats:
     gyro_bias: dict[float, FloatArray] = field(default_factory=dict)
 
 
-#: Power of the torsion's change along s (the last entry of ``Q2``, 1/m^3). Tendons bend the robot but do not
+#: Power of the torsion's change along s (the last entry of ``Q2``, rad^2/m^3). Tendons bend the robot but do not
 #: twist it; only gravity and contact do, against a backbone as stiff in torsion as in bending. 1e-5 lets the
-#: twist at 1.5 m have a standard deviation of about 0.2 deg (the MuJoCo robot twists by at most 0.09 deg in the
-#: Table II runs); the former 1e-3 allowed 1.9 deg, so the roll of the rings where few features fix it (the
+#: twist at 1.5 m have a standard deviation of about 0.2 deg (the MuJoCo robot twists by at most 0.09 deg in
+#: S6 trajectory 0); the former 1e-3 allowed 1.9 deg, so the roll of the rings where few features fix it (the
 #: tip ring with blades removed, S6/S9) followed the gyros' bias error instead of the rings below: kinematic S6
 #: trajectory 2 +35.5 % rotation over S0 with 1e-3, +1.5 % with 1e-5, and S0 itself 0.086 -> 0.074 deg
 #: (MuJoCo trajectory 0: 0.087 -> 0.069 deg).
