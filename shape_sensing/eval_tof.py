@@ -112,7 +112,8 @@ def reestimate(path: Path, map_path: Path, use_strain: bool = True, truth_topic:
     ring = s_all > 0
     dp, ang = ring_errors(res.state, stamps * 1e-9, s_all[ring], T_all[:, ring])
     out: dict[str, object] = {"bag": str(bag), "reestimated": True, "tof_points": res.stats.tof_points}
-    out["tof_matched_fraction"] = round(res.tof_matched_fraction, 4)
+    share = res.tof_matched_fraction  # NaN without valid ToF points: null in the JSON
+    out["tof_matched_fraction"] = round(share, 4) if np.isfinite(share) else None
     out.update({k: round(v, 4) for k, v in summarise_errors(dp, ang).items()})
     return out
 
