@@ -407,9 +407,7 @@ def reconstruct(
         z = np.zeros((0, 3))
         return Reconstruction(z, np.zeros((0, 3, 3)), np.zeros(0), np.zeros(0, bool), tau)
     t = np.clip(meas.tof_t, state.t[0], state.t[-1])
-    # a frame's points share one pose: interpolate once per distinct (time, arc length)
-    ts_pairs, inv_ts = np.unique(np.column_stack([t, meas.tof_s]), axis=0, return_inverse=True)
-    T = query_poses(state, ts_pairs[:, 0], ts_pairs[:, 1])[np.asarray(inv_ts).reshape(-1)]
+    T = frame_poses(state, t, meas.tof_s)
     cov6 = None if pose_cov is None else np.asarray(pose_cov, dtype=np.float64).reshape(-1, 6, 6)
     if cov6 is not None and cov6.shape[0] != meas.tof_t.size:
         raise ContinuumError(f"pose_cov has {cov6.shape[0]} covariances for {meas.tof_t.size} ToF points")
@@ -427,6 +425,13 @@ def reconstruct(
     m2 = np.einsum("pi,pi->p", d, np.linalg.solve(S, d[:, :, None])[:, :, 0])
     matched = _matched_share(dist, gate)
     return Reconstruction(p, cov, m2, m2 > tau, tau, matched)
+
+
+def frame_poses(state: GridState, t: FloatArray, s: FloatArray) -> FloatArray:
+    """The estimate's pose ``(P, 4, 4)`` at each point's time ``t`` and arc length ``s``, interpolated once per
+    distinct (time, arc length): the points of one frame share it."""
+    pairs, inv = np.unique(np.column_stack([t, s]), axis=0, return_inverse=True)
+    return query_poses(state, pairs[:, 0], pairs[:, 1])[np.asarray(inv).reshape(-1)]
 
 
 #: below this share of ToF points within the gate of the map, the map is taken to be in another frame (or of
@@ -454,9 +459,7 @@ def matched_fraction(state: GridState, meas: Measurements, tof_map: Any, gate: f
     without ToF points); warns when it is below :data:`MATCHED_WARN`."""
     if meas.tof_t.size == 0 or tof_map is None:
         return float("nan")
-    # one pose per frame (time and ring), as the points of a frame share it
-    pairs, inv = np.unique(np.column_stack([meas.tof_t, meas.tof_s]), axis=0, return_inverse=True)
-    T = query_poses(state, pairs[:, 0], pairs[:, 1])[np.asarray(inv).reshape(-1)]
+    T = frame_poses(state, meas.tof_t, meas.tof_s)
     p = np.einsum("pij,pj->pi", T[:, :3, :3], meas.tof_q) + T[:, :3, 3]
     dist, _ = tof_map.nearest(p)
     return _matched_share(dist, gate)
