@@ -10,16 +10,7 @@ import numpy as np
 import pytest
 
 from shape_sensing.cli import main as cli_main
-from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.estimator import (
-    BatchEstimator,
-    Tuning,
-    measurements_from_trial,
-    weights_from_trial,
-)
-from shape_sensing.estimators.continuum.model import GridState
-from shape_sensing.estimators.continuum.window import SlidingWindow
-from shape_sensing.eval_continuum import (
+from shape_sensing.cli.eval_continuum import (
     DEFAULT_ROBOT2,
     DEFAULT_TUNING,
     HELD_OUT_TUNING,
@@ -31,6 +22,15 @@ from shape_sensing.eval_continuum import (
     score,
     write_bag,
 )
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.estimator import (
+    BatchEstimator,
+    Tuning,
+    measurements_from_trial,
+    weights_from_trial,
+)
+from shape_sensing.estimators.continuum.model import GridState
+from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.io.bag import bag_topics, read_bag
 from shape_sensing.io.space_time_dataset import load_trial
 from shape_sensing.schemas import schema_for

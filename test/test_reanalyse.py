@@ -12,11 +12,11 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from shape_sensing.cli import main
+from shape_sensing.cli.reanalyse import parse_subsets, reanalyse
+from shape_sensing.cli.replay import replay_bag
 from shape_sensing.demos.vine_imu import run_demo
 from shape_sensing.io.bag import BagWriter, read_bag
 from shape_sensing.messages import common as msgs
-from shape_sensing.reanalyse import parse_subsets, reanalyse
-from shape_sensing.replay import replay_bag
 from shape_sensing.types import ImuSample
 
 

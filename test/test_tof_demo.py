@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from shape_sensing.cli import main
+from shape_sensing.cli.eval_tof import evaluate, reestimate
 from shape_sensing.demos.tof_continuum import run_demo, sensor_data
 from shape_sensing.estimators.continuum.tof_localise import (
     LocaliseConfig,
@@ -20,7 +21,6 @@ from shape_sensing.estimators.continuum.tof_localise import (
     ring_errors,
     summarise_errors,
 )
-from shape_sensing.eval_tof import evaluate, reestimate
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.io.errors import BagError
 from shape_sensing.io.maps import PriorMap, write_ply

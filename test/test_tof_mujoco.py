@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 from shape_sensing.cli import main
+from shape_sensing.cli.eval_tof import evaluate
 from shape_sensing.demos import tof_continuum as demo
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.tof import zone_directions
-from shape_sensing.eval_tof import evaluate
 from shape_sensing.sim import tof_mujoco as tm
 from shape_sensing.sim.tof_continuum import RobotSpec, SimConfig, _fit_scale, robot_poses
 from shape_sensing.sim.tof_scene import Box, Primitive, Scene, compressor_scene

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from shape_sensing.cli.figure4 import RC, ROBOT_A
 from shape_sensing.demos.common import (
     DemoOutputs,
     Progress,
@@ -34,7 +35,6 @@ from shape_sensing.demos.common import (
     print_metrics,
 )
 from shape_sensing.estimators.growth import direction_from_angles, tip_frame
-from shape_sensing.figure4 import RC, ROBOT_A
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages import growth as gmsgs

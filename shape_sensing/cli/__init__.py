@@ -1,8 +1,9 @@
 """The ``shape-sensing`` command: demos, replay and evaluation without ROS.
 
 Subcommands are looked up in :data:`COMMANDS` (name -> module); each module
-provides ``add_arguments(parser)`` and ``run(args) -> int``. Demos are looked
-up in :data:`shape_sensing.demos.DEMOS` the same way.
+of this package provides ``add_arguments(parser)`` and ``run(args) -> int``.
+Demos are looked up in :data:`shape_sensing.demos.DEMOS` the same way.
+A new subcommand: one module here and one line in the table.
 """
 
 from __future__ import annotations
@@ -18,18 +19,33 @@ from shape_sensing.demos import DEMOS
 __all__ = ["COMMANDS", "main"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
-    "replay": ("shape_sensing.replay", "re-estimate a recorded bag and write the same topics as a live run"),
-    "eval-continuum": ("shape_sensing.eval_continuum", "score the continuum estimator on a space_time_continuum trial"),
-    "calibrate-bno055": ("shape_sensing.calibrate_bno055", "capture the BNO055 chain's calibration profiles to YAML"),
-    "eval-tof": ("shape_sensing.eval_tof", "score a ToF continuum run (bag or demo output) at the rings, as Table II"),
+    "replay": ("shape_sensing.cli.replay", "re-estimate a recorded bag and write the same topics as a live run"),
+    "eval-continuum": (
+        "shape_sensing.cli.eval_continuum",
+        "score the continuum estimator on a space_time_continuum trial",
+    ),
+    "calibrate-bno055": (
+        "shape_sensing.cli.calibrate_bno055",
+        "capture the BNO055 chain's calibration profiles to YAML",
+    ),
+    "eval-tof": (
+        "shape_sensing.cli.eval_tof",
+        "score a ToF continuum run (bag or demo output) at the rings, as Table II",
+    ),
     "capture-reference": (
-        "shape_sensing.capture_reference",
+        "shape_sensing.cli.capture_reference",
         "vine robot: capture the hinge-arc straight reference from a recording of the robot everted and straight",
     ),
-    "figure4": ("shape_sensing.figure4", "growth planner: the seed paper's Figure 4 (robot A), open and closed loop"),
-    "reanalyse": ("shape_sensing.reanalyse", "vine-IMU recording: tip error per sensor subset, drift, error vs length"),
+    "figure4": (
+        "shape_sensing.cli.figure4",
+        "growth planner: the seed paper's Figure 4 (robot A), open and closed loop",
+    ),
+    "reanalyse": (
+        "shape_sensing.cli.reanalyse",
+        "vine-IMU recording: tip error per sensor subset, drift, error vs length",
+    ),
     "calibrate-base-station": (
-        "shape_sensing.calibrate_base_station",
+        "shape_sensing.cli.calibrate_base_station",
         "vine robot base station: metres per encoder count from tape-measured growth trials",
     ),
 }
