@@ -192,8 +192,8 @@ def test_demo_bag_replays_through_the_node_pipeline_with_strain_and_reconstructi
     (std_msgs/Float64MultiArray triplets) give the same sensor data."""
     import yaml
 
-    from shape_sensing.demos.tof_continuum import STRAIN_TOPIC, sensor_data_from_bag
     from shape_sensing.io.bag import read_bag
+    from shape_sensing.pipelines.tof_recording import STRAIN_TOPIC, sensor_data_from_bag
 
     out, _ = demo_out
     root = Path(__file__).resolve().parents[1]

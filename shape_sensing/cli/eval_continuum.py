@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from shape_sensing.cli.scoring import error_stats, pose_errors
 from shape_sensing.demos.common import positive_float
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
@@ -305,10 +306,6 @@ def measurement_span(trial: Trial, t0: float = -np.inf, t1: float = np.inf) -> t
     return float(min(t[0] for t in times)), float(max(t[-1] for t in times))
 
 
-def _stats(x: FloatArray) -> dict[str, float]:
-    return {"rmse": float(np.sqrt(np.mean(x**2))), "mae": float(np.mean(x)), "max": float(np.max(x))}
-
-
 def score(trial: Trial, state: GridState, t0: float, t1: float) -> dict[str, Any]:
     """MAE/RMSE of position (mm) and rotation (deg) at every Vicon arc length ``s > 0`` in ``[t0, t1]``."""
     per_s: dict[str, Any] = {}
@@ -321,16 +318,15 @@ def score(trial: Trial, state: GridState, t0: float, t1: float) -> dict[str, Any
         if v.t.size == 0:
             continue
         Te = query_poses(state, v.t, v.s)
-        Tv = lie.exp(v.values)
-        pe = 1000.0 * np.linalg.norm(Te[:, :3, 3] - Tv[:, :3, 3], axis=1)
-        re = np.degrees(np.linalg.norm(lie.so3_log(np.swapaxes(Tv[:, :3, :3], 1, 2) @ Te[:, :3, :3]), axis=1))
-        per_s[f"{float(v.s[0]):.4f}"] = {"n": int(v.t.size), "pos_mm": _stats(pe), "rot_deg": _stats(re)}
+        dp, dang = pose_errors(Te, lie.exp(v.values))
+        pe, re = 1000.0 * dp, np.degrees(dang)
+        per_s[f"{float(v.s[0]):.4f}"] = {"n": int(v.t.size), "pos_mm": error_stats(pe), "rot_deg": error_stats(re)}
         allp.append(pe)
         allr.append(re)
     if not allp:
         return {"per_s": per_s, "all": None}
     p, r = np.concatenate(allp), np.concatenate(allr)
-    return {"per_s": per_s, "all": {"n": int(p.size), "pos_mm": _stats(p), "rot_deg": _stats(r)}}
+    return {"per_s": per_s, "all": {"n": int(p.size), "pos_mm": error_stats(p), "rot_deg": error_stats(r)}}
 
 
 def evaluate_trial(

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from shape_sensing.cli.scoring import pose_errors
 from shape_sensing.demos.common import print_metrics
-from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.tof_localise import summarise_errors
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.bag import read_bag
@@ -76,9 +76,9 @@ def evaluate(path: Path, truth_topic: str = TRUTH, estimate_topic: str = ESTIMAT
             raise BagError(f"{bag}: estimate at {stamp} ns samples arc lengths {s_e} but the truth {s_t}")
         s_ref = s_t
         ring = s_t > 0
-        dp_rows.append(np.linalg.norm(T_e[ring, :3, 3] - T_t[ring, :3, 3], axis=1))
-        dR = np.swapaxes(T_t[ring, :3, :3], 1, 2) @ T_e[ring, :3, :3]
-        ang_rows.append(np.linalg.norm(lie.so3_log(dR), axis=1))
+        dp_ring, ang_ring = pose_errors(T_e[ring], T_t[ring])
+        dp_rows.append(dp_ring)
+        ang_rows.append(ang_ring)
     if not dp_rows:
         raise BagError(f"{bag}: no estimate stamp within 1 ms of a ground-truth stamp")
     dp, ang = np.array(dp_rows), np.array(ang_rows)
@@ -93,9 +93,9 @@ def evaluate(path: Path, truth_topic: str = TRUTH, estimate_topic: str = ESTIMAT
 
 def reestimate(path: Path, map_path: Path, use_strain: bool = True, truth_topic: str = TRUTH) -> dict[str, object]:
     """Estimate again from the sensor data in a bag and score it against the bag's ground truth."""
-    from shape_sensing.demos.tof_continuum import sensor_data_from_bag
     from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise, ring_errors
     from shape_sensing.io.maps import load_map
+    from shape_sensing.pipelines.tof_recording import sensor_data_from_bag
 
     bag = _resolve(Path(path))
     truth = {}

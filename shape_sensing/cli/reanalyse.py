@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from shape_sensing.cli.scoring import nearest
 from shape_sensing.demos.common import Progress
 from shape_sensing.estimators.hinge_arc import SCHEMA
 from shape_sensing.geometry import quat_to_matrix, rotation_angle
@@ -141,17 +142,6 @@ def _reference(arrays: dict[str, Any], topic: str) -> tuple[np.ndarray, np.ndarr
     return _truth(arrays[topic])
 
 
-def _nearest(ref: np.ndarray, stamps: np.ndarray, max_dt_ns: int) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the nearest ``ref`` stamp for each stamp, and whether it is within ``max_dt_ns``."""
-    if not len(ref):
-        return np.zeros(len(stamps), dtype=int), np.zeros(len(stamps), dtype=bool)
-    j = np.clip(np.searchsorted(ref, stamps), 1, len(ref) - 1) if len(ref) > 1 else np.zeros(len(stamps), dtype=int)
-    if len(ref) > 1:
-        left = ref[j - 1]
-        j = np.where(np.abs(stamps - left) <= np.abs(ref[j] - stamps), j - 1, j)
-    return j, np.abs(ref[j] - stamps) <= max_dt_ns
-
-
 def reanalyse(
     bag: Path,
     *,
@@ -240,7 +230,7 @@ def reanalyse(
             "spacing_m": float(np.mean(np.diff(pos))) if len(pos) > 1 else float("nan"),
             "estimates": len(st),
         }
-        j, ok = _nearest(ref_stamps, st, round(max_dt * 1e9))
+        j, ok = nearest(ref_stamps, st, round(max_dt * 1e9))
         if scored_by is not None and ok.any():
             err = np.linalg.norm(tip[ok] - ref_tips[j[ok]], axis=1)
             pct = 100.0 * err / np.maximum(ln[ok], 1e-9)
@@ -323,7 +313,7 @@ def _drift(
             poses.append([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w] for p in msg.poses])
         order = np.argsort(ts, kind="stable")
         ts_arr = np.array(ts, dtype=np.int64)[order]
-        j, ok = _nearest(ts_arr, stamps, round(max_dt * 1e9))
+        j, ok = nearest(ts_arr, stamps, round(max_dt * 1e9))
         # Discrepancy D = R_est^T R_true per sensor; its change since the sensor's first sample is the drift
         # (a constant part, e.g. a mounting the truth does not include, cancels).
         first: dict[int, np.ndarray] = {}
