@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from shape_sensing.demos import DEMOS
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "EXTRAS", "main", "missing_module"]
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("shape_sensing.cli.replay", "re-estimate a recorded bag and write the same topics as a live run"),
@@ -49,6 +49,26 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "vine robot base station: metres per encoder count from tape-measured growth trials",
     ),
 }
+
+
+#: Optional modules: import name -> (distribution, the extra of setup.py that installs it).
+EXTRAS: dict[str, tuple[str, str]] = {
+    "can": ("python-can", "hardware"),
+    "serial": ("pyserial", "hardware"),
+    "smbus2": ("smbus2", "hardware"),
+    "mujoco": ("mujoco", "sim"),
+}
+
+
+def missing_module(exc: ModuleNotFoundError) -> str:
+    """One line for a module that is not installed: the extra that installs it, or the package to reinstall."""
+    top = (exc.name or "").split(".")[0]
+    if top in EXTRAS:
+        dist, extra = EXTRAS[top]
+        return f"this needs {dist} (module {top!r}), an optional part: pip install 'shape_sensing[{extra}]'"
+    if top == "rclpy":
+        return "this needs ROS 2 (module 'rclpy'): source /opt/ros/<distro>/setup.bash first"
+    return f"module {exc.name!r} is not installed: reinstall shape_sensing (pip install .) or install {top}"
 
 
 def _chosen(argv: Sequence[str]) -> tuple[str | None, str | None]:
@@ -85,23 +105,41 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``shape-sensing``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    args = _build_parser(argv).parse_args(argv)
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    """Entry point of ``shape-sensing``: exit 0 on success, 2 on an error (one line naming it), 130 on SIGINT and
+    143 on SIGTERM (both end the same way: what the command was writing is removed or kept whole, no traceback)."""
+    import signal
+
+    from shape_sensing.demos.common import Progress, exit_status, raise_on_sigterm
+
+    previous = raise_on_sigterm()
     try:
+        argv = list(sys.argv[1:] if argv is None else argv)
+        # building the parser imports the chosen subcommand (about a second): inside the try, so that Ctrl-C or
+        # SIGTERM then ends as quietly as later
+        args = _build_parser(argv).parse_args(argv)
+        logging.basicConfig(
+            level=logging.DEBUG if args.verbose else logging.WARNING,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
         return int(args._run(args))
     except KeyboardInterrupt as exc:
-        # Ctrl-C: what each command has written is closed by its own handlers; no traceback.
-        print("shape-sensing: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
-        return 130
+        # Ctrl-C or SIGTERM: what each command has written is closed by its own handlers; no traceback.
+        Progress.close_all()
+        name = getattr(exc, "signal_name", "SIGINT")
+        print(f"shape-sensing: interrupted by {name}" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
+        return exit_status(exc)
+    except ModuleNotFoundError as exc:
+        Progress.close_all()
+        print(f"shape-sensing: error: {missing_module(exc)}", file=sys.stderr)
+        return 2
     except (ValueError, RuntimeError, OSError) as exc:
-        # Library errors name what was wrong; show them without a traceback.
+        # Library errors name what was wrong; show them without a traceback, on a line of their own.
+        Progress.close_all()
         print(f"shape-sensing: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

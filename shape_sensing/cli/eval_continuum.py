@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.cli.scoring import error_stats, pose_errors
-from shape_sensing.demos.common import positive_float
+from shape_sensing.demos.common import positive_float, positive_int
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.estimators.continuum.errors import ContinuumError
@@ -656,10 +656,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--estimator", choices=["batch", "window"], default="batch", help="default batch")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument("--out", type=Path, default=Path("out/eval_continuum"), help="plot and bag directory")
-    parser.add_argument("--window-size", type=int, default=4, help="slices in the window (lag = (size-1)/rate)")
+    parser.add_argument(
+        "--window-size", type=positive_int, default=4, help="slices in the window (lag = (size-1)/rate)"
+    )
     parser.add_argument(
         "--iterations",
-        type=int,
+        type=positive_int,
         default=None,
         help="Gauss-Newton iterations, at most: per window step (default 1; at 1, convergence is not tested) "
         f"or for the batch (default {BATCH_ITERATIONS}). A solve stops early once its largest update entry is "
@@ -672,7 +674,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="window marginalisation: chain (banded, linear in nodes; default) or exact (dense Schur complement)",
     )
     parser.add_argument(
-        "--band", type=int, default=1, help="Markov order along s of the chain marginal prior (default 1)"
+        "--band", type=positive_int, default=1, help="Markov order along s of the chain marginal prior (default 1)"
     )
     parser.add_argument(
         "--duration", type=positive_float, default=None, help="only the first DURATION seconds of the trial"
@@ -712,7 +714,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.in_sample:
         probe = trial_probe or load_trial(args.dataset_dir, args.trial, args.robot)
         tuning = default_tuning("", probe.robot.name)[0]
-    from shape_sensing.demos.common import Progress
+    from shape_sensing.demos.common import DemoOutputs, Progress
 
     unit = "iteration" if args.estimator == "batch" else "step"
     with Progress(f"eval-continuum {args.trial} ({args.estimator})", 0, enabled=not args.json, unit=unit) as bar:
@@ -729,25 +731,36 @@ def run(args: argparse.Namespace) -> int:
             robot=args.robot,
             progress=bar.report,
         )
+    if metrics["all"] is None:
+        # a run that scores nothing is an error, not "nothing scored" and rc 0
+        raise ValueError(
+            f"nothing scored: trial {args.trial} has no ground-truth (vicon*.csv) sample with s > 0 in the "
+            f"estimated span ({metrics['span_s']:.2f} s of data); check the trial's data folder"
+        )
     metrics["tuned"] = not args.untuned
     if args.in_sample:
         metrics["weights"] = "in sample: " + default_tuning("", metrics["robot"])[1]
     if not args.no_outputs:
-        args.out.mkdir(parents=True, exist_ok=True)
-        png = args.out / f"{args.trial}_{args.estimator}.png"
-        _plot(png, trial, res, metrics)
-        bag = args.out / f"{args.trial}_{args.estimator}_bag"
-        params = args.out / f"{args.trial}_{args.estimator}_params.yaml"
-        used = tuning if tuning is not None else default_tuning(trial.config.name, trial.robot.name)[0]
-        node_values = node_params(trial, weights_from_trial(trial, used), window_options(args))
-        write_bag(bag, trial, res, params=node_values)
-        write_params_file(
-            params,
-            node_values,
-            f"continuum_estimator parameters for the inputs in {bag.name} (trial {args.trial}, {metrics['weights']}).\n"
-            f"ros2 launch shape_sensing continuum_estimator.launch.xml config:={params.resolve()} use_sim_time:=true\n"
-            f"shape-sensing replay {bag} --config {params} --out OUT",
-        )
+        # written under temporary names and moved into place together: an error or a signal leaves the previous
+        # run's plot, bag and parameters as they were, and no temporary file
+        stem = f"{args.trial}_{args.estimator}"
+        names = (f"{stem}.png", f"{stem}_bag", f"{stem}_params.yaml")
+        with DemoOutputs(args.out, stem, suffixes=(), others=names) as outputs:
+            png, bag, params = (args.out / n for n in names)
+            _plot(outputs.other(names[0]), trial, res, metrics)
+            used = tuning if tuning is not None else default_tuning(trial.config.name, trial.robot.name)[0]
+            node_values = node_params(trial, weights_from_trial(trial, used), window_options(args))
+            write_bag(outputs.other(names[1]), trial, res, params=node_values)
+            write_params_file(
+                outputs.other(names[2]),
+                node_values,
+                f"continuum_estimator parameters for the inputs in {bag.name} (trial {args.trial}, "
+                f"{metrics['weights']}).\n"
+                f"ros2 launch shape_sensing continuum_estimator.launch.xml config:={params.resolve()} "
+                "use_sim_time:=true\n"
+                f"shape-sensing replay {bag} --config {params} --out OUT",
+            )
+            outputs.commit()
         metrics["plot"] = str(png)
         metrics["bag"] = str(bag)
         metrics["params"] = str(params)

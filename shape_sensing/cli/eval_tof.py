@@ -91,8 +91,12 @@ def evaluate(path: Path, truth_topic: str = TRUTH, estimate_topic: str = ESTIMAT
     return out
 
 
-def reestimate(path: Path, map_path: Path, use_strain: bool = True, truth_topic: str = TRUTH) -> dict[str, object]:
-    """Estimate again from the sensor data in a bag and score it against the bag's ground truth."""
+def reestimate(
+    path: Path, map_path: Path, use_strain: bool = True, truth_topic: str = TRUTH, progress: bool = False
+) -> dict[str, object]:
+    """Estimate again from the sensor data in a bag and score it against the bag's ground truth (``progress``: a
+    bar of the solver's iterations on stderr; the estimate takes minutes on a long run)."""
+    from shape_sensing.demos.common import Progress
     from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise, ring_errors
     from shape_sensing.io.maps import load_map
     from shape_sensing.pipelines.tof_recording import sensor_data_from_bag
@@ -105,7 +109,9 @@ def reestimate(path: Path, map_path: Path, use_strain: bool = True, truth_topic:
     if not truth:
         raise BagError(f"{bag} has no ground truth on {truth_topic}: nothing to score against")
     data = sensor_data_from_bag(bag)
-    res = localise(data, load_map(map_path), LocaliseConfig(use_strain=use_strain))
+    prior = load_map(map_path)
+    with Progress("eval-tof: estimate", 0, enabled=progress, unit="iteration") as bar:
+        res = localise(data, prior, LocaliseConfig(use_strain=use_strain), progress=lambda done, _: bar.update(done))
     stamps = np.array(sorted(truth))
     s_all = truth[int(stamps[0])][0]
     T_all = np.stack([truth[int(k)][1] for k in stamps])
@@ -118,10 +124,20 @@ def reestimate(path: Path, map_path: Path, use_strain: bool = True, truth_topic:
     return out
 
 
+def _watched() -> bool:
+    import sys
+
+    return sys.stderr.isatty()
+
+
 def run(args: argparse.Namespace) -> int:
     """CLI entry."""
     if args.reestimate is not None:
-        metrics = reestimate(args.path, args.reestimate, not args.no_strain, args.truth_topic)
+        if not args.reestimate.is_file():
+            raise ValueError(f"--reestimate {args.reestimate}: no such map file (.ply/.pcd)")
+        metrics = reestimate(
+            args.path, args.reestimate, not args.no_strain, args.truth_topic, progress=not args.json or _watched()
+        )
     else:
         metrics = evaluate(args.path, args.truth_topic, args.estimate_topic)
     print_metrics(metrics, args.json, title="eval-tof")

@@ -194,9 +194,15 @@ def _plot(result: dict[str, Any], trend: list[dict[str, Any]], path: Path) -> No
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``shape-sensing figure4``."""
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--pairs", type=int, default=50, help="start/goal pairs per group (default 50, as the paper)")
-    parser.add_argument("--k-pairs", type=int, default=15, help="pairs per group for the k trend (default 15)")
+    from shape_sensing.demos.common import non_negative_int, positive_int
+
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="random seed, >= 0 (default 0)")
+    parser.add_argument(
+        "--pairs", type=positive_int, default=50, help="start/goal pairs per group (default 50, as the paper)"
+    )
+    parser.add_argument(
+        "--k-pairs", type=positive_int, default=15, help="pairs per group for the k trend (default 15)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     parser.add_argument("--out", type=Path, default=None, help="also write figure4.json and figure4.png here")
 

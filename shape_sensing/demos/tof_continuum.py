@@ -23,6 +23,7 @@ recorded as a readable ``tof-continuum.partial.mcap``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -307,6 +308,8 @@ def run_demo(
     (checked between stages) or a crash leaves the previous outputs as they were and what was recorded as a
     readable ``tof-continuum.partial.mcap``.
     """
+    if not (use_tof or use_gyro or use_strain):
+        raise ValueError("no sensor to estimate from: ToF, gyroscopes and strain are all left out")
     wall0 = time.perf_counter()
     sim_name = resolve_simulator(sim)
     cfg = LocaliseConfig(use_tof=use_tof, use_gyro=use_gyro, use_strain=use_strain, window=window)
@@ -334,7 +337,16 @@ def run_demo(
                 prog.update(2)
             if not stop.requested:
                 t_sim = time.perf_counter()
-                res = localise(sensor_data(simrun), tof_map, cfg)
+                with Progress("tof-continuum: estimate", 0, enabled=progress, unit="iteration") as solving:
+
+                    def estimating(done: int, unit: str) -> None:
+                        # Ctrl-C/SIGTERM during the estimate (minutes on a long run) ends it at the next iteration
+                        if stop.requested:
+                            raise _EstimateStoppedError
+                        solving.update(done)
+
+                    with contextlib.suppress(_EstimateStoppedError):
+                        res = localise(sensor_data(simrun), tof_map, cfg, progress=estimating)
                 t_est = time.perf_counter()
                 prog.update(3)
             if not stop.requested:
@@ -393,6 +405,10 @@ def run_demo(
         outputs.other("metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
         outputs.commit()
     return metrics
+
+
+class _EstimateStoppedError(Exception):
+    """The estimate abandoned at a stop request (the run then ends as interrupted)."""
 
 
 def _physics_metrics(run: SimRun) -> dict[str, Any]:
@@ -497,6 +513,10 @@ def _plot(
 
 def run(args: argparse.Namespace) -> int:
     """CLI entry."""
+    if args.no_tof and args.no_gyro and args.no_strain:
+        raise ValueError("--no-tof, --no-gyro and --no-strain leave no sensor to estimate from; drop one of them")
+    if args.map is not None and not args.map.is_file():
+        raise ValueError(f"--map {args.map}: no such file")
     sim = resolve_simulator(args.sim)
     if args.sim == "auto" and sim != "mujoco":
         print(
@@ -517,7 +537,8 @@ def run(args: argparse.Namespace) -> int:
         map_path=args.map,
         distro=args.distro,
         picture=not args.no_picture,
-        progress=not args.json,
+        # the bars go to stderr: shown under --json too when a person watches (minutes of estimate)
+        progress=not args.json or sys.stderr.isatty(),
         sim=sim,
     )
     print_metrics(metrics, args.json, title=f"tof-continuum demo ({args.scene})")

@@ -397,6 +397,18 @@ def load_trial(dataset_dir: str | Path, trial: str, robot: str | None = None) ->
         if robot not in robots:
             raise DatasetError(f"{root}: unknown robot {robot!r}; known: {sorted(robots)}")
         rcfg = read_robot_config(robots[robot])
+        smax = max(float(st.s.max()) for st in streams.values())
+        if smax > rcfg.length + 1e-6:
+            raise DatasetError(
+                f"{folder}: a sensor at s = {smax:g} m is beyond robot {robot!r} ({rcfg.length:g} m long): "
+                "the trial is not of that robot; leave --robot out to match it from the data"
+            )
+        exact = [p.stem for p in robots.values() if abs(read_robot_config(p).length - smax) < 1e-6]
+        if exact and robot not in exact and abs(rcfg.length - smax) > 1e-6:
+            raise DatasetError(
+                f"{folder}: the sensors reach s = {smax:g} m, the length of robot {exact[0]!r}, not of robot "
+                f"{robot!r} ({rcfg.length:g} m): the trial is not of that robot; leave --robot out to match it"
+            )
     else:
         smax = max(float(st.s.max()) for st in streams.values())
         configs = [read_robot_config(p) for p in robots.values()]
