@@ -37,6 +37,15 @@ def vine_bag(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out / "vine-imu.mcap"
 
 
+@pytest.fixture(scope="module")
+def hr_bag(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from shape_sensing.demos.hyper_redundant import run_demo as hyper_redundant
+
+    out = tmp_path_factory.mktemp("careless-hr")
+    hyper_redundant(out, modules=4, duration=1.5, progress=False, picture=False)
+    return out / "hyper-redundant.mcap"
+
+
 def _python(code: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter (signals and failed imports must not reach the test process)."""
     return subprocess.run(
@@ -345,14 +354,13 @@ def test_demos_that_estimate_nothing_fail(tmp_path: Path, capsys: pytest.Capture
     assert "--duration" in err and "nan" not in err
 
 
-def test_a_configuration_for_another_robot_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_configuration_for_another_robot_is_refused(
+    hr_bag: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A 7-module configuration on a 4-module bag: tip error 240 mm, NEES 1.6e10, rc 0."""
-    from shape_sensing.demos.hyper_redundant import run_demo as hyper_redundant
-
-    hyper_redundant(tmp_path / "hr", modules=4, duration=1.5, progress=False, picture=False)
     cfg = tmp_path / "seven.yaml"
     cfg.write_text("rigid_module_estimator:\n  ros__parameters:\n    n_modules: 7\n")
-    bag = tmp_path / "hr" / "hyper-redundant.mcap"
+    bag = hr_bag
     assert main(["replay", str(bag), "--config", str(cfg), "--out", str(tmp_path / "r.mcap"), "--json"]) == 2
     err = capsys.readouterr().err
     assert "another robot" in err and "[5, 6, 7] missing" in err and not (tmp_path / "r.mcap").exists()
@@ -465,12 +473,12 @@ def test_a_spacing_beyond_any_robot_names_the_parameter() -> None:
         SCHEMA.validate({"imu_topics": ["imu_00/data", "imu_01/data"], "spacing": 1e300})
 
 
-def test_a_truncated_bag_is_one_error_whatever_the_cut(vine_bag: Path, tmp_path: Path) -> None:
+def test_a_truncated_bag_is_one_error_whatever_the_cut(hr_bag: Path, tmp_path: Path) -> None:
     """A recording cut anywhere (a full disk, a pulled cable) is a BagError naming it, never a struct.error
-    traceback from inside the MCAP reader."""
+    traceback from inside the MCAP reader (one of these 40 cuts of the unchunked hyper-redundant bag gave one)."""
     import random
 
-    data = vine_bag.read_bytes()
+    data = hr_bag.read_bytes()
     rng = random.Random(1)
     for k in range(40):
         cut = tmp_path / f"cut{k}.mcap"
