@@ -485,3 +485,42 @@ def test_a_truncated_bag_is_one_error_whatever_the_cut(hr_bag: Path, tmp_path: P
         cut.write_bytes(data[: rng.randrange(len(data) // 10, len(data))])
         with pytest.raises(BagError, match="malformed or truncated|no summary"):
             bag_topics(cut)
+
+
+@pytest.mark.skipif(not DATASET.is_dir(), reason="space_time_continuum dataset not available")
+def test_a_deleted_gyroscope_file_is_reported(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """gyro_mid.csv deleted from one trial: said loudly (it was dropped silently)."""
+    from shape_sensing.io.space_time_dataset import load_trial
+
+    root = tmp_path / "dataset"
+    root.mkdir()
+    (root / "config").symlink_to(DATASET / "config")
+    for trial in ("fast_contact", "impulse_1"):
+        (root / "data" / trial).mkdir(parents=True)
+        for f in (DATASET / "data" / trial).glob("*.csv"):
+            if not (trial == "fast_contact" and f.name == "gyro_mid.csv"):
+                (root / "data" / trial / f.name).symlink_to(f)
+    with caplog.at_level("WARNING"):
+        trial = load_trial(root, "fast_contact")
+    assert "gyro_mid" not in trial.streams
+    assert any("no gyro_mid.csv" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    with caplog.at_level("WARNING"):
+        load_trial(root, "impulse_1")
+    assert not any("gyro" in r.getMessage() for r in caplog.records)
+
+
+def test_an_error_after_a_progress_bar_starts_on_a_line_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shape_sensing.cli import figure4
+    from shape_sensing.demos.common import Progress
+
+    def failing(*args: object, **kw: object) -> None:
+        Progress("figure4", 10).update(3)  # a bar drawn, not closed, when the error comes
+        raise ValueError("something named")
+
+    monkeypatch.setattr(figure4, "figure4", failing)
+    assert main(["figure4", "--pairs", "2", "--k-pairs", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "\nshape-sensing: error: something named\n" in err, repr(err)

@@ -775,6 +775,7 @@ def run(args: argparse.Namespace) -> int:
         f"{metrics['slices']} slices x {metrics['nodes']} nodes"
     )
     print(f"weights: {metrics['weights']}")
+    print(f"sensors: {', '.join(metrics['sensors_used']) or 'none'}")
     print(convergence_line(metrics))
     print(f"{'s (m)':>8} {'n':>5} {'pos RMSE mm':>12} {'pos MAE mm':>11} {'rot RMSE deg':>13} {'rot MAE deg':>12}")
     for s, d in metrics["per_s"].items():

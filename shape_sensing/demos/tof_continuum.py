@@ -255,11 +255,19 @@ def _write_sensors(w: BagWriter, run: SimRun) -> None:
 
 
 def _write_estimates(w: BagWriter, run: SimRun, est_T: np.ndarray, clouds: dict[str, Any]) -> None:
-    """The estimate at the truth's stamps and the map, reconstruction and anomaly clouds."""
+    """The estimate at the truth's stamps and the map, reconstruction and anomaly clouds; the estimated ring poses
+    on ``/tf`` (``continuum_base`` -> ``ring_<i>``), which place every ToF frame (``ring_<i>`` -> sensor on
+    ``/tf_static``) when the bag is played into RViz."""
     f = w.factory
+    ring_s = sorted({m.s for m in run.mounts})
+    rings = [  # (sample of the truth's arc lengths, ring index) of every ring
+        (int(np.argmin(np.abs(run.truth_s - s))), i) for i, s in enumerate(ring_s)
+    ]
     for k, t in enumerate(run.truth_t[: est_T.shape[0]]):
         msg = shape_samples_msg(_ns(t), BASE_FRAME, "continuum_tof", run.truth_s, est_T[k], None, f)
         w.write("/estimate/shape", msg, _ns(t))
+        tfs = [TransformStamped(_ns(t), BASE_FRAME, f"ring_{i}", est_T[k, j]) for j, i in rings]
+        w.write("/tf", msgs.tf_message(tfs, f), _ns(t))
     t_end = _ns(float(run.truth_t[-1]))
     for topic, (pts, scal) in clouds.items():
         w.write(topic, point_cloud2_msg(t_end, BASE_FRAME, pts, scal, f), t_end)
