@@ -153,9 +153,10 @@ _TOF_FRAME = "shape_sensing/msg/TofFrame"
 NOT_REPLAYED: tuple[tuple[Callable[[dict[str, str]], bool], str], ...] = (
     (
         lambda topics: "/tof_rig" in topics and _TOF_FRAME in topics.values(),
-        "a ToF continuum recording (demo tof-continuum): it is localised against a prior map, which replay does "
-        "not do; score its estimate with 'shape-sensing eval-tof BAG', or estimate again with 'shape-sensing "
-        "eval-tof BAG --reestimate MAP' (the demo writes the map beside the bag as prior_map.ply)",
+        "a ToF continuum recording (demo tof-continuum), localised against a prior map: score its estimate with "
+        "'shape-sensing eval-tof BAG', or estimate again with 'shape-sensing eval-tof BAG --reestimate MAP' (the "
+        "demo writes the map beside the bag as prior_map.ply); the continuum_estimator node's pipeline replays it "
+        "with --config FILE, a copy of config/continuum_tof.yaml whose map_file is that map",
     ),
     (
         lambda topics: any(t.startswith("/tof_rings/") and ty == _TOF_FRAME for t, ty in topics.items()),
@@ -170,8 +171,11 @@ NOT_REPLAYED: tuple[tuple[Callable[[dict[str, str]], bool], str], ...] = (
 )
 
 
-def select(topics: dict[str, str], forced: str | None = None) -> str:
+def select(topics: dict[str, str], forced: str | None = None, configured: bool = False) -> str:
     """The name of the pipeline whose inputs a bag's ``topic -> type`` map holds (``forced``: that one).
+
+    A demo recording that replay does not re-estimate by itself (:data:`NOT_REPLAYED`) is refused with the command
+    that reads it, unless the user ``configured`` the estimator (``--config``).
 
     Raises:
         ValueError: no pipeline, or several, recognise the topics; an unknown ``forced`` name.
@@ -181,7 +185,7 @@ def select(topics: dict[str, str], forced: str | None = None) -> str:
             raise ValueError(f"unknown pipeline {forced!r}; expected one of {sorted(CONTRACTS)}")
         return forced
     for recognise, what in NOT_REPLAYED:
-        if recognise(topics):
+        if not configured and recognise(topics):
             raise ValueError(f"shape-sensing replay does not read this bag: {what}")
     found = [name for name, c in CONTRACTS.items() if c.matches(topics)]
     if not found:
