@@ -511,16 +511,19 @@ def test_a_deleted_gyroscope_file_is_reported(tmp_path: Path, caplog: pytest.Log
 
 
 def test_an_error_after_a_progress_bar_starts_on_a_line_of_its_own(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from shape_sensing.cli import figure4
+    from shape_sensing.cli import calibrate_base_station
     from shape_sensing.demos.common import Progress
 
+    held: list[Progress] = []  # the command still holds its bar when the error comes
+
     def failing(*args: object, **kw: object) -> None:
-        Progress("figure4", 10).update(3)  # a bar drawn, not closed, when the error comes
+        held.append(Progress("working", 10))
+        held[-1].update(3)
         raise ValueError("something named")
 
-    monkeypatch.setattr(figure4, "figure4", failing)
-    assert main(["figure4", "--pairs", "2", "--k-pairs", "2"]) == 2
+    monkeypatch.setattr(calibrate_base_station, "calibrate_metres_per_count", failing)
+    assert main(["calibrate-base-station", "--trial", "0", "100", "1.0"]) == 2
     err = capsys.readouterr().err
     assert "\nshape-sensing: error: something named\n" in err, repr(err)

@@ -1,0 +1,94 @@
+"""The ``shape-sensing`` command: demos, replay and evaluation without ROS.
+
+Subcommands are looked up in :data:`COMMANDS` (name -> module); each module
+provides ``add_arguments(parser)`` and ``run(args) -> int``. Demos are looked
+up in :data:`shape_sensing.demos.DEMOS` the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+from collections.abc import Sequence
+
+from shape_sensing import __version__
+from shape_sensing.demos import DEMOS
+
+__all__ = ["COMMANDS", "main"]
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "replay": ("shape_sensing.replay", "re-estimate a recorded bag and write the same topics as a live run"),
+    "eval-continuum": ("shape_sensing.eval_continuum", "score the continuum estimator on a space_time_continuum trial"),
+    "calibrate-bno055": ("shape_sensing.calibrate_bno055", "capture the BNO055 chain's calibration profiles to YAML"),
+    "eval-tof": ("shape_sensing.eval_tof", "score a ToF continuum run (bag or demo output) at the rings, as Table II"),
+    "capture-reference": (
+        "shape_sensing.capture_reference",
+        "vine robot: capture the hinge-arc straight reference from a recording of the robot everted and straight",
+    ),
+    "figure4": ("shape_sensing.figure4", "growth planner: the seed paper's Figure 4 (robot A), open and closed loop"),
+    "reanalyse": ("shape_sensing.reanalyse", "vine-IMU recording: tip error per sensor subset, drift, error vs length"),
+    "calibrate-base-station": (
+        "shape_sensing.calibrate_base_station",
+        "vine robot base station: metres per encoder count from tape-measured growth trials",
+    ),
+}
+
+
+def _chosen(argv: Sequence[str]) -> tuple[str | None, str | None]:
+    """The subcommand and demo named on the command line (the top level's options take no value)."""
+    words = [a for a in argv if not a.startswith("-")]
+    command = words[0] if words else None
+    demo = words[1] if command == "demo" and len(words) > 1 else None
+    return command, demo
+
+
+def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The command's parser; only the chosen subcommand's module is imported to add its options (importing every
+    demo and command took about a second, before any of them ran). ``argv=None``: all of them."""
+    command, demo_name = _chosen(argv) if argv is not None else (None, None)
+    every = argv is None
+    parser = argparse.ArgumentParser(prog="shape-sensing", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run a simulated robot end to end: bag, picture, metrics")
+    demos = demo.add_subparsers(dest="demo", required=True)
+    for name, (module, help_text) in DEMOS.items():
+        p = demos.add_parser(name, help=help_text, description=help_text)
+        if every or (command == "demo" and name == demo_name):
+            mod = importlib.import_module(module)
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if every or name == command:
+            mod = importlib.import_module(module)
+            mod.add_arguments(p)
+            p.set_defaults(_run=mod.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``shape-sensing``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = _build_parser(argv).parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args._run(args))
+    except KeyboardInterrupt as exc:
+        # Ctrl-C: what each command has written is closed by its own handlers; no traceback.
+        print("shape-sensing: interrupted" + (f": {exc}" if str(exc) else ""), file=sys.stderr)
+        return 130
+    except (ValueError, RuntimeError, OSError) as exc:
+        # Library errors name what was wrong; show them without a traceback.
+        print(f"shape-sensing: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
