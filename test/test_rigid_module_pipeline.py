@@ -81,7 +81,15 @@ def test_tracker_skips_bad_samples_and_counts_them() -> None:
     tr.push_imu(ImuSample(40, "platform_1", None))  # no orientation
     tr.push_imu(ImuSample(50, "platform_2", q))
     tr.push_imu(ImuSample(45, "platform_2", q))  # out of order
-    assert (tr.stats.unknown_frame, tr.stats.bad_samples, tr.stats.out_of_order) == (1, 2, 1)
+    tr.push_imu(ImuSample(60, "platform_3", 7.0 * q))  # norm 7: a corrupted reading, not a rotation
+    tr.push_imu(ImuSample(70, "platform_3", 1.06 * q))  # just outside the tolerance
+    tr.push_imu(ImuSample(80, "platform_3", 1.04 * q))  # inside it: taken
+    tr.push_imu(ImuSample(90, "platform_3", q), 2)  # the topic of platform 2 carries platform 3's frame
+    st = tr.stats
+    assert (st.unknown_frame, st.bad_samples, st.out_of_order, st.non_unit_quaternion, st.frame_mismatch) == (
+        1, 1, 1, 3, 1,
+    )  # fmt: skip
+    assert tr.last_ns[3] == 80 and tr.last_ns[2] == 50  # only the good samples reached the estimator
 
 
 def _round_trip(f: Any, msg: Any, typename: str) -> Any:

@@ -132,7 +132,8 @@ class RegisterLevelSource:
         self.missing = 0
         self.overruns = 0
 
-    def _setup(self, frame_ids: Sequence[str]) -> tuple[SimulatedHardware, Bno055Chain]:
+    def _setup(self, samples: Sequence[ImuSample]) -> tuple[SimulatedHardware, Bno055Chain]:
+        frame_ids = [s.frame_id for s in samples]
         if self.topology is None:
             params = example_topology_params([f"imu_{i:02d}" for i in range(len(frame_ids))])
             params["sensor_frames"] = list(frame_ids)
@@ -149,6 +150,7 @@ class RegisterLevelSource:
         if self.calibrated:
             for chip in hw.sensors.values():
                 chip.calibrate()
+        self._load(hw, samples)  # the chips hold the first motion from power-up: no jump when the data starts
         chain = Bno055Chain(hw.bus, self.topology, self.options, clock=hw.bus.clock, sleep=hw.bus.sleep)
         pending = chain.start(timeout=0.5)
         if pending:
@@ -160,17 +162,14 @@ class RegisterLevelSource:
         """Samples at time ``t`` (s) as read back by the driver (sensors not read this sweep are left out)."""
         samples = self.provider(t)
         if self.hardware is None or self.chain is None:
-            hw, chain = self._setup([s.frame_id for s in samples])
+            hw, chain = self._setup(samples)
         else:
             hw, chain = self.hardware, self.chain
         t_ns = round(t * 1e9)
         if hw.bus.now_ns > t_ns:
             self.overruns += 1
         hw.bus.now_ns = max(hw.bus.now_ns, t_ns)
-        quats = np.array([[0.0, 0.0, 0.0, 1.0] if s.orientation is None else s.orientation for s in samples], float)
-        fields = np.einsum("nji,j->ni", quat_to_matrix(quats), EARTH_FIELD)  # R^T B: the field in each sensor frame
-        for s, q, b in zip(samples, quats, fields, strict=True):
-            hw.sensors[self._by_frame[s.frame_id]].set_motion(q, s.angular_velocity, s.linear_acceleration, b)
+        self._load(hw, samples)
         result = chain.sweep()
         by_name = {r.name: r for r in result.readings}
         out: list[ImuSample] = []
@@ -188,3 +187,10 @@ class RegisterLevelSource:
         return out
 
     imu_samples = __call__
+
+    def _load(self, hw: SimulatedHardware, samples: Sequence[ImuSample]) -> None:
+        """Set every sample's motion on its simulated chip."""
+        quats = np.array([[0.0, 0.0, 0.0, 1.0] if s.orientation is None else s.orientation for s in samples], float)
+        fields = np.einsum("nji,j->ni", quat_to_matrix(quats), EARTH_FIELD)  # R^T B: the field in each sensor frame
+        for s, q, b in zip(samples, quats, fields, strict=True):
+            hw.sensors[self._by_frame[s.frame_id]].set_motion(q, s.angular_velocity, s.linear_acceleration, b)
