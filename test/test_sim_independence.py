@@ -23,6 +23,7 @@ SIM = Path(__file__).resolve().parents[1] / "shape_sensing" / "sim"
 TOF_SIMS = {"vl53l5cx_sim", "ism330bx_sim", "tof_rings", "tof_continuum", "tof_mujoco", "tof_scene"}
 CHIP_SIMS = [
     "bno055_sim",
+    "bno055_glitches",
     "tca9548a_sim",
     "i2c_bus",
     "i2c_dev",

@@ -233,6 +233,10 @@ class ChainOptions:
     # faster turns. The margin covers quantisation and the fusion's own corrections. 0 disables the test.
     max_angular_rate: float = float(np.deg2rad(2000.0))
     jump_margin: float = float(np.deg2rad(5.0))
+    # When the gyroscope is read too, the chip's own rate bounds the turn more tightly: at most
+    # gyro_factor * max(|w| of this and the last good sample) + gyro_slack (rad/s), never above max_angular_rate.
+    gyro_factor: float = 1.5
+    gyro_slack: float = float(np.deg2rad(30.0))
     # consecutive jump rejections that agree with each other before they are taken as the new orientation
     # (the last good one was itself wrong, or the sensor really turned while it was not read)
     jump_resync: int = 3
@@ -327,6 +331,7 @@ class SensorHealth:
     resyncs: int = 0
     last_q: FloatArray | None = None
     last_q_ns: int = 0
+    last_rate: float | None = None  # |angular velocity| of the last good sample (rad/s)
     jump_candidate: FloatArray | None = None
     jump_candidate_ns: int = 0
     jump_count: int = 0
@@ -807,7 +812,8 @@ class Bno055Chain:
                 return self._bad(h, "bad_norm", f"bad frame: quaternion norm {norm:.4f}")
             decoded.orientation = decoded.orientation / norm
             checked = opts.frame_checks and opts.max_angular_rate > 0
-            if checked and not self._plausible_turn(h, decoded.orientation, stamp):
+            rate = None if decoded.angular_velocity is None else float(np.linalg.norm(decoded.angular_velocity))
+            if checked and not self._plausible_turn(h, decoded.orientation, stamp, rate):
                 return None
         h.reads += 1
         if h.last_read_ns:
@@ -824,20 +830,26 @@ class Bno055Chain:
         h.last_error = text
         return None
 
-    def _plausible_turn(self, h: SensorHealth, q: FloatArray, stamp: int) -> bool:
-        """Whether ``q`` is reachable from the last good quaternion at the gyroscope's full rate (see ChainOptions)."""
+    def _plausible_turn(self, h: SensorHealth, q: FloatArray, stamp: int, rate: float | None) -> bool:
+        """Whether ``q`` is reachable from the last good quaternion (see :class:`ChainOptions`).
+
+        ``rate``: the gyroscope's |angular velocity| read with ``q`` (rad/s), ``None`` when not read.
+        """
         opts = self.options
         if h.last_q is None:
-            h.last_q, h.last_q_ns = q, stamp
+            h.last_q, h.last_q_ns, h.last_rate = q, stamp, rate
             return True
-        limit = opts.max_angular_rate * (max(stamp - h.last_q_ns, 0) + _FUSION_PERIOD_NS) / _NS + opts.jump_margin
+        bound = opts.max_angular_rate
+        if rate is not None and h.last_rate is not None:
+            bound = min(bound, opts.gyro_factor * max(rate, h.last_rate) + opts.gyro_slack)
+        limit = bound * (max(stamp - h.last_q_ns, 0) + _FUSION_PERIOD_NS) / _NS + opts.jump_margin
         if _angle(h.last_q, q) <= limit:
-            h.last_q, h.last_q_ns = q, stamp
+            h.last_q, h.last_q_ns, h.last_rate = q, stamp, rate
             h.jump_candidate, h.jump_count = None, 0
             return True
         # A run of rejected samples that agree with each other is the real orientation: take it.
         if h.jump_candidate is not None and _angle(h.jump_candidate, q) <= (
-            opts.max_angular_rate * (max(stamp - h.jump_candidate_ns, 0) + _FUSION_PERIOD_NS) / _NS + opts.jump_margin
+            bound * (max(stamp - h.jump_candidate_ns, 0) + _FUSION_PERIOD_NS) / _NS + opts.jump_margin
         ):
             h.jump_count += 1
         else:
@@ -845,7 +857,7 @@ class Bno055Chain:
         h.jump_candidate, h.jump_candidate_ns = q, stamp
         if h.jump_count >= opts.jump_resync:
             h.resyncs += 1
-            h.last_q, h.last_q_ns = q, stamp
+            h.last_q, h.last_q_ns, h.last_rate = q, stamp, rate
             h.jump_candidate, h.jump_count = None, 0
             return True
         self._bad(h, "bad_jump", f"bad frame: turned {np.rad2deg(_angle(h.last_q, q)):.1f} deg since the last good "
