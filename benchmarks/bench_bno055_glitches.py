@@ -34,8 +34,9 @@ def main() -> None:
                          seed=args.seed)  # fmt: skip
         cpu = time.process_time() - c0
         print(f"{label:6s} corrupted reads {sum(r.injected.values()):4d} {json.dumps(r.injected, sort_keys=True)}")
-        print(f"{label:6s} samples handed on {r.readings}, spikes among them {r.spikes_out} "
-              f"{json.dumps(r.spikes_out_by_kind, sort_keys=True)}, clean samples dropped {r.dropped_clean}")  # fmt: skip
+        kinds = json.dumps(r.spikes_out_by_kind, sort_keys=True)
+        print(f"{label:6s} samples handed on {r.readings}, spikes among them {r.spikes_out} {kinds}, "
+              f"clean samples dropped {r.dropped_clean}")  # fmt: skip
         print(f"{label:6s} dropped and counted {json.dumps(r.bad_frames, sort_keys=True)}  (CPU {cpu:.1f} s)")
     with open("/proc/loadavg") as f:
         print(f"load average: {f.read().split()[:3]}")

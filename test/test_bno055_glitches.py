@@ -63,7 +63,7 @@ def test_spike_stream_before_and_after_the_checks():
 
 @pytest.mark.parametrize(("kind", "counter"), [("ones", "bad_ff"), ("zeros", "bad_zero")])
 def test_all_ff_and_all_zero_frames_are_counted_and_dropped(kind, counter):
-    hw, chip, glitchy, chain = _one_sensor(kinds=(kind,), rate=1.0)
+    hw, _chip, glitchy, chain = _one_sensor(kinds=(kind,), rate=1.0)
     got = _sweep_at(hw, chain, 0.0)
     assert got.readings == []
     h = chain.health["imu_00"]
