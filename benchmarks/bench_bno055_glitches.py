@@ -36,7 +36,7 @@ def main() -> None:
         print(f"{label:6s} corrupted reads {sum(r.injected.values()):4d} {json.dumps(r.injected, sort_keys=True)}")
         kinds = json.dumps(r.spikes_out_by_kind, sort_keys=True)
         print(f"{label:6s} samples handed on {r.readings}, spikes among them {r.spikes_out} {kinds}, "
-              f"clean samples dropped {r.dropped_clean}")  # fmt: skip
+              f"largest error {r.worst_out_deg:.1f} deg, clean samples dropped {r.dropped_clean}")  # fmt: skip
         print(f"{label:6s} dropped and counted {json.dumps(r.bad_frames, sort_keys=True)}  (CPU {cpu:.1f} s)")
     with open("/proc/loadavg") as f:
         print(f"load average: {f.read().split()[:3]}")

@@ -27,6 +27,7 @@ CHIP_SIMS = [
     "tca9548a_sim",
     "i2c_bus",
     "i2c_dev",
+    "circuitpython_i2c",
     "wt901_emulator",
     "netft_emulator",
     "base_station_emulator",

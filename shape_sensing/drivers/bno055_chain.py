@@ -789,9 +789,11 @@ class Bno055Chain:
                     if chip.mode() == Mode.CONFIG:
                         self._reset_detected(spec, h, "found in CONFIGMODE")
                         return None
-                    return self._bad(h, "bad_zero", f"bad frame: {len(block)} bytes all 0x00")
+                    self._bad(h, "bad_zero", f"bad frame: {len(block)} bytes all 0x00")
+                    return None
                 if block.count(0xFF) == len(block):
-                    return self._bad(h, "bad_ff", f"bad frame: {len(block)} bytes all 0xFF")
+                    self._bad(h, "bad_ff", f"bad frame: {len(block)} bytes all 0xFF")
+                    return None
         decoded = decode_block(plan, blocks, opts.unit_sel)
         if mag_due:
             h.mag_due_ns = _next_due(h.mag_due_ns, int(_NS / opts.mag_rate), now)
@@ -807,9 +809,11 @@ class Bno055Chain:
                 if chip.mode() == Mode.CONFIG:
                     self._reset_detected(spec, h, "found in CONFIGMODE")
                     return None
-                return self._bad(h, "bad_zero", "bad frame: quaternion all zero")
+                self._bad(h, "bad_zero", "bad frame: quaternion all zero")
+                return None
             if abs(norm - 1.0) > opts.quaternion_tolerance:
-                return self._bad(h, "bad_norm", f"bad frame: quaternion norm {norm:.4f}")
+                self._bad(h, "bad_norm", f"bad frame: quaternion norm {norm:.4f}")
+                return None
             decoded.orientation = decoded.orientation / norm
             checked = opts.frame_checks and opts.max_angular_rate > 0
             rate = None if decoded.angular_velocity is None else float(np.linalg.norm(decoded.angular_velocity))
@@ -828,7 +832,6 @@ class Bno055Chain:
         h.bad_frames += 1
         setattr(h, reason, getattr(h, reason) + 1)
         h.last_error = text
-        return None
 
     def _plausible_turn(self, h: SensorHealth, q: FloatArray, stamp: int, rate: float | None) -> bool:
         """Whether ``q`` is reachable from the last good quaternion (see :class:`ChainOptions`).

@@ -214,6 +214,7 @@ class SpikeStreamResult:
     injected: dict[str, int]  # corrupted reads by kind
     spikes_out: int  # handed-on samples further than spike_deg from the true orientation
     spikes_out_by_kind: dict[str, int]
+    worst_out_deg: float  # the largest error of a handed-on sample
     dropped_clean: int  # clean reads the checks dropped (false alarms)
     bad_frames: dict[str, int]  # the chain's counters, summed over sensors
 
@@ -255,7 +256,8 @@ def spike_stream(
         chip.calibrate()
         wrappers[name] = GlitchyBNO055(chip, rate, rng, neighbour=sensors[(k + 1) % len(sensors)][1])
     for seg in [hw.bus.host, *(ch for m in hw.muxes.values() for ch in m.channels)]:
-        seg.devices = [wrappers.get(d.name, d) if d.name in wrappers else d for d in seg.devices]
+        devices: list[Any] = [wrappers.get(d.name, d) for d in seg.devices]
+        seg.devices = devices
     hw.bus.invalidate()
     axes = rng.normal(size=(n_sensors, 3))
     axes /= np.linalg.norm(axes, axis=1, keepdims=True)
@@ -286,6 +288,7 @@ def spike_stream(
     for w in wrappers.values():
         w.injected.clear()
     readings = spikes = dropped_clean = 0
+    worst = 0.0
     by_kind: Counter[str] = Counter()
     index = {name: k for k, name in enumerate(names)}
     for step in range(int(seconds * sweep_hz)):
@@ -304,7 +307,9 @@ def spike_stream(
             readings += 1
             assert r.orientation is not None
             d = abs(float(np.dot(r.orientation, q_true[index[name]])))
-            if np.rad2deg(2 * np.arccos(min(1.0, d))) > spike_deg:
+            err = float(np.rad2deg(2 * np.arccos(min(1.0, d))))
+            worst = max(worst, err)
+            if err > spike_deg:
                 spikes += 1
                 by_kind[w.last_kind or "clean"] += 1
     injected: Counter[str] = Counter()
@@ -312,4 +317,4 @@ def spike_stream(
         injected.update(w.injected)
     keys = ("bad_frames", "bad_norm", "bad_jump", "bad_zero", "bad_ff", "resyncs")
     bad = {k: sum(getattr(h, k) for h in chain.health.values()) for k in keys}
-    return SpikeStreamResult(seconds, readings, dict(injected), spikes, dict(by_kind), dropped_clean, bad)
+    return SpikeStreamResult(seconds, readings, dict(injected), spikes, dict(by_kind), worst, dropped_clean, bad)
