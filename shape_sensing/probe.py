@@ -8,7 +8,7 @@ assume (the constants below are written down here on their own):
 * VL53L5CX (ST UM2884 and the ULD's ``vl53l5cx_is_alive``): 16-bit register indices; write 0x00 to 0x7FFF
   (page 0), read device id 0x0000 = 0xF0 and revision id 0x0001 = 0x02, then 0x02 to 0x7FFF (back to page 2).
   Power-up address 0x29.
-* ISM330BX (DS14325 9.13): 0x6A/0x6B, WHO_AM_I register 0x0F reads 0x71.
+* ISM330BX (datasheet, register WHO_AM_I): 0x6A/0x6B, WHO_AM_I register 0x0F reads 0x71.
 * TCA9548A (SCPS207): 0x70-0x77, one control byte without register pointer that reads back what was
   written (checked with 0x00 and 0x01, then closed again).
 * WT901 (WitMotion WT901 datasheet 5.1): 11-byte frames ``0x55, type 0x50-0x5F, four int16, checksum``
@@ -206,7 +206,12 @@ class ProbeReport:
                 lines.append(f"{indent}(nothing answers)")
             for d in seg.devices:
                 lines.append(indent + dev_line(d))
+                quiet = [ch for ch, c in sorted(d.channels.items()) if not c.devices and not c.problem]
+                if quiet:
+                    lines.append(f"{indent}    ch{','.join(map(str, quiet))}: (nothing answers)")
                 for ch, child in sorted(d.channels.items()):
+                    if ch in quiet:
+                        continue
                     lines.append(f"{indent}    ch{ch}:")
                     walk(child, indent + "        ")
 

@@ -19,6 +19,7 @@ import pytest
 from shape_sensing import probe
 from shape_sensing.cli import main as cli_main
 from shape_sensing.config import load_node_params
+from shape_sensing.drivers.base_station import SCHEMA as BS_SCHEMA
 from shape_sensing.drivers.bno055_chain import SCHEMA as CHAIN_SCHEMA
 from shape_sensing.drivers.bno055_chain import Bno055Chain, ChainOptions
 from shape_sensing.drivers.i2c_topology import Topology
@@ -278,7 +279,9 @@ def test_command_prints_the_tree_and_writes_a_draft_the_chain_driver_runs(tmp_pa
     assert "serial /dev/ttyUSB0: WT901 at 230400 bit/s" in text and "0 problem(s)" in text
     params = load_node_params(out, CHAIN_SCHEMA)
     assert params["bus"] == 1 and params["sensor_addresses"] == [0x28, 0x29, 0x28, 0x28]
-    load_node_params(out, WT901_SCHEMA)  # the UART WT901 section loads with the node's schema too
+    wt = load_node_params(out, WT901_SCHEMA)  # the UART WT901 and base station sections load with their schemas
+    assert (wt["mode"], wt["ports"], wt["baud"]) == ("uart", ["/dev/ttyUSB0"], 230400)
+    assert load_node_params(out, BS_SCHEMA)["port"] == "/dev/ttyACM0"
     # the drafted topology drives the chain driver on the very hardware that was probed
     topo = Topology.from_params(params)
     chain = Bno055Chain(bus, topo, ChainOptions(mag_rate=0.0, capture_calibration=False), clock=bus.clock,
@@ -299,3 +302,14 @@ def test_command_exit_status_and_errors(tmp_path, capsys):
     assert rc == 2 and "serial /dev/ttyNOPE: cannot read" in capsys.readouterr().out
     assert cli_main(["probe", "--window", "0", "--i2c", "--serial"]) == 2
     assert "--window 0.0: expected > 0 s" in capsys.readouterr().err
+
+
+def test_can_draft_loads_with_the_wt901_schema(tmp_path):
+    report = probe.ProbeReport(can=[probe.CanFind("can0", 0x101, False, [0x51, 0x53]),
+                                    probe.CanFind("can0", 0x102, False, [0x51, 0x53])])  # fmt: skip
+    text, kinds = probe.draft_config(report, {})
+    assert kinds == ["hyper-redundant robot with WT901s over CAN (rigid-module)"]
+    (tmp_path / "c.yaml").write_text(text)
+    p = load_node_params(tmp_path / "c.yaml", WT901_SCHEMA)
+    assert (p["mode"], p["can_channel"], p["can_ids"], p["frame_ids"]) == ("can", "can0", [257, 258],
+                                                                           ["platform_0", "platform_1"])  # fmt: skip
