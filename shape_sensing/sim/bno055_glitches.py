@@ -16,8 +16,8 @@ QUA_Data_w_LSB at 0x20, four int16 little-endian w, x, y, z):
 * ``neighbour``: the bytes of another chip (a mux channel that did not switch): a valid unit
   quaternion of the wrong sensor.
 
-``injected`` counts each kind; ``last_kind`` names the failure of the last reply (``""`` for a
-clean one), so a harness can tell which readings were corrupted.
+``injected`` counts each kind; ``last_kind`` names the failure of the last reply that covered the
+quaternion (``""`` for a clean one), so a harness can tell which readings were corrupted.
 """
 
 from __future__ import annotations
@@ -83,9 +83,9 @@ class GlitchyBNO055:
     def i2c_read(self, n: int, now_ns: int) -> bytes:
         start = int(self.chip.pointer)
         out = bytes(self.chip.i2c_read(n, now_ns))
-        self.last_kind = ""
         if not start <= QUA_DATA < start + n or start + n < QUA_DATA + 8:
             return out
+        self.last_kind = ""
         prev = self._previous.get((start, n), out)
         self._previous[(start, n)] = out
         if self.rng.random() >= self.rate:
