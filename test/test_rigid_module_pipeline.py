@@ -283,3 +283,11 @@ def test_tip_covariance_is_consistent_on_a_monte_carlo(heading_mode: str, tmp_pa
     ]  # fmt: skip
     lo, hi = chi2.ppf([0.025, 0.975], 3 * runs) / runs
     assert lo < float(np.mean(nees)) < hi, (nees, lo, hi)
+
+
+def test_tracker_frame_check_names_the_platform_only_when_the_frame_does() -> None:
+    tr = HyperRedundantTracker({"n_modules": 4}, rods_s=0.0)
+    q = np.array([0.0, 0.0, 0.0, 1.0])
+    tr.push_imu(ImuSample(10, "robot/platform_9", q), 2)  # names platform 9 on platform 2's input
+    tr.push_imu(ImuSample(20, "left_arm_imu", q), 2)  # a frame that names no platform: not checked
+    assert tr.stats.frame_mismatch == 1 and tr.last_ns[2] == 20

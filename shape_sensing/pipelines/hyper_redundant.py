@@ -180,7 +180,9 @@ class HyperRedundantTracker:
         if i is None or not 0 <= i < self.n:
             self.stats.unknown_frame += 1
             return out
-        if index is not None and self.estimator.index_of(sample.frame_id) != index:
+        tail = sample.frame_id.rsplit("platform_", 1)[-1]
+        named = int(tail) if "platform_" in sample.frame_id and tail.isdigit() else None
+        if index is not None and named is not None and named != index:
             self.stats.frame_mismatch += 1  # the topic of platform `index` carries another platform's frame
             return out
         q = sample.orientation
