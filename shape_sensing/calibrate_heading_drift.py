@@ -15,6 +15,7 @@ import argparse
 import bisect
 import json
 import math
+import sys
 from pathlib import Path
 
 from shape_sensing.drivers.contact_cap import heading_from_quaternion
@@ -127,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if not fit.straight:
         print(f"shape-sensing: error: the heading scatters {math.degrees(fit.residual_rms):.2f} deg RMS about the "
               f"fitted line, more than twice the heading noise ({args.heading_noise} deg): the growth was not "
-              "straight (or --heading-noise is too small); the drift above is not a calibration")  # fmt: skip
+              "straight (or --heading-noise is too small); the drift above is not a calibration",
+              file=sys.stderr)  # fmt: skip
         return 1
     return 0

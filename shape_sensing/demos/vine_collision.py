@@ -130,9 +130,10 @@ def _params(faults: SensorFaults, drift_known: bool = True) -> dict[str, Any]:
 
 
 def score_core(course: Course, faults: SensorFaults, seed: int, filters: dict[str, CollisionPivotConfig],
-               rate: float = 50.0, hold_time: float = 0.15) -> dict[str, dict[str, Any]]:  # fmt: skip
+               rate: float = 50.0, hold_time: float = 0.15,
+               speed: float = 0.03) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Run the estimators on a simulated course through the core only (no bytes, no messages)."""
-    sim = VineCollisionSim(course, faults, rate=rate, seed=seed)
+    sim = VineCollisionSim(course, faults, rate=rate, seed=seed, speed=speed)
     cap = ContactCap(sim.n_switches, sim.sensing_arc, hold_time)
     ests = {k: CollisionPivotEstimator(c) for k, c in filters.items()}
     errs = {k: CollisionErrors() for k in filters}

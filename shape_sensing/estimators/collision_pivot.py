@@ -406,6 +406,9 @@ class CollisionPivotEstimator:
         # and Algorithm 1's state before it was fixed (restored when the candidate merges back)
         self._candidate: tuple[float, float] | None = None
         self._snapshot: PathRecon | None = None
+        self._headings: deque[float] = deque(maxlen=5)  # the last few headings (drift-corrected)
+        self._live_heading = 0.0  # their mean at the last live contact
+        self._held_pivot = 0.0  # the pivot length at the last contact sample
         self._wall_normal = math.nan  # heading + cap angle at the last live contact (rad)
         self._withdrawn = False  # the last fixed pivot was withdrawn during this collision
         self._floor = 0.0  # the lowest pivot length of this collision (the pivot before the last fixed one)
@@ -478,6 +481,11 @@ class CollisionPivotEstimator:
         drift, drift_var = self.drift.estimate
         heading = s.heading - drift * s.total_length
         events: list[PivotEvent] = []
+        self._headings.append(heading)
+        h_smooth = _mean_angle(self._headings)
+        # since the last live contact the heading turned more than its noise allows: the body still pivots
+        turned = (h_smooth - self._live_heading + math.pi) % (2 * math.pi) - math.pi
+        turning = abs(turned) > 3.0 * cfg.heading_noise / math.sqrt(len(self._headings)) + 1e-3
         # the collision ("episode"): the cap's held flag; the improved filter also bridges a loss of contact
         # longer than the hold while the robot grew less than contact_gap (the same obstacle, touched again);
         # with pivot hypotheses a longer loss opens a candidate pivot that renewed contact decides
@@ -489,7 +497,7 @@ class CollisionPivotEstimator:
             if self._candidate is not None:
                 if s.live_contact and self._same_wall(s, heading, self._candidate[1]):
                     merged = True
-                elif s.live_contact or gap > cfg.confirm_length:
+                elif s.live_contact or (gap > cfg.confirm_length and not turning):
                     px, py, pl = self.recon.pivots[-1]
                     events.append(self._event(s.stamp_ns, EVENT_PIVOT_FIXED, self.pivot_index, (px, py), pl))
                     self._candidate = None
@@ -497,6 +505,7 @@ class CollisionPivotEstimator:
                 opened = True  # contact lost for longer than contact_gap: the pivot becomes a candidate
             if s.live_contact:
                 self._last_live_total = s.total_length
+                self._live_heading = h_smooth
                 if math.isfinite(s.cap_angle):
                     self._wall_normal = heading + s.cap_angle
         if merged:
@@ -581,6 +590,15 @@ class CollisionPivotEstimator:
             floor = self._episode_l_prev if self.pivot_events else 0.0
         l_pivot_c = min(max(l_pivot, floor), s.total_length)
         tip, fixed = self.recon.step(s.total_length, s.total_length - l_pivot_c, heading, contact, s.live_contact)
+        if contact:
+            self._held_pivot = l_pivot_c
+        elif self._candidate is not None and self._snapshot is not None and turning:
+            # undecided: a body that grows free from the candidate keeps its heading; one still turning (more
+            # than the heading noise allows) is sliding along the wall unseen, about the held pivot
+            sp = self._snapshot
+            vx, vy = sp.v_prev if sp.v_prev is not None else (1.0, 0.0)
+            d, lf = self._held_pivot - sp.l_prev, s.total_length - self._held_pivot
+            tip = (sp.p_prev[0] + d * vx + lf * math.cos(heading), sp.p_prev[1] + d * vy + lf * math.sin(heading))
         if fixed:
             self.pivot_index += 1
             c["pivots"] += 1
@@ -632,6 +650,11 @@ class CollisionPivotEstimator:
         self._var *= 1.0 - k
         self._accepted += 1
         return True
+
+
+def _mean_angle(angles: deque[float]) -> float:
+    """Circular mean."""
+    return math.atan2(sum(math.sin(a) for a in angles), sum(math.cos(a) for a in angles))
 
 
 def _check_filter(value: str) -> str | None:
