@@ -102,12 +102,12 @@ def test_bad_burst_settings_are_refused() -> None:
 # -- pivot hypotheses -------------------------------------------------------------
 
 
-def _with_gap(course: Course, gap_s: float, config: CollisionPivotConfig) -> tuple[float, list[int],
-                                                                               CollisionPivotEstimator]:
-    """Clean course; switches and force silenced for ``gap_s`` in the middle of its (only) contact."""
+def _with_gap(course: Course, gap_s: float, config: CollisionPivotConfig,
+              at: float = 0.5) -> tuple[float, list[int], CollisionPivotEstimator]:  # fmt: skip
+    """Clean course; switches and force silenced for ``gap_s`` centred at ``at`` of its (only) contact."""
     truth = list(VineCollisionSim(course, SensorFaults.clean()).run())
     contact = [i for i, s in enumerate(truth) if s.in_contact]
-    mid = (contact[0] + contact[-1]) // 2
+    mid = round(contact[0] + at * (contact[-1] - contact[0]))
     lo, hi = mid - round(gap_s * 25), mid + round(gap_s * 25)
     cap, est = ContactCap(), CollisionPivotEstimator(config)
     worst, kinds = 0.0, []
@@ -143,10 +143,10 @@ def test_a_pivot_fixed_by_mistake_is_withdrawn_when_the_collision_puts_the_pivot
     # turning never noticed (heading noise set huge) and a short confirmation: the candidate is fixed wrongly
     # during the gap; the renewed contact's force puts the pivot behind it, so it is withdrawn (no clamp)
     cfg = CollisionPivotConfig(pressure_drop_per_metre=0.0, heading_noise=1.0, confirm_length=0.03)
-    worst, kinds, est = _with_gap(single_course(150.0, 0.55), 5.0, cfg)
-    clamped, _k, _e = _with_gap(single_course(150.0, 0.55), 5.0, CollisionPivotConfig(
+    worst, kinds, est = _with_gap(single_course(150.0, 0.55), 2.0, cfg, at=0.3)
+    clamped, _k, _e = _with_gap(single_course(150.0, 0.55), 2.0, CollisionPivotConfig(
         pressure_drop_per_metre=0.0, heading_noise=1.0, confirm_length=0.03,
-        improvements=(*BIAS_AWARE, "drift_online")))  # fmt: skip
+        improvements=(*BIAS_AWARE, "drift_online")), at=0.3)  # fmt: skip
     assert EVENT_PIVOT_WITHDRAWN in kinds and est.counts["withdrawn"] == 1
     assert kinds.index(EVENT_PIVOT_FIXED) < kinds.index(EVENT_PIVOT_WITHDRAWN)
     assert len(est.recon.pivots) == 2

@@ -368,7 +368,7 @@ class CollisionPivotConfig:
     contact_gap: float = 0.02
     confirm_length: float = 0.1
     wall_angle_tol: float = 0.26
-    withdraw_margin: float = 0.03
+    withdraw_margin: float = 0.05
     heading_noise: float = 0.0087
     heading_drift_prior_sigma: float = 0.052
     improvements: tuple[str, ...] | None = None
@@ -578,9 +578,9 @@ class CollisionPivotEstimator:
             # no clamp at the last fixed pivot: the pivot may lie behind it, back to the one before it; a
             # collision whose pivot settles clearly behind the last fixed pivot withdraws that pivot
             floor = self._floor
-            if (contact and self.pivot_events and not self._withdrawn and self._accepted >= 10
+            if (contact and self.pivot_events and not self._withdrawn and self._accepted >= 50
                     and len(self.recon.pivots) > 1
-                    and self._mean + 3.0 * math.sqrt(self._var) < self.recon.l_prev - cfg.withdraw_margin):  # fmt: skip
+                    and self._mean + 4.0 * math.sqrt(self._var) < self.recon.l_prev - cfg.withdraw_margin):  # fmt: skip
                 px, py, pl = self.recon.pivots.pop()
                 events.append(self._event(s.stamp_ns, EVENT_PIVOT_WITHDRAWN, self.pivot_index, (px, py), pl))
                 self.pivot_index -= 1
