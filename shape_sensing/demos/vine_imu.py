@@ -33,12 +33,13 @@ from shape_sensing.pipelines.vine_imu import (
     ShapeWriter,
     TipErrors,
     VineImuTracker,
+    base_transforms,
     length_message,
     resolve_topic,
     truth_messages,
 )
 from shape_sensing.sim.vine import R_WORLD_BASE, SCENARIOS, VineSimConfig, VineSimulator, VineTruth
-from shape_sensing.types import ImuSample, ShapeEstimate, TransformStamped
+from shape_sensing.types import ImuSample, ShapeEstimate
 
 __all__ = ["add_arguments", "run", "run_demo"]
 
@@ -139,7 +140,7 @@ def run_demo(
             shape_writer = ShapeWriter(writer, ns, tracker.params["marker_rate"])
             writer.write(
                 "/tf_static",
-                msgs.tf_message([TransformStamped(0, "world", sim.base_frame, _world_base())], f),
+                msgs.tf_message(base_transforms(0, _world_base(), sim.config.frame_prefix), f),
                 0,
                 qos="static",
             )
