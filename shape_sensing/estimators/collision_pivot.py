@@ -678,8 +678,9 @@ SCHEMA = Schema(
         Param("variance_window", int, 10, "samples behind R_w (Eq. 9)", min=2, max=1000),
         Param("pressure_drop_per_metre", float, 0.05, "improved: tip pressure = sensed (1 - drop * L_total)",
               min=0.0, max=1.0, unit="1/m"),
-        Param("heading_drift_per_metre", float, 0.0, "calibrated heading drift per metre grown, subtracted",
-              min=-1.0, max=1.0, unit="rad/m"),
+        Param("heading_drift_per_metre", float, 0.0, "heading drift per metre grown (shape-sensing "
+              "calibrate-heading-drift); the paper's filter subtracts it, the improved one uses it as the prior of "
+              "its online estimate", min=-1.0, max=1.0, unit="rad/m"),
         Param("force_min", float, 0.1, "improved: a contact reading below this force is a dropout", min=0.0,
               unit="N"),
         Param("force_noise", float, 0.05, "improved: force sensor noise (1 sigma)", min=0.0, unit="N"),
@@ -687,8 +688,18 @@ SCHEMA = Schema(
         Param("contact_angle_noise", float, 0.05, "improved: contact angle noise (1 sigma)", min=0.0, unit="rad"),
         Param("pivot_process_noise", float, 1e-4, "improved: pivot random walk", min=0.0, unit="m/sqrt(s)"),
         Param("gate_sigma", float, 4.0, "improved: innovations beyond this many sigma are rejected", min=1.0),
-        Param("contact_gap", float, 0.02, "improved: a contact lost for less growth than this is the same collision",
-              min=0.0, unit="m"),
+        Param("contact_gap", float, 0.02, "improved: a contact lost for less growth than this is the same collision; "
+              "longer, its pivot becomes a candidate", min=0.0, unit="m"),
+        Param("confirm_length", float, 0.1, "improved: a candidate pivot is fixed after this much free growth with "
+              "the heading steady (or at contact with another wall)", min=0.0, unit="m"),
+        Param("wall_angle_tol", float, 0.26, "improved: renewed contact is the same wall when the wall's normal "
+              "(heading + cap angle) is within this of the one before the gap", min=0.0, max=3.2, unit="rad"),
+        Param("withdraw_margin", float, 0.05, "improved: a fixed pivot is withdrawn when a settled collision puts its "
+              "pivot this far (and 4 sigma) behind it", min=0.0, unit="m"),
+        Param("heading_noise", float, 0.0087, "improved: cap heading noise (1 sigma): drift fit, turning test",
+              min=1e-6, unit="rad"),
+        Param("heading_drift_prior_sigma", float, 0.052, "improved: sigma of heading_drift_per_metre as the prior of "
+              "the online drift estimate (0: use it as given)", min=0.0, unit="rad/m"),
         Param("length_topic", str, "base/length", "sensor_msgs/JointState, position[0] = grown length (ticks)"),
         Param("pressure_topic", str, "base/pressure", "sensor_msgs/FluidPressure, internal pressure"),
         Param("cap_topic", str, "cap/state", "shape_sensing/ContactCapState"),
