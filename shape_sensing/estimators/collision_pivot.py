@@ -482,10 +482,12 @@ class CollisionPivotEstimator:
         heading = s.heading - drift * s.total_length
         events: list[PivotEvent] = []
         self._headings.append(heading)
-        h_smooth = _mean_angle(self._headings)
-        # since the last live contact the heading turned more than its noise allows: the body still pivots
-        turned = (h_smooth - self._live_heading + math.pi) % (2 * math.pi) - math.pi
-        turning = abs(turned) > 3.0 * cfg.heading_noise / math.sqrt(len(self._headings)) + 1e-3
+        turning, h_smooth = False, heading
+        if self.hypotheses:
+            h_smooth = _mean_angle(self._headings)
+            # since the last live contact the heading turned more than its noise allows: the body still pivots
+            turned = (h_smooth - self._live_heading + math.pi) % (2 * math.pi) - math.pi
+            turning = abs(turned) > 3.0 * cfg.heading_noise / math.sqrt(len(self._headings)) + 1e-3
         # the collision ("episode"): the cap's held flag; the improved filter also bridges a loss of contact
         # longer than the hold while the robot grew less than contact_gap (the same obstacle, touched again);
         # with pivot hypotheses a longer loss opens a candidate pivot that renewed contact decides

@@ -169,7 +169,8 @@ class HeadingDriftEstimator:
         if self.line is None:
             self.line = LineFit()
         self.line.add(length, heading)
-        self._estimate = self._combine(self.line)
+        if self.line.n % 10 == 0:  # the open stretch's share, refreshed every 10 samples (it changes slowly)
+            self._estimate = self._combine(self.line)
 
     def _usable(self, line: LineFit) -> DriftFit | None:
         if line.span < self.min_span or line.n < 3:
