@@ -119,7 +119,7 @@ class HingeArcEstimatorNode:
                 f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}", throttle_duration_sec=5.0
             )
             return
-        self.publish(self.tracker.push_orientation(index, stamp_ns, orientation))
+        self.publish(self.tracker.push_orientation(index, stamp_ns, orientation, str(msg.header.frame_id)))
 
     def _on_length(self, msg: Any) -> None:
         position = list(msg.position)

@@ -49,6 +49,7 @@ from shape_sensing.geometry import FloatArray, rotation_angle
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages import hyper_redundant as hmsgs
+from shape_sensing.messages.common import UNIT_QUATERNION_TOLERANCE
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
@@ -80,6 +81,8 @@ class _Stats:
     bad_samples: int = 0
     out_of_order: int = 0
     unknown_frame: int = 0
+    non_unit_quaternion: int = 0
+    frame_mismatch: int = 0
     estimates: int = 0
 
 
@@ -157,7 +160,8 @@ class HyperRedundantTracker:
                     + ("nothing calibrated (no base reading)" if 0 in self.calibration_missing else "left uncorrected"),
                 )
             )
-        if self.stats.bad_samples or self.stats.out_of_order or self.stats.unknown_frame:
+        st = self.stats
+        if st.bad_samples or st.out_of_order or st.unknown_frame or st.non_unit_quaternion or st.frame_mismatch:
             est.shape.diagnostics.append(
                 DiagnosticStatus(
                     name="rigid_module/inputs",
@@ -176,9 +180,17 @@ class HyperRedundantTracker:
         if i is None or not 0 <= i < self.n:
             self.stats.unknown_frame += 1
             return out
+        tail = sample.frame_id.rsplit("platform_", 1)[-1]
+        named = int(tail) if "platform_" in sample.frame_id and tail.isdigit() else None
+        if index is not None and named is not None and named != index:
+            self.stats.frame_mismatch += 1  # the topic of platform `index` carries another platform's frame
+            return out
         q = sample.orientation
-        if q is None or not np.all(np.isfinite(q)) or not 0.5 < float(np.linalg.norm(q)) < 1.5:
+        if q is None or not np.all(np.isfinite(q)):
             self.stats.bad_samples += 1
+            return out
+        if not abs(float(np.linalg.norm(q)) - 1.0) <= UNIT_QUATERNION_TOLERANCE:
+            self.stats.non_unit_quaternion += 1
             return out
         if sample.stamp_ns < self.last_ns[i]:
             self.stats.out_of_order += 1

@@ -44,6 +44,7 @@ from shape_sensing.geometry import FloatArray
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
+from shape_sensing.messages.common import UNIT_QUATERNION_TOLERANCE
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
@@ -84,7 +85,10 @@ ORIENTATION_UNKNOWN = -1.0  # first element of a covariance block that is not es
 class _Stats:
     bad_samples: int = 0
     out_of_order: int = 0
+    non_unit_quaternion: int = 0
+    frame_mismatch: int = 0
     estimates: int = 0
+    last_rejection: str = ""
 
 
 class VineImuTracker:
@@ -239,13 +243,20 @@ class VineImuTracker:
                 else {},
             )
         ]
-        if self.stats.bad_samples or self.stats.out_of_order:
+        st = self.stats
+        if st.bad_samples or st.out_of_order or st.non_unit_quaternion or st.frame_mismatch:
             extra.append(
                 DiagnosticStatus(
                     name="hinge_arc_estimator: inputs",
                     level=DiagnosticLevel.WARN,
-                    message="bad or out-of-order samples were skipped",
-                    values={"bad_samples": str(self.stats.bad_samples), "out_of_order": str(self.stats.out_of_order)},
+                    message="bad or out-of-order samples were skipped"
+                    + (f" (last: {st.last_rejection})" if st.last_rejection else ""),
+                    values={
+                        "bad_samples": str(st.bad_samples),
+                        "out_of_order": str(st.out_of_order),
+                        "non_unit_quaternion": str(st.non_unit_quaternion),
+                        "frame_mismatch": str(st.frame_mismatch),
+                    },
                 )
             )
         self.stats.estimates += 1
@@ -253,13 +264,17 @@ class VineImuTracker:
 
     def push_imu(self, index: int, sample: ImuSample) -> list[ShapeEstimate]:
         """Add a reading of IMU ``index``; returns the estimates that became due."""
-        return self.push_orientation(index, sample.stamp_ns, sample.orientation)
+        return self.push_orientation(index, sample.stamp_ns, sample.orientation, sample.frame_id)
 
-    def push_orientation(self, index: int, stamp_ns: int, q: FloatArray | None) -> list[ShapeEstimate]:
+    def push_orientation(
+        self, index: int, stamp_ns: int, q: FloatArray | None, frame_id: str | None = None
+    ) -> list[ShapeEstimate]:
         """Add the orientation ``[x, y, z, w]`` (or ``None``: absent) read by IMU ``index`` at ``stamp_ns``.
 
         What :meth:`push_imu` does with an :class:`ImuSample`, for callers that read only the orientation
         (:func:`~shape_sensing.messages.common.imu_orientation_from_msg`); returns the estimates that became due.
+        A quaternion whose norm is not 1 (within ``UNIT_QUATERNION_TOLERANCE``) and, when ``frame_id`` is
+        given, a frame other than sensor ``index``'s are counted and skipped, never estimated from.
         """
         ticker = self.ticker
         # No tick due (the common case): skip building an empty list of estimates.
@@ -268,8 +283,13 @@ class VineImuTracker:
             self.stats.bad_samples += 1
             return out
         norm = math.sqrt(float(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]))
-        if not 0.5 < norm < 1.5:  # also false for NaN
-            self.stats.bad_samples += 1
+        if not abs(norm - 1.0) <= UNIT_QUATERNION_TOLERANCE:  # also true for NaN
+            self.stats.non_unit_quaternion += 1
+            self.stats.last_rejection = f"sensor {index}: quaternion norm {norm:.4g}"
+            return out
+        if frame_id is not None and frame_id != self.frame_ids[index]:
+            self.stats.frame_mismatch += 1
+            self.stats.last_rejection = f"sensor {index}: frame {frame_id!r}, expected {self.frame_ids[index]!r}"
             return out
         if stamp_ns < self.last_ns[index]:
             self.stats.out_of_order += 1
