@@ -344,3 +344,65 @@ def check_clean_shutdown(proc_info: Any, proc_output: Any) -> None:
 def python() -> str:
     """The interpreter the ROS 2 tools use."""
     return sys.executable
+
+
+# -- whole launches as a user starts them (ros2 launch in a subprocess) ----------------------------------------------
+
+
+def prefix_without(packages: Sequence[str], where: Path) -> dict[str, str]:
+    """An environment whose ament index lacks ``packages`` (as on a machine without them installed).
+
+    Every prefix of ``AMENT_PREFIX_PATH`` holding one of them is replaced by a mirror under ``where``: symbolic links
+    to all of the prefix but those packages' index entries, share and lib folders.
+    """
+    env = dict(os.environ)
+    prefixes = []
+    hidden = set(packages)
+    for i, prefix in enumerate(p for p in env.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p):
+        index = Path(prefix, "share", "ament_index", "resource_index")
+        if not any((index / "packages" / name).exists() for name in hidden):
+            prefixes.append(prefix)
+            continue
+        mirror = where / f"prefix{i}"
+        (mirror / "share" / "ament_index" / "resource_index").mkdir(parents=True)
+        for kind in index.iterdir():
+            target = mirror / "share" / "ament_index" / "resource_index" / kind.name
+            target.mkdir()
+            for entry in kind.iterdir():
+                if entry.name not in hidden:
+                    (target / entry.name).symlink_to(entry)
+        for top in Path(prefix).iterdir():
+            if top.name in ("share", "lib"):
+                (mirror / top.name).mkdir(exist_ok=True)
+                for item in top.iterdir():
+                    if item.name not in hidden and not (top.name == "share" and item.name == "ament_index"):
+                        (mirror / top.name / item.name).symlink_to(item)
+            else:
+                (mirror / top.name).symlink_to(top)
+        prefixes.append(str(mirror))
+    env["AMENT_PREFIX_PATH"] = os.pathsep.join(prefixes)
+    return env
+
+
+def processes_with(marker: str) -> list[str]:
+    """Command lines of the running processes that contain ``marker`` (e.g. a launch's unique namespace)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and str(os.getpid()) != proc.name:
+            found.append(f"{proc.name}: {cmdline.strip()}")
+    return found
+
+
+def stop_processes_with(marker: str) -> None:
+    """SIGTERM what :func:`processes_with` finds (a failed check must not leave them to the next test)."""
+    import signal
+
+    for line in processes_with(marker):
+        with contextlib.suppress(OSError):
+            os.kill(int(line.split(":", 1)[0]), signal.SIGTERM)

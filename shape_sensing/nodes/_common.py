@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import fnmatch
 import logging
 import signal
 import sys
@@ -32,9 +33,11 @@ __all__ = [
     "declare_schema",
     "describe",
     "diagnostics_throttle",
+    "fatal_unknown_overrides",
     "fq_name",
     "from_ros_value",
     "node_namespace",
+    "override_sources",
     "reliable_qos",
     "route_logging",
     "run",
@@ -86,6 +89,98 @@ def unknown_overrides(schema: Schema, overrides: Mapping[str, Any]) -> list[str]
     return sorted(n for n in overrides if n not in known and not n.startswith("qos_overrides."))
 
 
+# -- parameter files: which names were meant for this node -----------------------------------------------------------
+
+_RUN_ARGS: list[str] | None = None  # the arguments run() gave rclpy.init (None: sys.argv)
+
+
+def _key_matches(pattern: str, fq: str) -> bool:
+    """Whether a parameter-file node key (``/vine/hinge_arc_estimator``, ``/**``, ``/vine/*``, ``name``) matches the
+    fully qualified node name ``fq`` as rcl matches it: ``*`` one name segment, ``**`` any number of them; a key
+    without a leading ``/`` is taken from the root."""
+    pat = [seg for seg in ("/" + pattern.lstrip("/")).split("/") if seg]
+    name = [seg for seg in fq.split("/") if seg]
+
+    def match(i: int, j: int) -> bool:
+        if i == len(pat):
+            return j == len(name)
+        if pat[i] == "**":
+            return any(match(i + 1, k) for k in range(j, len(name) + 1))
+        if j == len(name):
+            return False
+        return fnmatch.fnmatchcase(name[j], pat[i]) and match(i + 1, j + 1)
+
+    return match(0, 0)
+
+
+def _param_file_sections(data: Any, prefix: str = "") -> Iterable[tuple[str, Mapping[str, Any]]]:
+    """(node key, parameters) of every ``ros__parameters`` section of a parameter file, nested namespaces joined."""
+    if not isinstance(data, Mapping):
+        return
+    for key, value in data.items():
+        if not isinstance(value, Mapping):
+            continue
+        path = f"{prefix}/{str(key).strip('/')}" if prefix else str(key)
+        params = value.get("ros__parameters")
+        if isinstance(params, Mapping):
+            yield path, params
+        else:
+            yield from _param_file_sections(value, path)
+
+
+def override_sources(fq: str, args: Sequence[str]) -> tuple[set[str], set[str]]:
+    """Names of the parameters ``args`` give the node ``fq``: (meant for it, only in wildcard sections).
+
+    A section is meant for the node when its key names the node (``/vine/hinge_arc_estimator``,
+    ``/**/hinge_arc_estimator``, launch's own ``/vine/hinge_arc_estimator`` files); a ``-p`` is too. A section
+    whose last segment is a wildcard (``/**``, ``/vine/*``) is robot-wide: its parameters may be meant for other
+    nodes. Files that do not read are left to rcl, which reports them.
+    """
+    from shape_sensing.config import flatten
+
+    own: set[str] = set()
+    wildcard: set[str] = set()
+    argv = list(args)
+    in_ros = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--ros-args":
+            in_ros = True
+        elif arg == "--":
+            in_ros = False
+        elif in_ros and arg == "--params-file" and i + 1 < len(argv):
+            i += 1
+            try:
+                with open(argv[i], encoding="utf-8") as f:
+                    import yaml
+
+                    data = yaml.safe_load(f)
+            except (OSError, ValueError):
+                data = None
+            for key, params in _param_file_sections(data):
+                if not _key_matches(key, fq):
+                    continue
+                last = key.rstrip("/").split("/")[-1]
+                (wildcard if "*" in last else own).update(flatten(params))
+        elif in_ros and arg in ("-p", "--param") and i + 1 < len(argv):
+            i += 1
+            own.add(argv[i].split(":=", 1)[0])
+        i += 1
+    return own, wildcard - own
+
+
+def fatal_unknown_overrides(schema: Schema, overrides: Mapping[str, Any], fq: str,
+                            args: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """(unknown names that stop the node, unknown names ignored): a name only a robot-wide wildcard section gives
+    (``/**:``) may belong to another node and is ignored; one given to this node (its own section, ``-p``, or of
+    unknown origin) is a misspelling and fatal."""
+    unknown = unknown_overrides(schema, overrides)
+    own, wildcard = override_sources(fq, sys.argv if args is None else args)
+    ignored = [n for n in unknown if n in wildcard and n not in own]
+    return [n for n in unknown if n not in ignored], ignored
+
+
 def _parameter_exceptions() -> tuple[type[BaseException], ...]:
     import rclpy.exceptions as rex
 
@@ -103,8 +198,10 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
     the whole node. Parameters are read once at start, so they are declared
     read-only by default.
 
-    An override the schema does not declare (a misspelt name in a parameter
-    file or ``-p``) is an error, as in the CLI's YAML validation.
+    An override the schema does not declare (a misspelt name in the node's own
+    section of a parameter file or ``-p``) is an error, as in the CLI's YAML
+    validation; one that only a robot-wide wildcard section (``/**:``) gives is
+    another node's and ignored (see :func:`fatal_unknown_overrides`).
 
     Args:
         node: an ``rclpy.node.Node``.
@@ -121,11 +218,15 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
 
     bad_value = _parameter_exceptions()
     overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps them only privately
-    unknown = unknown_overrides(schema, overrides)
+    unknown, ignored = fatal_unknown_overrides(schema, overrides, fq_name(node), _RUN_ARGS)
     if unknown:
         raise ConfigError(
             f"node {node.get_name()}: unknown parameter(s) {unknown} (misspelt?); "
             f"{schema.node} declares {sorted(schema.names())}"
+        )
+    if ignored:
+        node.get_logger().info(
+            f"parameters {ignored} of a robot-wide (wildcard) section are not {schema.node}'s: ignored"
         )
     raw: dict[str, Any] = {}
     for p in schema.params:
@@ -400,6 +501,8 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
     if wants_help(sys.argv[1:] if args is None else list(args)):
         print(usage(node_name))
         return 0
+    global _RUN_ARGS
+    _RUN_ARGS = None if args is None else list(args)
     import rclpy
     import rclpy.executors
 

@@ -10,7 +10,7 @@ with the node clock:
 * ``truth/tip`` (geometry_msgs/PoseStamped) every tick, ``truth/path``
   (nav_msgs/Path) and ``truth/sensors`` (geometry_msgs/PoseArray) at about
   10 Hz (reliable QoS), all in ``vine_base``,
-* ``/tf_static`` ``world`` -> ``vine_base`` once at start (transient local).
+* ``/tf_static`` ``world_frame`` -> ``vine_base`` once at start (transient local; none if ``world_frame`` is '').
 
 After ``duration`` the scenario holds its final shape (growth, passive) or
 returns straight (active) while the drift keeps accumulating.
@@ -90,8 +90,10 @@ class VineImuSimulatorNode:
         f = self.factory
         base = self.sim.base_frame
         if not self.static_published:
-            tf = TransformStamped(now_ns, "world", base, world_to_base())
-            self.static_publisher.publish(msgs.tf_message([tf], f))
+            world = self.params["world_frame"]
+            if world:  # '' when something else places the robot (launch: world_tf:=false)
+                tf = TransformStamped(now_ns, world, base, world_to_base())
+                self.static_publisher.publish(msgs.tf_message([tf], f))
             self.static_published = True
         if self.start_ns is None:
             self.start_ns = now_ns
