@@ -28,6 +28,7 @@ from shape_sensing.config import ConfigError, Param, Schema
 
 __all__ = [
     "PARAMETER_TYPES",
+    "InputWatch",
     "RclpyLogHandler",
     "SigintSeen",
     "declare_schema",
@@ -37,11 +38,13 @@ __all__ = [
     "fq_name",
     "from_ros_value",
     "node_namespace",
+    "note_input",
     "override_sources",
     "reliable_qos",
     "route_logging",
     "run",
     "sensor_qos",
+    "start_heartbeat",
     "static_qos",
     "tf_qos",
     "unknown_overrides",
@@ -540,3 +543,115 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
     except KeyboardInterrupt:
         pass
     return 0
+
+
+# -- heartbeat: a status every second on its own timer, naming the inputs at fault ------------------------------------
+
+HEARTBEAT_PERIOD_S = 1.0
+FUTURE_TOLERANCE_NS = 500_000_000  # a stamp this far ahead of the node's clock is "from the future"
+
+
+class InputWatch:
+    """What each input of a node last delivered, to name the ones at fault (ROS-free; the node feeds it).
+
+    ``seen(name, stamp_ns, clock_ns)`` on every message: ``stamp_ns`` the message's stamp, ``clock_ns`` the node's
+    clock (ROS time: simulated under ``use_sim_time``) when it arrived. Arrival is also timed on the monotonic
+    clock, so an input that stops is stale even when the node's clock stops with it (a paused bag).
+
+    Args:
+        names: the inputs (topic names as the node was given them).
+        stale_s: an input silent this long (monotonic) is stale.
+        required: how many fresh inputs the node needs to work (default: all); fewer is an ERROR, else a WARN.
+    """
+
+    def __init__(self, names: Sequence[str], stale_s: float, required: int | None = None,
+                 monotonic_ns: Callable[[], int] | None = None) -> None:  # fmt: skip
+        import time
+
+        self.names = list(names)
+        self.stale_ns = max(1, round(stale_s * 1e9))
+        self.required = len(self.names) if required is None else required
+        self._now = monotonic_ns or time.monotonic_ns
+        n = len(self.names)
+        self.arrived = [-1] * n  # monotonic ns of the last message, -1: never
+        self.count = [0] * n
+        self.future = [0] * n  # messages stamped ahead of the node's clock
+        self.future_by_ns = [0] * n  # how far ahead the last such message was
+        self.started_ns = self._now()
+
+    def seen(self, index: int, stamp_ns: int, clock_ns: int) -> None:
+        """Input ``index`` delivered a message stamped ``stamp_ns`` at node time ``clock_ns``."""
+        self.arrived[index] = self._now()
+        self.count[index] += 1
+        if clock_ns > 0 and stamp_ns - clock_ns > FUTURE_TOLERANCE_NS:
+            self.future[index] += 1
+            self.future_by_ns[index] = stamp_ns - clock_ns
+
+    def faults(self) -> dict[str, list[str]]:
+        """Inputs at fault by kind: ``never`` heard, ``stale`` (silent longer than the limit), ``future``-stamped."""
+        now = self._now()
+        out: dict[str, list[str]] = {"never": [], "stale": [], "future": []}
+        for i, name in enumerate(self.names):
+            if self.arrived[i] < 0:
+                out["never"].append(name)
+            elif now - self.arrived[i] > self.stale_ns:
+                out["stale"].append(f"{name} ({(now - self.arrived[i]) * 1e-9:.1f} s)")
+            if self.future[i]:
+                out["future"].append(f"{name} (+{self.future_by_ns[i] * 1e-9:.1f} s, {self.future[i]} messages)")
+        return out
+
+    def status(self, name: str, extra: str = "") -> Any:
+        """A :class:`~shape_sensing.types.DiagnosticStatus` naming the inputs at fault (OK when none is)."""
+        from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
+
+        f = self.faults()
+        fresh = len(self.names) - len(f["never"]) - len(f["stale"])
+        parts = []
+        if f["never"]:
+            parts.append(f"never heard: {', '.join(f['never'])}")
+        if f["stale"]:
+            parts.append(f"stale: {', '.join(f['stale'])}")
+        if f["future"]:
+            parts.append(f"stamped ahead of the clock: {', '.join(f['future'])}")
+        if fresh < self.required:
+            level = DiagnosticLevel.ERROR
+        elif parts:
+            level = DiagnosticLevel.WARN
+        else:
+            level = DiagnosticLevel.OK
+        head = f"{fresh}/{len(self.names)} inputs fresh"
+        message = "; ".join([head, *parts]) if parts else f"{head}: all inputs fresh"
+        if extra:
+            message += f"; {extra}"
+        values = {"fresh": str(fresh), "messages": str(sum(self.count))}
+        values |= {f"never:{n}": "1" for n in f["never"]}
+        return DiagnosticStatus(name=name, level=level, message=message, values=values)
+
+
+def start_heartbeat(node: Any, statuses: Callable[[], Iterable[Any]], factory: Any, publisher: Any = None,
+                    period_s: float = HEARTBEAT_PERIOD_S) -> Any:  # fmt: skip
+    """Publish ``statuses()`` on ``/diagnostics`` every ``period_s`` on a steady-clock timer of the node's own.
+
+    The node says it is alive, and what it lacks, from its start and whether or not its inputs (and under
+    ``use_sim_time`` its clock) move: a node whose inputs stopped is not silent. Names are qualified as
+    :func:`diagnostics_msg` does. ``publisher``: the node's ``/diagnostics`` publisher (else one is made).
+    Returns the timer.
+    """
+    from rclpy.clock import Clock, ClockType
+
+    if publisher is None:
+        publisher = node.create_publisher(factory.cls("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics",
+                                          reliable_qos())  # fmt: skip
+
+    def beat() -> None:
+        now = int(node.get_clock().now().nanoseconds)
+        publisher.publish(diagnostics_msg(node, now, list(statuses()), factory))
+
+    return node.create_timer(period_s, beat, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+
+def note_input(node: Any, watch: InputWatch, index: int, msg: Any) -> None:
+    """Tell ``watch`` that input ``index`` delivered ``msg`` (its header stamp against the node's clock)."""
+    stamp = getattr(getattr(msg, "header", None), "stamp", None)
+    stamp_ns = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec) if stamp is not None else 0
+    watch.seen(index, stamp_ns, int(node.get_clock().now().nanoseconds))
