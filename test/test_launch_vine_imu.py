@@ -34,7 +34,7 @@ else:
     TOPICS |= {
         "/vine/imu_00/mag": ("sensor_msgs/msg/MagneticField", 5.0),
         "/vine/imu_17/temperature": ("sensor_msgs/msg/Temperature", 1.0),
-        "/vine/imu_17/calibration_status": ("std_msgs/msg/UInt8MultiArray", None),
+        "/vine/imu_17/calibration_status": ("shape_sensing/msg/Bno055Calibration", None),
         "/vine/shape/path": ("nav_msgs/msg/Path", 30.0),
         "/vine/shape/tip": ("geometry_msgs/msg/PoseWithCovarianceStamped", 30.0),
         "/vine/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
