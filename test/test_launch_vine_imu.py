@@ -40,7 +40,7 @@ else:
         "/vine/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
         "/tf": ("tf2_msgs/msg/TFMessage", 30.0),
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
-        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # the driver's and the estimator's, 1 Hz each
+        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 3.0),  # driver, estimator, its heartbeat: 1 Hz each
     }
     FRAMES = ["vine_base", "vine_tip"] + [f"vine_imu_{i:02d}" for i in range(N_IMUS)]
 

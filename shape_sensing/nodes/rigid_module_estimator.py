@@ -117,8 +117,8 @@ class RigidModuleEstimatorNode:
         self.publish(self.tracker.push_imu(sample, index))
         if self._calibration_pending and self.tracker.calibrated:
             self._calibration_pending = False
-            if self.tracker.calibration_refused:
-                self.node.get_logger().error(self.tracker.calibration_refused)
+            if self.tracker.calibration_refused:  # the user's to fix (hold the rig still): a warning, an ERROR status
+                self.node.get_logger().warning(self.tracker.calibration_refused)
                 return
             bias = [round(float(v), 6) for v in self.tracker.estimator.bias.reshape(-1)]
             self.node.get_logger().info(f"rods calibration done; to keep it set calibration_bias: {bias}")
