@@ -879,9 +879,14 @@ def test_launch_file_composes_and_fails_as_a_whole(path: Path) -> None:
             assert params.get("frame_prefix") == "$(var frame_prefix)", f"{where}: frame_prefix not passed"
             if "use_sim_time" in params:
                 assert params["use_sim_time"] == "$(var use_sim_time)"
-        if node.get("exec") == "static_transform_publisher":
+        if node.get("exec") == "static_transform_publisher":  # world_frame -> a robot frame, or robot -> robot
             a = node.get("args", "")
-            assert "--frame-id $(var world_frame)" in a and "--child-frame-id $(var frame_prefix)" in a, where
+            assert "--child-frame-id $(var frame_prefix)" in a, where
+            if "--frame-id $(var world_frame)" in a:
+                guarded = {id(n) for g in root.iter("group") if "world_tf" in g.get("if", "") for n in g.iter("node")}
+                assert "world_tf" in node.get("if", "") or id(node) in guarded, f"{where}: world_tf:=false keeps it"
+            else:
+                assert "--frame-id $(var frame_prefix)" in a, where
     for exe in root.iter("executable"):
         if "bag record" in exe.get("cmd", ""):
             assert exe.get("on_exit") == "shutdown", f"{path.name}: a recorder that dies must end the launch"

@@ -46,9 +46,9 @@ else:
             (f"/col_{r}/collision/tip", "geometry_msgs/msg/PoseStamped"),
             (f"/col_{r}/truth/obstacles", "visualization_msgs/msg/MarkerArray"))}  # fmt: skip
         FRAMES: ClassVar[list[str]] = [f for r in ROBOTS for f in (
-            f"imu_{r}_vine_base", f"imu_{r}_vine_tip", f"imu_{r}_vine_imu_00", f"col_{r}_vine_base",
-            f"col_{r}_vine_tip")]  # fmt: skip
-        BARE: ClassVar[list[str]] = ["vine_base", "vine_tip", "vine_imu_00"]
+            f"imu_{r}_vine_base", f"imu_{r}_vine_imu_base", f"imu_{r}_vine_imu_tip", f"imu_{r}_vine_imu_00",
+            f"col_{r}_vine_base", f"col_{r}_vine_tip")]  # fmt: skip
+        BARE: ClassVar[list[str]] = ["vine_base", "vine_imu_base", "vine_imu_tip", "vine_tip", "vine_imu_00"]
 
     @launch_testing.post_shutdown_test()
     class TestTwoVineRobotsShutdown(unittest.TestCase):
