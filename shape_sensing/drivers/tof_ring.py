@@ -24,7 +24,7 @@ Faults never stop the set:
   again (``reinits``); gaps in its stream counter count missed frames;
 * an ISM330BX whose FIFO configuration is gone (reset) is configured again;
   FIFO overruns are counted and recovered by the driver;
-* a frame with mismatched header/footer ids is counted as bad and skipped.
+* a malformed frame (block headers that do not fit the frame) is counted as bad and skipped.
 """
 
 from __future__ import annotations
@@ -539,8 +539,8 @@ class TofRingSet:
 
     def _tof_step(self, d: _Dev, now: int, out: PollResult) -> None:
         drv: Vl53l5cx = d.driver
+        previous = drv.stream_count  # check_data_ready takes the new count, as ST's does
         if drv.check_data_ready():
-            previous = drv.stream_count
             try:
                 reading = drv.get_ranging_data()
             except Vl53l5cxError as exc:
