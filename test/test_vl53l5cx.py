@@ -214,3 +214,49 @@ def test_random_frames_never_raise_anything_but_a_frame_error():
             assert "malformed frame" in str(exc)
             outcomes["error"] += 1
     assert outcomes["ok"] > 0 and outcomes["error"] > 0
+
+
+@pytest.mark.parametrize(("report", "error", "match"), [
+    ("uld1.1", 0, None),  # ULD 1.1.2's answer: GO2 status 0 back to 0x00
+    ("uld1.2", 0, None),  # ULD 1.2-2.0.1's answer: bit 7 with GO2 status 1 = 0
+    # an MCU error code in GO2 status 1: ULD 1.1.2's handshake is past the boot when the MCU reports it, so the
+    # error shows in the next command's status (byte 2 >= 0x7F)
+    ("uld1.2", 0x42, "MCU error 0xff while reading the NVM"),
+    ("uld1.1", 0x42, "MCU error 0xff while reading the NVM"),
+])  # fmt: skip
+def test_mcu_boot_answered_either_of_sts_ways(buffers, report, error, match):
+    bus, chip = _rig(buffers, boot_report=report)
+    chip.mcu_boot_error = error
+    with RealSMBus([bus]) as (sb,):
+        tof = Vl53l5cx(sb, 0x29, buffers, clock=bus.clock, poll_timeout=0.3)
+        if match is None:
+            run_steps(tof.init_steps(), bus.sleep)
+            assert chip.booted and chip.refused == []
+        else:
+            with pytest.raises(Vl53l5cxError, match=match):
+                run_steps(tof.init_steps(), bus.sleep)
+
+
+def test_the_firmware_refuses_another_releases_dci_index_and_the_driver_says_so(buffers):
+    """ULD 1.3.9's pipe control 0xDB80 is no variable of the 1.1.2 firmware: the chip answers an MCU error."""
+    bus, chip = _rig(buffers)
+    with RealSMBus([bus]) as (sb,):
+        tof = Vl53l5cx(sb, 0x29, buffers, clock=bus.clock)
+        run_steps(tof.init_steps(), bus.sleep)
+        with pytest.raises(Vl53l5cxError, match="MCU error 0xff while writing DCI 0xdb80"):
+            run_steps(tof.dci_write(0xDB80, bytes([1, 0, 1, 0])), bus.sleep)
+    assert chip.refused and "0xdb80" in chip.refused[-1]
+
+
+def test_a_firmware_directory_of_another_release_is_refused(buffers, tmp_path):
+    files = {
+        "firmware.bin": bytes(reversed(buffers.firmware)),
+        "default_configuration.bin": buffers.default_configuration,
+        "default_xtalk.bin": buffers.default_xtalk,
+        "get_nvm_cmd.bin": buffers.get_nvm_cmd,
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    with pytest.raises(DriverConfigError, match="not 0xd867a331 of ST's ULD 1.1.2 image"):
+        UldBuffers.from_dir(tmp_path)
+    assert zlib.crc32(buffers.firmware) == vl.FIRMWARE_CRC32

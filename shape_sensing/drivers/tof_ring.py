@@ -175,6 +175,14 @@ SCHEMA = Schema(
             "gyro_full_scale", int, 500, "gyroscope full scale", choices=(125, 250, 500, 1000, 2000, 4000), unit="dps"
         ),
         Param("accel_full_scale", int, 4, "accelerometer full scale", choices=(2, 4, 8), unit="g"),
+        Param(
+            "imu_fifo_gyro_order",
+            str,
+            "xyz",
+            "order of the gyroscope axes in the ISM330BX FIFO words (datasheet: xyz; "
+            "docs/hardware/vl53l5cx_ism330bx.md tells how to check a chip)",
+            choices=("xyz", "zyx"),
+        ),
         Param("bias_duration", float, 2.0, "stationary start averaged for the gyro bias (0: none)", min=0.0, unit="s"),
         Param("imu_read_period", float, 0.05, "FIFO burst read period", min=0.005, max=2.0, unit="s"),
         Param("min_range", float, 0.025, "below this a distance is not trusted (seed paper)", min=0.0, unit="m"),
@@ -394,7 +402,7 @@ class TofRingSet:
         self.buffers = buffers if buffers is not None else load_buffers(p["firmware_dir"])
         imu_cfg = Ism330bxConfig(
             odr=float(p["imu_odr"]), gyro_fs=int(p["gyro_full_scale"]), accel_fs=int(p["accel_full_scale"]),
-            bias_duration=float(p["bias_duration"]),
+            bias_duration=float(p["bias_duration"]), fifo_gyro_order=str(p["imu_fifo_gyro_order"]),
         )  # fmt: skip
         self.devices: list[_Dev] = []
         for m in self.layout.tofs:

@@ -692,15 +692,18 @@ class Vl53l5cx:
         """4 (4x4) or 8 (8x8): DSS and zone configuration, then offsets and crosstalk for it."""
         if zones_per_side not in (4, 8):
             raise DriverConfigError(f"VL53L5CX resolution {zones_per_side!r} invalid: expected 4 or 8 zones per side")
+        # ULD 1.1.2 vl53l5cx_set_resolution: read-modify-write the DSS configuration, then the zone configuration
         dss = bytearray((yield from self.dci_read(DCI.DSS_CONFIG, 16)))
-        zone = bytearray((yield from self.dci_read(DCI.ZONE_CONFIG, 8)))
         if zones_per_side == 4:
             dss[0x04], dss[0x06], dss[0x09] = 64, 64, 4
-            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 4, 4, 8, 8
         else:
             dss[0x04], dss[0x06], dss[0x09] = 16, 16, 1
-            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 8, 8, 4, 4
         yield from self.dci_write(DCI.DSS_CONFIG, bytes(dss))
+        zone = bytearray((yield from self.dci_read(DCI.ZONE_CONFIG, 8)))
+        if zones_per_side == 4:
+            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 4, 4, 8, 8
+        else:
+            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 8, 8, 4, 4
         yield from self.dci_write(DCI.ZONE_CONFIG, bytes(zone))
         res = zones_per_side * zones_per_side
         yield from self._send_offset_data(res)

@@ -26,7 +26,8 @@ bus time; nothing depends on a status register being read):
   host code waits for 0x0006 == 0x00): 0x01 (the boot ROM's flag) until the
   MCU has booted, 0x00 after; ``boot_report="uld1.2"`` (ULD 1.2-2.0.1 host
   code: bit 7 set, then 0x0007 is the MCU's error code, 0 = none): 0x00
-  until booted, then 0x80 with 0x0007 = ``mcu_boot_error``. A command written
+  until booted, then 0x80 with 0x0007 = ``mcu_boot_error`` (an MCU booted with an
+error refuses every command, see below). A command written
   to the UI area before the MCU runs is taken when it has booted.
 
 Firmware side (page 2, UI area 0x2C00-0x2FFF). A command ends at 0x2FFF with
@@ -300,8 +301,9 @@ class SimVL53L5CX:
                 m0[0x0006], m0[0x0007] = 0x00, 0x00
             else:
                 m0[0x0006], m0[0x0007] = 0x80, self.mcu_boot_error & 0xFF
-            if self.mcu_stop:
-                m0[0x0006] |= 0x80  # MCU stopped (vl53l5cx_stop_ranging polls bit 7)
+            if self.mcu_stop:  # MCU stopped: vl53l5cx_stop_ranging polls 0x0006 bit 7; ULD 1.2+ then expect
+                m0[0x0006] |= 0x80  # GO2 status 1 = 0x84 or 0x85
+                m0[0x0007] = 0x84
         elif self.boot_report == "uld1.1":
             m0[0x0006], m0[0x0007] = (0x01 if rom else 0x00), 0x00
         else:
@@ -368,6 +370,9 @@ class SimVL53L5CX:
     def _command(self, start: int, now_ns: int) -> None:
         if not self.booted:
             self.pending = (start, now_ns)  # taken when the MCU runs
+            return
+        if self.mcu_boot_error:
+            self._refuse(f"MCU booted with error {self.mcu_boot_error:#04x}", now_ns)
             return
         m = self.mem[2]
         code = m[0x2FFD]
