@@ -217,3 +217,29 @@ def test_fifo_gyro_order_is_validated():
     ((_, g_xyz, _),) = decode_fifo(word, 1.0, 1.0)[0]
     ((_, g_zyx, a),) = decode_fifo(word, 1.0, 1.0, "zyx")[0]
     assert list(g_xyz) == [100, 200, 300] and list(g_zyx) == [300, 200, 100] and list(a) == [3, 2, 1]
+
+
+@pytest.mark.parametrize("chip_order", ["xyz", "zyx"])
+def test_gyro_order_command_behind_a_mux(chip_order, capsys):
+    """``python -m shape_sensing.drivers.ism330bx --mux 0x70 --channel 3``: the verdict printed, exit 0."""
+    from shape_sensing.drivers.ism330bx import main
+    from shape_sensing.sim.tca9548a_sim import SimTCA9548A
+
+    bus = SimI2CBus(bitrate=400_000.0)
+    mux = bus.host.attach(SimTCA9548A(0x70, "mux"))
+    chip = mux.channels[3].attach(SimISM330BX(0x6A, seed=2, fifo_gyro_order=chip_order))
+    chip.motion = _turning
+    with RealSMBus([bus]) as (sb,):
+        rc = main(["--mux", "0x70", "--channel", "3", "--duration", "1"], bus=sb, clock=bus.clock, sleep=bus.sleep)
+    out = capsys.readouterr().out
+    assert rc == 0 and f"FIFO gyroscope order: {chip_order}" in out and f"imu_fifo_gyro_order: {chip_order}" in out
+    chip.motion = None
+    chip.set_motion(np.zeros(3), np.array([0.0, 0.0, 9.80665]))
+    with RealSMBus([bus]) as (sb,):
+        assert main(["--mux", "0x70", "--channel", "3", "--duration", "0.3"], bus=sb, clock=bus.clock,
+                    sleep=bus.sleep) == 2  # fmt: skip
+    assert "undecided" in capsys.readouterr().out
+    with RealSMBus([bus]) as (sb,):  # the IMU is on channel 3, not 4: no answer at 0x6a
+        assert main(["--mux", "0x70", "--channel", "4"], bus=sb, clock=bus.clock, sleep=bus.sleep) == 1
+    assert "error:" in capsys.readouterr().out
+    assert main(["--mux", "0x70"]) == 1  # a mux without its channel

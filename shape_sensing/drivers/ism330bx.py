@@ -457,8 +457,8 @@ class Ism330bx:
         gyroscope output registers ``OUTX_L_G``..``OUTZ_H_G`` (X, Y, Z: not in doubt), every two sample periods
         for ``duration_s``, and compares each register reading with the FIFO's latest gyroscope word read as X, Y,
         Z and as Z, Y, X. Only readings where the X and Z rates differ by ``min_difference`` rad/s count (a still
-        sensor cannot tell). FIFO samples read here are
-        consumed. Run after :meth:`start`. The verdict is ``"xyz"``, ``"zyx"`` or ``"undecided"`` (too little motion).
+        sensor cannot tell). FIFO samples read here are consumed. Run after :meth:`start`. The verdict is ``"xyz"``,
+        ``"zyx"`` or ``"undecided"`` (too little motion). From a shell: ``python -m shape_sensing.drivers.ism330bx``.
         """
         period = 1.0 / self.config.odr
         end = self.clock() + int(duration_s * 1e9)
@@ -588,3 +588,56 @@ class Ism330bx:
         self.bias = None
         self._bias_buf = []
         self._bias_restarts = 0
+
+
+def main(argv: list[str] | None = None, *, bus: Any = None, clock: Callable[[], int] | None = None,
+         sleep: Callable[[float], None] | None = None) -> int:  # fmt: skip
+    """``python -m shape_sensing.drivers.ism330bx``: tell a chip's FIFO gyroscope order (turn the sensor meanwhile).
+
+    Prints the verdict and the mean error of each order; exits 0 with a verdict, 2 when undecided (too little
+    motion), 1 on a bus or configuration error. ``bus``/``clock``/``sleep`` are injected by tests.
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="python -m shape_sensing.drivers.ism330bx",
+        description="Check the ISM330BX's gyroscope word order in its FIFO against its output registers. "
+        "Turn the sensor by hand (not only about its Y axis) while it runs.",
+    )
+    ap.add_argument("--bus", type=int, default=1, help="I2C adapter number (/dev/i2c-N)")
+    ap.add_argument("--address", type=lambda s: int(s, 0), default=0x6A, help="0x6a or 0x6b")
+    ap.add_argument("--mux", type=lambda s: int(s, 0), default=None, help="TCA9548A address in front of the IMU")
+    ap.add_argument("--channel", type=int, default=None, help="TCA9548A channel 0-7 of the IMU")
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds of motion to compare")
+    args = ap.parse_args(argv)
+    if (args.mux is None) != (args.channel is None) or (args.channel is not None and not 0 <= args.channel <= 7):
+        print("error: --mux and --channel go together, channel 0-7", flush=True)
+        return 1
+    try:
+        if bus is None:
+            import smbus2
+
+            bus = smbus2.SMBus(args.bus)
+        if args.mux is not None:
+            bus.write_byte(args.mux, 1 << args.channel)
+        cfg = Ism330bxConfig(bias_duration=0.0)
+        imu = Ism330bx(bus, args.address, cfg, clock=clock or time.monotonic_ns, sleep=sleep or time.sleep)
+        imu.start()
+        print(f"ISM330BX at {args.address:#04x}: turn the sensor for {args.duration:g} s ...", flush=True)
+        res = imu.check_fifo_gyro_order(duration_s=args.duration)
+    except (OSError, DriverError) as exc:
+        print(f"error: {exc}", flush=True)
+        return 1
+    print(
+        f"FIFO gyroscope order: {res.order} ({res.readings} readings with motion; mean error as xyz "
+        f"{res.mean_error_xyz:.4f} rad/s, as zyx {res.mean_error_zyx:.4f} rad/s)"
+    )
+    if res.order == "undecided":
+        print("not enough rotation about X or Z: turn the sensor faster and run again")
+        return 2
+    print(f"set imu_fifo_gyro_order: {res.order}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
