@@ -42,7 +42,15 @@ from shape_sensing.config import Param, Schema
 from shape_sensing.drivers.errors import DriverConfigError, DriverError
 from shape_sensing.drivers.i2c_topology import HOST, MuxError, MuxRouter, MuxSpec, SensorSpec, Topology
 from shape_sensing.drivers.ism330bx import ImuFifoSample, Ism330bx, Ism330bxConfig
-from shape_sensing.drivers.vl53l5cx import FIELD_OF_VIEW_RAD, TofReading, UldBuffers, Vl53l5cx, Vl53l5cxError
+from shape_sensing.drivers.vl53l5cx import (
+    FIELD_OF_VIEW_RAD,
+    RANGE_CONVENTIONS,
+    TofReading,
+    UldBuffers,
+    Vl53l5cx,
+    Vl53l5cxError,
+    to_perpendicular,
+)
 from shape_sensing.geometry import FloatArray
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
@@ -185,6 +193,15 @@ SCHEMA = Schema(
         ),
         Param("bias_duration", float, 2.0, "stationary start averaged for the gyro bias (0: none)", min=0.0, unit="s"),
         Param("imu_read_period", float, 0.05, "FIFO burst read period", min=0.005, max=2.0, unit="s"),
+        Param(
+            "range_convention",
+            str,
+            "perpendicular",
+            "what a VL53L5CX zone distance measures: 'perpendicular' (along the boresight, to the plane through the "
+            "target; ST's answers on its forum: 'radial to perpendicular conversion is done on the chip') or "
+            "'radial' (along the zone's ray; converted here to perpendicular)",
+            choices=RANGE_CONVENTIONS,
+        ),
         Param("min_range", float, 0.025, "below this a distance is not trusted (seed paper)", min=0.0, unit="m"),
         Param("max_range", float, 4.0, "VL53L5CX maximum range", min=0.1, unit="m"),
         Param("retry_initial", float, 0.5, "first retry delay of a failed sensor", min=0.01, unit="s"),
@@ -556,6 +573,8 @@ class TofRingSet:
                 d.last_error = str(exc)
                 d.wake_ns = self.clock() + self.tof_period_ns // 10
                 return
+            if self.params["range_convention"] == "radial":
+                reading = to_perpendicular(reading)
             if previous != 255:
                 d.missed_frames += max(0, (reading.stream_count - previous) % 255 - 1)
             d.frames += 1

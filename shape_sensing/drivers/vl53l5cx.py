@@ -73,7 +73,7 @@ import struct
 import time
 import zlib
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -89,16 +89,21 @@ __all__ = [
     "FIRMWARE_CRC32",
     "FIRMWARE_PAGES",
     "FIRMWARE_SIZE",
+    "RANGE_CONVENTIONS",
     "ULD_RELEASE",
     "VL53L5CX_DEFAULT_ADDRESS",
+    "RangeConventionCheck",
     "TofReading",
     "UldBuffers",
     "Vl53l5cx",
     "Vl53l5cxError",
     "frame_size",
     "parse_frame",
+    "range_convention_from_wall",
     "run_steps",
     "swap_words",
+    "to_perpendicular",
+    "zone_direction_norms",
 ]
 
 _log = logging.getLogger(__name__)
@@ -372,6 +377,57 @@ def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
     else:
         out.nb_target_detected[:] = 1  # not read: every zone counts as having its (first) target
     return out
+
+
+RANGE_CONVENTIONS = ("perpendicular", "radial")
+
+
+def zone_direction_norms(zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> FloatArray:
+    """``|[tan(ax), tan(ay), 1]|`` of each zone's centre ray (row-major; equal angular zones over ``fov``): the
+    ratio of a radial distance to the perpendicular one."""
+    n = int(zones_per_side)
+    t = np.tan(((np.arange(n) + 0.5) / n - 0.5) * fov)
+    ty, tx = np.meshgrid(t, t, indexing="ij")
+    return np.sqrt(tx.ravel() ** 2 + ty.ravel() ** 2 + 1.0)
+
+
+def to_perpendicular(reading: TofReading) -> TofReading:
+    """A reading whose distances are radial (along each zone's ray) turned into perpendicular ones (along the
+    boresight, what the rest of the package expects): distance and sigma divided by the zone's ray norm."""
+    k = zone_direction_norms(reading.zones_per_side)
+    return replace(reading, distance_mm=reading.distance_mm / k, range_sigma_mm=reading.range_sigma_mm / k)
+
+
+@dataclass(frozen=True)
+class RangeConventionCheck:
+    """:func:`range_convention_from_wall`: the convention found and the RMS misfit (mm) of each."""
+
+    convention: str  # "perpendicular", "radial" or "undecided"
+    zones: int
+    rms_perpendicular_mm: float
+    rms_radial_mm: float
+
+
+def range_convention_from_wall(reading: TofReading, min_zones: int = 12) -> RangeConventionCheck:
+    """Which convention a chip follows, from one frame facing a flat wall squarely (boresight normal to it).
+
+    Perpendicular distances are the same in every zone; radial ones grow with the zone's ray norm (at 8x8 the
+    corner zones by 1/cos of about 28 deg, +13 %). Each model is fitted (one scale) to the valid zones; the one with
+    the smaller RMS misfit wins if it is at most half the other, else ``"undecided"`` (a tilted or uneven wall).
+    """
+    ok = reading.valid() & (reading.distance_mm > 0)
+    d = reading.distance_mm[ok]
+    k = zone_direction_norms(reading.zones_per_side)[ok]
+    if d.size < min_zones:
+        return RangeConventionCheck("undecided", int(d.size), float("nan"), float("nan"))
+    c_p = float(d.mean())  # d = c
+    c_r = float((d @ k) / (k @ k))  # d = c * k
+    rms_p = float(np.sqrt(np.mean((d - c_p) ** 2)))
+    rms_r = float(np.sqrt(np.mean((d - c_r * k) ** 2)))
+    best = "perpendicular" if rms_p < rms_r else "radial"
+    if min(rms_p, rms_r) > 0.5 * max(rms_p, rms_r):
+        best = "undecided"
+    return RangeConventionCheck(best, int(d.size), rms_p, rms_r)
 
 
 Steps = Generator[float, None, Any]

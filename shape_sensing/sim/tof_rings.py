@@ -24,19 +24,9 @@ from shape_sensing.geometry import FloatArray
 from shape_sensing.sim.i2c_bus import Segment, SimI2CBus
 from shape_sensing.sim.ism330bx_sim import SimISM330BX
 from shape_sensing.sim.tca9548a_sim import SimTCA9548A
-from shape_sensing.sim.vl53l5cx_sim import SimVL53L5CX
+from shape_sensing.sim.vl53l5cx_sim import FOV_RAD, SimVL53L5CX, zone_directions
 
-__all__ = ["FOV_RAD", "BoxScene", "SimRingHardware", "build_ring_hardware", "demo_scene", "sim_zone_directions"]
-
-FOV_RAD = float(np.deg2rad(45.0))  # VL53L5CX datasheet: 45 deg horizontal and vertical field of view
-
-
-def sim_zone_directions(zones_per_side: int, fov: float = FOV_RAD) -> FloatArray:
-    """``(N*N, 3)`` centre rays ``[tan(ax), tan(ay), 1]`` of equal zones, row-major (rows along y)."""
-    n = int(zones_per_side)
-    centres = ((np.arange(n) + 0.5) / n - 0.5) * fov
-    ay, ax = np.meshgrid(centres, centres, indexing="ij")
-    return np.column_stack([np.tan(ax.ravel()), np.tan(ay.ravel()), np.ones(n * n)])
+__all__ = ["BoxScene", "SimRingHardware", "build_ring_hardware", "demo_scene"]
 
 
 @dataclass
@@ -72,7 +62,7 @@ class BoxScene:
         self, T_world_sensor: FloatArray, zones_per_side: int, fov: float = FOV_RAD, max_range: float = 4.0
     ) -> FloatArray:
         """Boresight distance of each zone's centre ray (NaN beyond ``max_range`` or no hit)."""
-        v = sim_zone_directions(zones_per_side, fov)  # z = 1
+        v = zone_directions(zones_per_side, fov)  # z = 1
         R, o = T_world_sensor[:3, :3], T_world_sensor[:3, 3]
         dirs = v @ R.T
         t = self.cast(np.broadcast_to(o, dirs.shape), dirs)  # hit = o + t * dirs, boresight distance = t (z = 1)
@@ -133,13 +123,15 @@ def build_ring_hardware(
     gyro_noise: float = 0.002,
     accel_noise: float = 0.02,
     tof_noise: bool = True,
+    range_convention: str = "perpendicular",
 ) -> SimRingHardware:
     """Simulated TCA9548As, VL53L5CXs and ISM330BXs wired as ``layout.topology`` says.
 
     ``layout``: the configuration's ring layout (``topology.muxes`` by name with ``address``, ``parent`` (empty:
     the host's segment) and ``channel``; ``tofs`` and ``imus`` with ``spec.name``, ``.address``, ``.mux``,
     ``.channel``). ``buffers``: ST's buffers (an object with ``firmware``) or the firmware image's bytes: the
-    simulated chips accept that image.
+    simulated chips accept that image. ``range_convention``: what the simulated VL53L5CXs report (see
+    :class:`~shape_sensing.sim.vl53l5cx_sim.SimVL53L5CX`).
     """
     topo = layout.topology
     bus = SimI2CBus(bitrate=bitrate, seed=seed)
@@ -155,7 +147,9 @@ def build_ring_hardware(
     tofs, imus = {}, {}
     for i, mt in enumerate(layout.tofs):
         s = mt.spec
-        tofs[s.name] = SimVL53L5CX(s.address, s.name, firmware_crc=crc, seed=seed * 100 + i, noise=tof_noise)
+        tofs[s.name] = SimVL53L5CX(
+            s.address, s.name, firmware_crc=crc, seed=seed * 100 + i, noise=tof_noise, range_convention=range_convention
+        )
         segment(s.mux, s.channel).attach(tofs[s.name])
     for i, mi in enumerate(layout.imus):
         s = mi.spec

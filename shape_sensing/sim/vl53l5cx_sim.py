@@ -71,7 +71,7 @@ import zlib
 
 import numpy as np
 
-__all__ = ["SimVL53L5CX", "seed_sigma"]
+__all__ = ["FOV_RAD", "SimVL53L5CX", "seed_sigma", "zone_directions", "zone_ray_norms"]
 
 _PAGE = 0x7FFF
 _FW_PAGES = ((0x09, 0x8000), (0x0A, 0x8000), (0x0B, 0x5000))  # vl53l5cx_init: the image's three pages
@@ -95,6 +95,22 @@ def seed_sigma(d_m: np.ndarray) -> np.ndarray:
     d = np.asarray(d_m, float)
     k = np.interp(d, [0.025, 0.6, 1.2], [0.014, 0.012, 0.006])
     return k * d
+
+
+FOV_RAD = float(np.deg2rad(45.0))  # VL53L5CX datasheet: 45 deg horizontal and vertical field of view
+
+
+def zone_directions(zones_per_side: int, fov: float = FOV_RAD) -> np.ndarray:
+    """``(N*N, 3)`` centre rays ``[tan(ax), tan(ay), 1]`` of equal angular zones, row-major (rows along y)."""
+    n = int(zones_per_side)
+    centres = ((np.arange(n) + 0.5) / n - 0.5) * fov
+    ay, ax = np.meshgrid(centres, centres, indexing="ij")
+    return np.column_stack([np.tan(ax.ravel()), np.tan(ay.ravel()), np.ones(n * n)])
+
+
+def zone_ray_norms(zones_per_side: int, fov: float = FOV_RAD) -> np.ndarray:
+    """Radial / perpendicular distance of each zone: the norm of its centre ray with z = 1."""
+    return np.linalg.norm(zone_directions(zones_per_side, fov), axis=1)
 
 
 def _swap(data: bytes | bytearray) -> bytes:
@@ -139,6 +155,9 @@ class SimVL53L5CX:
         seed: seed of the NVM contents and range noise.
         noise: add Gaussian range noise with the reported sigma.
         boot_report: how GO2 status reports a booted MCU: ``"uld1.1"`` or ``"uld1.2"`` (see the module text).
+        range_convention: what the chip reports for the distances given to :meth:`set_zones` (perpendicular, along
+            the boresight): ``"perpendicular"`` as given, or ``"radial"``, along each zone's centre ray (the given
+            distance times ``|[tan(ax), tan(ay), 1]|`` for a 45 deg square field of view split into equal zones).
     """
 
     def __init__(
@@ -150,7 +169,11 @@ class SimVL53L5CX:
         seed: int = 0,
         noise: bool = False,
         boot_report: str = "uld1.1",
+        range_convention: str = "perpendicular",
     ) -> None:
+        if range_convention not in ("perpendicular", "radial"):
+            raise ValueError(f"range_convention {range_convention!r} invalid: expected 'perpendicular' or 'radial'")
+        self.range_convention = range_convention
         if boot_report not in ("uld1.1", "uld1.2"):
             raise ValueError(f"boot_report {boot_report!r} invalid: expected 'uld1.1' or 'uld1.2'")
         self.power_on_address = address
@@ -473,6 +496,8 @@ class SimVL53L5CX:
             d = d.reshape(g, g)[np.ix_(idx, idx)].ravel()
         has = np.isfinite(d) & (d > 0)
         dm = np.where(has, d, 0.0)
+        if self.range_convention == "radial":
+            dm = dm * zone_ray_norms(8 if z == 64 else 4)
         sigma = self._sigma if self._sigma is not None and self._sigma.size == z else seed_sigma(dm)
         if self.noise:
             dm = np.where(has, dm + self.rng.normal(0.0, 1.0, z) * sigma, 0.0)
