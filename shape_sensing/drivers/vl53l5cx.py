@@ -10,7 +10,7 @@ from the stream counter, and the frame's block headers. What ST ships as
 binary data (the 84 kB firmware image, the 972-byte default configuration,
 the 776-byte default crosstalk and the 40-byte NVM command) is loaded by
 :class:`UldBuffers` from the pinned ``sparkfun-qwiic-vl53l5cx`` package (or a
-directory given by the user); see the README for that choice.
+directory given by the user); docs/hardware/vl53l5cx_ism330bx.md explains the choice.
 
 Every operation that waits on the chip is a *step generator*: it yields the
 seconds to wait before its next bus access, so a scheduler can interleave
