@@ -23,14 +23,13 @@ from typing import Any
 
 import numpy as np
 import pytest
+import smbus2
+import vl53l5cx.vl53l5cx as oracle_pkg  # the PyPI package (requirements-dev.txt, the 'test' extra)
 
 from shape_sensing.drivers.vl53l5cx import UldBuffers, Vl53l5cx, run_steps
 from shape_sensing.sim.i2c_bus import SimI2CBus
 from shape_sensing.sim.i2c_dev import RealSMBus
 from shape_sensing.sim.vl53l5cx_sim import SimVL53L5CX
-
-oracle_pkg = pytest.importorskip("vl53l5cx.vl53l5cx", reason="the PyPI vl53l5cx package (requirements-dev.txt)")
-smbus2 = pytest.importorskip("smbus2")
 
 ALL_OUTPUTS = (
     "AMBIENT_RATE",
