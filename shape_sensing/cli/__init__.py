@@ -49,6 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "shape_sensing.cli.calibrate_base_station",
         "vine robot base station: metres per encoder count from tape-measured growth trials",
     ),
+    "probe": ("shape_sensing.cli.probe", "find the sensors: I2C trees behind TCA9548A switches, serial ports, CAN"),
     "calibrate-heading-drift": (
         "shape_sensing.cli.calibrate_heading_drift",
         "vine robot cap: heading drift per metre grown from a recorded straight growth",

@@ -123,6 +123,26 @@ SCHEMA = Schema(
             "topic: once every used IMU is everted)",
         ),
         Param(
+            "offset_still_s", float, 0.5,
+            "~/offset waits until every IMU to capture has been still this long (0: no stillness check)",
+            min=0.0, max=30.0, unit="s",
+        ),
+        Param(
+            "offset_max_motion_deg", float, 2.0,
+            "an IMU turning more than this counts as moving for ~/offset's stillness check", min=0.0, unit="deg",
+        ),
+        Param(
+            "offset_timeout", float, 5.0,
+            "~/offset is refused when the robot has not been still within this long after the request",
+            min=0.0, unit="s",
+        ),
+        Param(
+            "offset_max_bend_deg", float, 45.0,
+            "a capture is refused when an IMU's orientation is this far from the first captured one (a bent robot; "
+            "mounting and heading errors between two IMUs are ~10 deg)",
+            min=0.0, max=180.0, unit="deg",
+        ),
+        Param(
             "straight_reference_file",
             str,
             "",

@@ -10,7 +10,8 @@ with the node clock:
 * ``truth/tip`` (geometry_msgs/PoseStamped) every tick, ``truth/path``
   (nav_msgs/Path) and ``truth/sensors`` (geometry_msgs/PoseArray) at about
   10 Hz (reliable QoS), all in ``vine_base``,
-* ``/tf_static`` ``world`` -> ``vine_base`` -> ``vine_imu_base`` once at start (transient local).
+* ``/tf_static`` ``world_frame`` -> ``vine_base`` -> ``vine_imu_base`` once at start (transient local; without the
+  first if ``world_frame`` is '').
 
 After ``duration`` the scenario holds its final shape (growth, passive) or
 returns straight (active) while the drift keeps accumulating.
@@ -90,6 +91,8 @@ class VineImuSimulatorNode:
         base = self.sim.base_frame
         if not self.static_published:
             tfs = base_transforms(now_ns, world_to_base(), self.sim.config.frame_prefix)
+            world = self.params["world_frame"]  # '' when something else places the robot (world_tf:=false)
+            tfs = [replace(tfs[0], parent=world), *tfs[1:]] if world else tfs[1:]
             self.static_publisher.publish(msgs.tf_message(tfs, f))
             self.static_published = True
         if self.start_ns is None:

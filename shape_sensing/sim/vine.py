@@ -77,6 +77,7 @@ SCHEMA = Schema(
         Param("accel_noise", float, 0.02, "accelerometer white noise", min=0.0, unit="m/s^2"),
         Param("seed", int, 0, "random seed"),
         Param("frame_prefix", str, "", "prefix of every frame id (two robots in one TF tree)"),
+        Param("world_frame", str, "world", "parent of the base in the node's static transform; '' for none"),
         Param(
             "inside",
             str,

@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shape_sensing.config import Param, Schema
-from shape_sensing.drivers.contact_cap import switch_angles
 from shape_sensing.estimators.collision_pivot import buckling_max_contact_angle
 
 __all__ = [
@@ -292,7 +291,13 @@ class VineCollisionSim:
         self.true_drift = f.heading_drift_per_metre * (1.0 + f.heading_drift_spread * self.rng.standard_normal())
         spread = 1.0 + f.pressure_drop_spread * self.rng.standard_normal()
         self.true_drop = max(0.0, f.pressure_drop_per_metre * spread)
-        self.switches = switch_angles(self.n_switches, self.sensing_arc)
+        # the cap's switches, equally spaced over the sensing arc and centred on the cap axis
+        if self.n_switches < 1 or not 0 < self.sensing_arc <= 2 * math.pi:
+            raise ValueError(
+                f"cap with {self.n_switches} switches over {self.sensing_arc} rad: expected >= 1 and (0, 2 pi]"
+            )
+        half = self.sensing_arc / 2 if self.n_switches > 1 else 0.0
+        self.switches = np.linspace(-half, half, self.n_switches)
         # offset faces: (point a, direction w unit, length, normal toward outside, obstacle index)
         self._faces = []
         r = self.course.radius
@@ -474,6 +479,8 @@ def _schema() -> Schema:
                   unit="deg/m"),
             Param("loop", bool, True, "start the course again when it ends"),
             Param("frame_prefix", str, "", "prefix of the published frame ids"),
+            Param("world_frame", str, "world", "parent of the base in the static transform the node publishes; "
+                  "'' for none"),
         ),
     )  # fmt: skip
 
