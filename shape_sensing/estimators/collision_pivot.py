@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shape_sensing.config import ConfigError, Param, Schema
+from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 
 __all__ = [
     "FILTERS",
@@ -567,6 +568,7 @@ SCHEMA = Schema(
         Param("path_rate", float, 5.0, "rate of nav_msgs/Path and markers (the full path grows)", min=0.1,
               unit="Hz"),
         Param("output_prefix", str, "collision", "topic prefix of the outputs (e.g. 'collision' -> collision/tip)"),
+        *LIVE_PARAMS,
     ),
 )  # fmt: skip
 del _check_filter

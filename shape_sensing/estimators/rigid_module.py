@@ -63,6 +63,7 @@ from numpy.typing import ArrayLike
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.geometry import FloatArray, matrix_to_rotvec, quat_to_matrix, rotvec_to_matrix
+from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
 
 __all__ = [
@@ -98,6 +99,11 @@ SCHEMA = Schema(
     description="Shape of a hyper-redundant robot of 2-DoF universal-joint modules from one WT901 per platform.",
     params=(
         Param("n_modules", int, 4, "number of modules (platforms = n_modules + 1)", min=1, max=64),
+        Param(
+            "imu_array_topic", str, "",
+            "shape_sensing/ImuArray topic carrying a cycle of the bus (each sensor known by its frame id, "
+            "platform_<i> with frame_prefix), read instead of imu/platform_<i>; '' for the per-platform topics",
+        ),
         Param("d1", float, 0.040, "universal joint height above the lower platform", min=0.0, max=2.0, unit="m"),
         Param("d2", float, 0.040, "upper platform height above the universal joint", min=0.0, max=2.0, unit="m"),
         Param(
@@ -149,6 +155,7 @@ SCHEMA = Schema(
             "calibration_duration", float, 1.0, "averaging time of the rods calibration (start or ~/calibrate)",
             min=0.0, max=60.0, unit="s",
         ),
+        *LIVE_PARAMS,
     ),
 )  # fmt: skip
 

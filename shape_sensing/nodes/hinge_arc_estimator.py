@@ -3,9 +3,12 @@
 Thin rclpy layer over :class:`shape_sensing.pipelines.vine_imu.VineImuTracker`
 (the same stamp-driven pipeline as the demo and ``shape-sensing replay``).
 
-Subscribes (relative names, sensor-data QoS):
-    ``imu_topics`` (sensor_msgs/Imu, base to tip), ``length_topic``
-    (sensor_msgs/JointState, position[0] = robot length in m; '' for none).
+Subscribes (relative names, best effort, ``input_queue_depth`` deep):
+    ``imu_topics`` (sensor_msgs/Imu, base to tip) or, when ``imu_array_topic``
+    is set, that topic instead (shape_sensing/ImuArray: one message per sweep),
+    ``length_topic`` (sensor_msgs/JointState, position[0] = robot length in m;
+    '' for none). Inputs pass a stamp-ordered input stage that reports lag and
+    drops by policy when behind (:mod:`shape_sensing.nodes._input`).
 
 Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
     ``/tf`` (``vine_base`` -> ``vine_imu_NN``, ``vine_tip``, all with
@@ -36,6 +39,7 @@ from shape_sensing.estimators.hinge_arc import SCHEMA
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_sweep_from_msg
 from shape_sensing.nodes._common import (
     declare_schema,
     diagnostics_throttle,
@@ -43,9 +47,10 @@ from shape_sensing.nodes._common import (
     node_namespace,
     reliable_qos,
     run,
-    sensor_qos,
     tf_qos,
 )
+from shape_sensing.nodes._input import LiveInputs
+from shape_sensing.pipelines.input_stage import Released
 from shape_sensing.pipelines.vine_imu import SHAPE_TOPICS, ShapeMessages, VineImuTracker
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
@@ -82,18 +87,30 @@ class HingeArcEstimatorNode:
             )
             for topic, typename in SHAPE_TOPICS.items()
         }
-        imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
-        self.subscriptions = [
-            node.create_subscription(imu_cls, topic, functools.partial(self._on_imu, i), sensor_qos())
-            for i, topic in enumerate(self.params["imu_topics"])
-        ]
+        n = len(self.params["imu_topics"])
+        array_topic = self.params["imu_array_topic"]
+        imu_keys: list[Any] = ["imus"] if array_topic else list(range(n))
+        names: dict[Any, str] = {"length": self.params["length_topic"] or "length", "imus": array_topic}
+        names |= {i: t for i, t in enumerate(self.params["imu_topics"])}
+        # the length first: the simulator and the drivers publish it before the IMUs of the same stamp
+        self.inputs = LiveInputs(
+            node, self.params, ["length", *imu_keys], self._on_released, self.publishers["/diagnostics"],
+            self.factory, names=names,
+        )  # fmt: skip
+        if array_topic:
+            self.subscriptions = [
+                self.inputs.subscribe(self.factory.cls(IMU_ARRAY_TYPE), array_topic, self._on_imu_array)
+            ]
+        else:
+            imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
+            self.subscriptions = [
+                self.inputs.subscribe(imu_cls, topic, functools.partial(self._on_imu, i))
+                for i, topic in enumerate(self.params["imu_topics"])
+            ]
         if self.params["length_topic"]:
             self.subscriptions.append(
-                node.create_subscription(
-                    self.factory.cls("sensor_msgs/msg/JointState"),
-                    self.params["length_topic"],
-                    self._on_length,
-                    sensor_qos(),
+                self.inputs.subscribe(
+                    self.factory.cls("sensor_msgs/msg/JointState"), self.params["length_topic"], self._on_length
                 )
             )
         self.offset_service = node.create_service(Trigger, "~/offset", self._on_offset)
@@ -108,7 +125,7 @@ class HingeArcEstimatorNode:
         )
 
     # -- inputs -----------------------------------------------------------
-    def _on_imu(self, index: int, msg: Any) -> None:
+    def _on_imu(self, index: int, msg: Any, info: Any) -> None:
         try:
             stamp_ns, orientation = msgs.imu_orientation_from_msg(msg)
         except MessageError as exc:
@@ -118,9 +135,21 @@ class HingeArcEstimatorNode:
                 f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}", throttle_duration_sec=5.0
             )
             return
-        self.publish(self.tracker.push_orientation(index, stamp_ns, orientation))
+        self.inputs.offer(index, stamp_ns, orientation, info)
 
-    def _on_length(self, msg: Any) -> None:
+    def _on_imu_array(self, msg: Any, info: Any) -> None:
+        try:
+            sweep = imu_sweep_from_msg(msg)
+        except MessageError as exc:
+            self.tracker.stats.bad_samples += 1
+            self.node.get_logger().warning(
+                f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}", throttle_duration_sec=5.0
+            )
+            return
+        quats, usable = sweep.unit_orientations()
+        self.inputs.offer("imus", sweep.stamp_ns, (sweep.stamps_ns, quats, usable), info)
+
+    def _on_length(self, msg: Any, info: Any) -> None:
         position = list(msg.position)
         if not position:
             self.tracker.stats.bad_samples += 1
@@ -128,7 +157,16 @@ class HingeArcEstimatorNode:
                 f"skipped a JointState on {self.params['length_topic']} with no position", throttle_duration_sec=5.0
             )
             return
-        self.publish(self.tracker.push_length(msgs.stamp_from_msg(msg), float(position[0])))
+        self.inputs.offer("length", msgs.stamp_from_msg(msg), float(position[0]), info)
+
+    def _on_released(self, r: Released) -> None:
+        """An input in stamp order from the input stage, into the tracker."""
+        if r.key == "length":
+            self.publish(self.tracker.push_length(r.stamp_ns, r.item))
+        elif r.key == "imus":
+            self.publish(self.tracker.push_orientations(*r.item))
+        else:
+            self.publish(self.tracker.push_orientation(r.key, r.stamp_ns, r.item))
 
     def _on_offset(self, request: Any, response: Any) -> Any:
         self.tracker.request_offset()

@@ -3,8 +3,11 @@
 Thin rclpy layer over :class:`shape_sensing.pipelines.hyper_redundant.HyperRedundantTracker`
 (the same stamp-driven pipeline as the demo and ``shape-sensing replay``).
 
-Subscribes (relative names, sensor-data QoS):
-    ``imu/platform_<i>`` (sensor_msgs/Imu), i = 0 (base) .. n_modules.
+Subscribes (relative names, best effort, ``input_queue_depth`` deep):
+    ``imu/platform_<i>`` (sensor_msgs/Imu), i = 0 (base) .. n_modules, or, when
+    ``imu_array_topic`` is set, that topic instead (shape_sensing/ImuArray: one
+    message per sweep of the bus). Inputs pass a stamp-ordered input stage that
+    reports lag and drops by policy when behind (:mod:`shape_sensing.nodes._input`).
 
 Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
     ``/tf`` (``base_link`` -> ``platform_<i>``, ``end_effector``, with
@@ -36,6 +39,7 @@ from shape_sensing.estimators.rigid_module import SCHEMA, RigidModuleEstimate
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_samples_from_sweep, imu_sweep_from_msg
 from shape_sensing.nodes._common import (
     declare_schema,
     diagnostics_throttle,
@@ -43,10 +47,11 @@ from shape_sensing.nodes._common import (
     node_namespace,
     reliable_qos,
     run,
-    sensor_qos,
     tf_qos,
 )
+from shape_sensing.nodes._input import LiveInputs
 from shape_sensing.pipelines.hyper_redundant import SHAPE_TOPICS, EstimateMessages, HyperRedundantTracker
+from shape_sensing.pipelines.input_stage import Released
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
 __all__ = ["NODE_NAME", "RigidModuleEstimatorNode", "main"]
@@ -82,12 +87,23 @@ class RigidModuleEstimatorNode:
             )
             for topic, typename in SHAPE_TOPICS.items()
         }
-        imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
         self.topics = [f"imu/platform_{i}" for i in range(self.tracker.n)]
-        self.subscriptions = [
-            node.create_subscription(imu_cls, topic, functools.partial(self._on_imu, i), sensor_qos())
-            for i, topic in enumerate(self.topics)
-        ]
+        array_topic = self.params["imu_array_topic"]
+        keys: list[Any] = ["imus"] if array_topic else list(range(self.tracker.n))
+        names: dict[Any, str] = {"imus": array_topic} | dict(enumerate(self.topics))
+        self.inputs = LiveInputs(
+            node, self.params, keys, self._on_released, self.publishers["/diagnostics"], self.factory, names=names
+        )
+        if array_topic:
+            self.subscriptions = [
+                self.inputs.subscribe(self.factory.cls(IMU_ARRAY_TYPE), array_topic, self._on_imu_array)
+            ]
+        else:
+            imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
+            self.subscriptions = [
+                self.inputs.subscribe(imu_cls, topic, functools.partial(self._on_imu, i))
+                for i, topic in enumerate(self.topics)
+            ]
         self.calibrate_service = node.create_service(Trigger, "~/calibrate", self._on_calibrate)
         self._calibration_pending = not self.tracker.calibrated
         self.estimates_since_status = 0
@@ -98,7 +114,7 @@ class RigidModuleEstimatorNode:
             + (f"; rods calibration over the first {rods:g} s" if rods else "")
         )
 
-    def _on_imu(self, index: int, msg: Any) -> None:
+    def _on_imu(self, index: int, msg: Any, info: Any) -> None:
         try:
             sample = msgs.imu_from_msg(msg)
         except MessageError as exc:
@@ -107,6 +123,30 @@ class RigidModuleEstimatorNode:
                 f"skipped a bad sample on {self.topics[index]}: {exc}", throttle_duration_sec=5.0
             )
             return
+        self.inputs.offer(index, sample.stamp_ns, sample, info)
+
+    def _on_imu_array(self, msg: Any, info: Any) -> None:
+        try:
+            sweep = imu_sweep_from_msg(msg)
+            samples = imu_samples_from_sweep(sweep)
+        except MessageError as exc:
+            self.tracker.stats.bad_samples += 1
+            self.node.get_logger().warning(
+                f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}", throttle_duration_sec=5.0
+            )
+            return
+        self.inputs.offer("imus", sweep.stamp_ns, samples, info)
+
+    def _on_released(self, r: Released) -> None:
+        """An input in stamp order from the input stage, into the tracker."""
+        if r.key == "imus":
+            # each sensor by its frame id (a bus cycle carries the samples recovered, not always all platforms)
+            for sample in sorted(r.item, key=lambda s: s.stamp_ns):  # stable: the sweep's order among equals
+                self._push(sample, None)
+        else:
+            self._push(r.item, r.key)
+
+    def _push(self, sample: Any, index: int | None) -> None:
         self.publish(self.tracker.push_imu(sample, index))
         if self._calibration_pending and self.tracker.calibrated:
             self._calibration_pending = False
