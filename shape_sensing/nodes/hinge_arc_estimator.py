@@ -81,6 +81,10 @@ class HingeArcEstimatorNode:
             raise ConfigError(f"node {node.get_name()}: {exc}") from exc
         self.factory = MessageFactory("rclpy")
         self.messages = ShapeMessages(self.factory, self.params["marker_rate"], diagnostics_throttle(node))
+        # the same messages as CDR bytes written from arrays (published serialised: no message objects per pose)
+        # where this ROS 2's definitions are those the layout was checked against
+        live = self.factory.backend == "rclpy"
+        self.cdr = _shape_cdr(self.params["marker_rate"], diagnostics_throttle(node)) if live else None
         self.publishers = {
             topic: node.create_publisher(
                 self.factory.cls(typename), topic, tf_qos() if topic == "/tf" else reliable_qos()
@@ -196,8 +200,12 @@ class HingeArcEstimatorNode:
     def publish(self, estimates: Sequence[ShapeEstimate]) -> None:
         """Publish the messages of each estimate (see :class:`ShapeMessages`)."""
         for est in estimates:
-            for topic, msg in self.messages.build(est):
-                self.publishers[topic].publish(msg)
+            if self.cdr is not None:
+                for topic, _type, raw in self.cdr.build(est):
+                    self.publishers[topic].publish(bytes(raw))
+            else:
+                for topic, msg in self.messages.build(est):
+                    self.publishers[topic].publish(msg)
             self.estimates_since_status += 1
 
     def _on_status(self) -> None:
@@ -231,6 +239,21 @@ class HingeArcEstimatorNode:
         )
         now_ns = self.node.get_clock().now().nanoseconds
         self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+
+
+def _shape_cdr(marker_rate: float, diagnostics: Any) -> Any:
+    """A :class:`~shape_sensing.messages.cdr.ShapeCdr` where the sourced distro's definitions match its layout."""
+    import os
+
+    from shape_sensing.messages import cdr
+    from shape_sensing.messages.factory import DISTROS
+
+    distro = os.environ.get("ROS_DISTRO", "")
+    try:
+        ok = distro in DISTROS and cdr.supported(MessageFactory("rosbags", distro).typestore)
+    except Exception:  # rosbags absent or without the distro: build message objects
+        ok = False
+    return cdr.ShapeCdr(marker_rate, diagnostics) if ok else None
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -141,13 +141,12 @@ class RigidModuleEstimatorNode:
         """An input in stamp order from the input stage, into the tracker."""
         if r.key == "imus":
             # each sensor by its frame id (a bus cycle carries the samples recovered, not always all platforms)
-            for sample in sorted(r.item, key=lambda s: s.stamp_ns):  # stable: the sweep's order among equals
-                self._push(sample, None)
+            self.publish(self.tracker.push_sweep(r.item))
         else:
-            self._push(r.item, r.key)
+            self.publish(self.tracker.push_imu(r.item, r.key))
+        self._check_calibration()
 
-    def _push(self, sample: Any, index: int | None) -> None:
-        self.publish(self.tracker.push_imu(sample, index))
+    def _check_calibration(self) -> None:
         if self._calibration_pending and self.tracker.calibrated:
             self._calibration_pending = False
             bias = [round(float(v), 6) for v in self.tracker.estimator.bias.reshape(-1)]
