@@ -83,6 +83,6 @@ def run(args: argparse.Namespace) -> int:
         return 1
     print(f"play-bag: {args.node} subscribes to {len(subscribed)} topics; playing {args.bag}", flush=True)
     extra = [a for a in args.play_args if a != "--"]
-    cmd = [ros2, "bag", "play", "--delay", f"{args.delay:g}", *extra, str(args.bag)]
+    cmd = [ros2, "bag", "play", str(args.bag), "--delay", f"{args.delay:g}", *extra]  # the bag before list options
     os.execv(ros2, cmd)  # the launch's process: SIGINT and exit status are ros2 bag play's
     return 0  # pragma: no cover
