@@ -90,12 +90,13 @@ def test_straight_robot_in_tf_path_and_tip_out(stand_ins: None) -> None:
     assert 5_000_000_000 < stamp < 5_000_000_000 + 20_000_000 * 60
     assert node.publishers["shape/markers"].sent, "markers at marker_rate"
     # the status timer reports the counts
-    period, status = node.timers[-1]  # after the input stage's release and status timers
+    period, status = node.timers[-1]  # after the input stage's release timer
     assert period == pytest.approx(1.0)
     status()
-    diag = node.publishers["/diagnostics"].sent[-1].status[-1]
+    diag, inputs = node.publishers["/diagnostics"].sent[-1].status  # the estimator's and its inputs' status
     values = {kv.key: kv.value for kv in diag.values}
     assert diag.message == "estimating" and values["pose"] == "120" and values["gyro"] == "120"
+    assert inputs.name == "/continuum_estimator: inputs" and inputs.message.startswith("keeping up")
     assert app.tracker.stats.skipped_bad == 0
 
 
@@ -118,4 +119,4 @@ def test_bad_messages_are_counted_and_skipped(stand_ins: None) -> None:
     assert app.tracker.stats.pose == 1
     status = node.timers[-1][1]
     status()
-    assert node.publishers["/diagnostics"].sent[-1].status[-1].message == "no estimate in the last second"
+    assert node.publishers["/diagnostics"].sent[-1].status[0].message == "no estimate in the last second"

@@ -45,7 +45,8 @@ class LiveInputs:
         params: the node's validated parameters (``input_queue_depth``, ``reorder_window``, ``max_lag``).
         keys: the inputs in rank order (equal stamps are released in this order).
         sink: called with each :class:`Released` input, in stamp order.
-        diagnostics: publisher of ``/diagnostics``; ``factory`` builds the array.
+        diagnostics: publisher of ``/diagnostics`` for the stage's own 1 s status timer (``factory`` builds the
+            array); ``None``: the node sends :meth:`status` with its own statuses (one array per second).
         names: display name per key.
         decimate: keys that may be decimated when behind (ToF frames).
     """
@@ -76,7 +77,7 @@ class LiveInputs:
         self.factory = factory
         self.last_status: DiagnosticStatus | None = None
         self.release_timer = node.create_timer(RELEASE_PERIOD_S, self._on_release)
-        self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
+        self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status) if diagnostics is not None else None
 
     def qos(self) -> Any:
         return input_qos(self.depth)
@@ -105,13 +106,18 @@ class LiveInputs:
         for r in self.stage.release(time.time_ns()):
             self.sink(r)
 
-    def status(self) -> DiagnosticStatus:
-        """The inputs' status since the last one (starts a new period)."""
-        self.last_status = self.stage.report(f"{fq_name(self.node)}: inputs", time.time_ns(), node_namespace(self.node))
+    def status(self, *, bare: bool = False) -> DiagnosticStatus:
+        """The inputs' status since the last one (starts a new period), named ``/ns/node: inputs`` (``bare``:
+        ``node: inputs``, for a :class:`~shape_sensing.pipelines.common.DiagnosticsThrottle` that qualifies it)."""
+        name = f"{self.node.get_name() if bare else fq_name(self.node)}: inputs"
+        self.last_status = self.stage.report(name, time.time_ns(), "" if bare else node_namespace(self.node))
         return self.last_status
 
     def _on_status(self) -> None:
         from shape_sensing.messages.common import diagnostic_array
+
+        if self.diagnostics is None:
+            return
 
         status = self.status()
         now_ns = self.node.get_clock().now().nanoseconds

@@ -99,7 +99,7 @@ class ContinuumEstimatorNode:
         if p["strain_topic"]:
             names[("strain", 0)] = p["strain_topic"]
         self.inputs = LiveInputs(
-            node, p, list(names), self._on_released, self.publishers["/diagnostics"], self.factory, names=names,
+            node, p, list(names), self._on_released, None, self.factory, names=names,
             decimate=[k for k in names if k[0] == "tof"],
         )  # fmt: skip
         imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
@@ -190,6 +190,7 @@ class ContinuumEstimatorNode:
 
     def _on_status(self) -> None:
         st = self.tracker.stats
+        inputs = self.inputs.status()
         level = DiagnosticLevel.OK if self.published else DiagnosticLevel.WARN
         message = "estimating" if level == DiagnosticLevel.OK else "no estimate in the last second"
         if level == DiagnosticLevel.OK and self.inputs.degraded:  # never OK while inputs are discarded
@@ -204,7 +205,7 @@ class ContinuumEstimatorNode:
             values={k: str(v) for k, v in vars(st).items()},
         )
         now_ns = self.node.get_clock().now().nanoseconds
-        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status, inputs], self.factory))
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -50,6 +50,7 @@ from shape_sensing.nodes._common import (
     tf_qos,
 )
 from shape_sensing.nodes._input import LiveInputs
+from shape_sensing.pipelines.common import qualify_status
 from shape_sensing.pipelines.input_stage import Released
 from shape_sensing.pipelines.vine_imu import SHAPE_TOPICS, ShapeMessages, VineImuTracker
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
@@ -98,7 +99,7 @@ class HingeArcEstimatorNode:
         names |= {i: t for i, t in enumerate(self.params["imu_topics"])}
         # the length first: the simulator and the drivers publish it before the IMUs of the same stamp
         self.inputs = LiveInputs(
-            node, self.params, ["length", *imu_keys], self._on_released, self.publishers["/diagnostics"],
+            node, self.params, ["length", *imu_keys], self._on_released, None,
             self.factory, names=names,
         )  # fmt: skip
         if array_topic:
@@ -120,6 +121,7 @@ class HingeArcEstimatorNode:
         self.offset_service = node.create_service(Trigger, "~/offset", self._on_offset)
         self.save_service = node.create_service(Trigger, "~/save_reference", self._on_save_reference)
         self.estimates_since_status = 0
+        self._inputs_status: DiagnosticStatus | None = None  # the last inputs status, not sent yet
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         log = node.get_logger()
         log.info(
@@ -200,6 +202,9 @@ class HingeArcEstimatorNode:
     def publish(self, estimates: Sequence[ShapeEstimate]) -> None:
         """Publish the messages of each estimate (see :class:`ShapeMessages`)."""
         for est in estimates:
+            if self._inputs_status is not None:  # out with this estimate's statuses, at the throttle's 1 Hz
+                est.diagnostics.append(self._inputs_status)
+                self._inputs_status = None
             if self.cdr is not None:
                 for topic, _type, raw in self.cdr.build(est):
                     self.publishers[topic].publish(bytes(raw))
@@ -209,8 +214,10 @@ class HingeArcEstimatorNode:
             self.estimates_since_status += 1
 
     def _on_status(self) -> None:
+        inputs = self.inputs.status(bare=True)
         if self.estimates_since_status:
             self.estimates_since_status = 0
+            self._inputs_status = inputs
             return
         tracker = self.tracker
         heard = int((tracker.last_ns >= 0).sum())
@@ -238,7 +245,8 @@ class HingeArcEstimatorNode:
             },
         )
         now_ns = self.node.get_clock().now().nanoseconds
-        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+        named = qualify_status(inputs, fq_name(self.node), node_namespace(self.node))
+        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status, named], self.factory))
 
 
 def _shape_cdr(marker_rate: float, diagnostics: Any) -> Any:

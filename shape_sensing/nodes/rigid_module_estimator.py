@@ -50,6 +50,7 @@ from shape_sensing.nodes._common import (
     tf_qos,
 )
 from shape_sensing.nodes._input import LiveInputs
+from shape_sensing.pipelines.common import qualify_status
 from shape_sensing.pipelines.hyper_redundant import SHAPE_TOPICS, EstimateMessages, HyperRedundantTracker
 from shape_sensing.pipelines.input_stage import Released
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
@@ -91,9 +92,7 @@ class RigidModuleEstimatorNode:
         array_topic = self.params["imu_array_topic"]
         keys: list[Any] = ["imus"] if array_topic else list(range(self.tracker.n))
         names: dict[Any, str] = {"imus": array_topic} | dict(enumerate(self.topics))
-        self.inputs = LiveInputs(
-            node, self.params, keys, self._on_released, self.publishers["/diagnostics"], self.factory, names=names
-        )
+        self.inputs = LiveInputs(node, self.params, keys, self._on_released, None, self.factory, names=names)
         if array_topic:
             self.subscriptions = [
                 self.inputs.subscribe(self.factory.cls(IMU_ARRAY_TYPE), array_topic, self._on_imu_array)
@@ -107,6 +106,7 @@ class RigidModuleEstimatorNode:
         self.calibrate_service = node.create_service(Trigger, "~/calibrate", self._on_calibrate)
         self._calibration_pending = not self.tracker.calibrated
         self.estimates_since_status = 0
+        self._inputs_status: DiagnosticStatus | None = None  # the last inputs status, not sent yet
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         node.get_logger().info(
             f"{self.tracker.config.n_modules} modules (d1={self.tracker.config.d1} m, d2={self.tracker.config.d2} m), "
@@ -168,13 +168,18 @@ class RigidModuleEstimatorNode:
     def publish(self, estimates: Sequence[RigidModuleEstimate]) -> None:
         """Publish the messages of each estimate."""
         for est in estimates:
+            if self._inputs_status is not None:  # out with this estimate's statuses, at the throttle's 1 Hz
+                est.shape.diagnostics.append(self._inputs_status)
+                self._inputs_status = None
             for topic, msg in self.messages.build(est):
                 self.publishers[topic].publish(msg)
             self.estimates_since_status += 1
 
     def _on_status(self) -> None:
+        inputs = self.inputs.status(bare=True)
         if self.estimates_since_status:
             self.estimates_since_status = 0
+            self._inputs_status = inputs
             return
         t = self.tracker
         heard = int((t.last_ns >= 0).sum())
@@ -192,7 +197,8 @@ class RigidModuleEstimatorNode:
             values={k: str(v) for k, v in t.stats.__dict__.items()} | {"platforms_heard": str(heard)},
         )
         now_ns = self.node.get_clock().now().nanoseconds
-        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+        named = qualify_status(inputs, fq_name(self.node), node_namespace(self.node))
+        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status, named], self.factory))
 
 
 def main(args: Sequence[str] | None = None) -> int:
