@@ -19,10 +19,11 @@ Stamp order (a bounded reorder window, as message_filters' sequencers do)
 Lag and the drop policy when behind
     The lag of an input is the time from its publication (the DDS source timestamp) to the moment
     the node takes it: the time it spent queued, whatever the header stamps are (bag replay, sim
-    time). Policy, oldest first: an input whose lag exceeds ``max_lag`` is dropped without being
-    processed (it is the oldest in its queue, so dropping it is what brings the node back within
-    ``max_lag``), and inputs marked decimable (ToF frames) are decimated 1:2 once the lag exceeds
-    half of ``max_lag``, before anything else is lost. The node recovers by itself when the load
+    time). Policy, oldest first: of the inputs whose lag exceeds ``max_lag``, three in four of each
+    topic are dropped without being processed (they are the oldest in their queue, so dropping them
+    is what brings the node back within ``max_lag``) and the fourth is processed, so the estimate
+    goes on even where taking the messages alone cannot keep up; inputs marked decimable (ToF frames)
+    are decimated 1:2 once the lag exceeds half of ``max_lag``, before anything else is lost. The node recovers by itself when the load
     falls: inputs within the lag bound are processed again.
 
 Gaps
@@ -46,7 +47,11 @@ from typing import Any
 from shape_sensing.config import Param
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
-__all__ = ["GAP_FACTOR", "LIVE_PARAMS", "InputCounters", "InputStage", "Released"]
+__all__ = ["GAP_FACTOR", "KEEP_WHEN_BEHIND", "LIVE_PARAMS", "InputCounters", "InputStage", "Released"]
+
+#: Beyond max_lag, one input of each topic in this many is still processed (the estimate goes on while the
+#: queue drains, even where taking the messages alone cannot keep up); the others are dropped.
+KEEP_WHEN_BEHIND = 4
 
 #: A stamp step longer than this many running periods of an input counts missing inputs.
 GAP_FACTOR = 1.8
@@ -116,7 +121,18 @@ class Released:
 
 
 class _Input:
-    __slots__ = ("active_ns", "count", "decimate", "latest_ns", "period_ns", "prev_ns", "rank", "since", "total")
+    __slots__ = (
+        "active_ns",
+        "behind",
+        "count",
+        "decimate",
+        "latest_ns",
+        "period_ns",
+        "prev_ns",
+        "rank",
+        "since",
+        "total",
+    )
 
     def __init__(self, rank: int, decimate: bool) -> None:
         self.rank = rank
@@ -125,6 +141,7 @@ class _Input:
         self.period_ns = 0.0  # running period of the stamps (0: not known yet)
         self.prev_ns = -1
         self.count = 0  # inputs seen, for decimation
+        self.behind = 0  # inputs in a row beyond max_lag
         self.total = InputCounters()
         self.since = InputCounters()
         self.decimate = decimate
@@ -207,8 +224,12 @@ class InputStage:
         self.max_lag_period_ns = max(self.max_lag_period_ns, lag)
         inp.count += 1
         if lag > self.max_lag_ns:
-            self._bump(inp, "dropped_behind")
-            return self.release(now_ns)
+            inp.behind += 1
+            if inp.behind % KEEP_WHEN_BEHIND:  # the oldest queued: dropped; one in KEEP_WHEN_BEHIND goes on
+                self._bump(inp, "dropped_behind")
+                return self.release(now_ns)
+        else:
+            inp.behind = 0
         if inp.decimate and lag > self.decimate_lag_ns and inp.count % 2 == 0:
             self._bump(inp, "decimated")
             return self.release(now_ns)
@@ -341,7 +362,7 @@ class InputStage:
         values |= {f"{f.name}_period": str(getattr(since, f.name)) for f in fields(since)}
         values |= {f"{f.name}_total": str(getattr(total, f.name)) for f in fields(total)}
         values["policy"] = (
-            f"lag > {self.max_lag_ns * 1e-9:g} s: drop oldest first"
+            f"lag > {self.max_lag_ns * 1e-9:g} s: drop oldest first, {KEEP_WHEN_BEHIND - 1} in {KEEP_WHEN_BEHIND}"
             + (f"; lag > {self.decimate_lag_ns * 1e-9:g} s: decimate ToF frames 1:2" if self._decimable() else "")
             + f"; stamp order within a {self.window_ns * 1e-9:g} s window, later inputs dropped as late"
         )
