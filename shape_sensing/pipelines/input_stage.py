@@ -23,8 +23,8 @@ Lag and the drop policy when behind
     topic are dropped without being processed (they are the oldest in their queue, so dropping them
     is what brings the node back within ``max_lag``) and the fourth is processed, so the estimate
     goes on even where taking the messages alone cannot keep up; inputs marked decimable (ToF frames)
-    are decimated 1:2 once the lag exceeds half of ``max_lag``, before anything else is lost. The node recovers by itself when the load
-    falls: inputs within the lag bound are processed again.
+    are decimated 1:2 once the lag exceeds half of ``max_lag``, before anything else is lost. The node
+    recovers by itself when the load falls: inputs within the lag bound are processed again.
 
 Gaps
     Losses before the node (a queue that overflowed during a stall, a sensor that skipped) are
