@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "shape_sensing.calibrate_base_station",
         "vine robot base station: metres per encoder count from tape-measured growth trials",
     ),
+    "calibrate-heading-drift": (
+        "shape_sensing.calibrate_heading_drift",
+        "vine robot cap: heading drift per metre grown from a recorded straight growth",
+    ),
 }
 
 

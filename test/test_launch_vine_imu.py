@@ -42,7 +42,7 @@ else:
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
         "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # the driver's and the estimator's, 1 Hz each
     }
-    FRAMES = ["vine_base", "vine_tip"] + [f"vine_imu_{i:02d}" for i in range(N_IMUS)]
+    FRAMES = ["vine_base", "vine_imu_base", "vine_imu_tip"] + [f"vine_imu_{i:02d}" for i in range(N_IMUS)]
 
     @pytest.mark.launch_test
     def generate_test_description() -> Any:

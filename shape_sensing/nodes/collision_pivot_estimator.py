@@ -10,10 +10,12 @@ Subscribes (sensor-data QoS, relative names): ``length_topic`` (sensor_msgs/Join
 behind (:mod:`shape_sensing.nodes._input`), so a step sees the same inputs as in replay.
 
 Publishes (reliable) under ``output_prefix`` (default ``collision``): ``pivot``
-(shape_sensing/PivotEstimate, every step), ``events`` (shape_sensing/ContactEvent), ``tip``
+(shape_sensing/PivotEstimate, every step), ``events`` (shape_sensing/ContactEvent: contact start and end,
+pivot candidate, fixed, withdrawn), ``tip``
 (geometry_msgs/PoseStamped), ``path`` (nav_msgs/Path) and ``markers`` (MarkerArray) at
 ``path_rate``; ``/tf`` ``vine_base`` -> ``vine_tip``; ``/diagnostics`` (stale inputs, buckling
-condition violated, contact held). Stamps are the data's, so ``use_sim_time`` and bag replay work.
+condition violated, contact held, the online heading drift and its sigma). Stamps are the data's, so
+``use_sim_time`` and bag replay work.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ Subscribes (relative names, best effort, ``input_queue_depth`` deep):
     drops by policy when behind (:mod:`shape_sensing.nodes._input`).
 
 Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
-    ``/tf`` (``vine_base`` -> ``vine_imu_NN``, ``vine_tip``, all with
-    ``frame_prefix``), ``shape/path`` (nav_msgs/Path), ``shape/tip``
+    ``/tf`` (``vine_imu_base`` -> ``vine_imu_NN``, ``vine_imu_tip``, all with
+    ``frame_prefix``; ``vine_imu_base`` is a fixed child of the REP-103
+    ``vine_base``), ``shape/path`` (nav_msgs/Path), ``shape/tip``
     (geometry_msgs/PoseWithCovarianceStamped), ``shape/markers``
     (visualization_msgs/MarkerArray, at ``marker_rate``), ``/diagnostics``.
     While no estimate comes out (no straight reference yet, no data) a

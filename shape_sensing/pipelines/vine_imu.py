@@ -13,14 +13,14 @@ topic                       type                                  frame / conten
 ==========================  ====================================  ==========================
 ``imu_NN/data``             sensor_msgs/Imu                       ``vine_imu_NN`` (input)
 ``base/length``             sensor_msgs/JointState                position[0] = length, m
-``shape/path``              nav_msgs/Path                         centreline in ``vine_base``
+``shape/path``              nav_msgs/Path                         centreline in ``vine_imu_base``
 ``shape/markers``           visualization_msgs/MarkerArray        body tube, backbone, frames
-``shape/tip``               geometry_msgs/PoseWithCovarianceStamped  tip in ``vine_base``
+``shape/tip``               geometry_msgs/PoseWithCovarianceStamped  tip in ``vine_imu_base``
 ``truth/path``              nav_msgs/Path                         simulator ground truth
 ``truth/tip``               geometry_msgs/PoseStamped             simulator ground truth
 ``truth/sensors``           geometry_msgs/PoseArray               simulator ground truth
-``/tf``                     tf2_msgs/TFMessage                    ``vine_base`` -> sensors, tip
-``/tf_static``              tf2_msgs/TFMessage                    ``world`` -> ``vine_base``
+``/tf``                     tf2_msgs/TFMessage                    ``vine_imu_base`` -> sensors, tip
+``/tf_static``              tf2_msgs/TFMessage                    ``world`` -> ``vine_base`` -> ``vine_imu_base``
 ``/diagnostics``            diagnostic_msgs/DiagnosticArray       estimator health
 ==========================  ====================================  ==========================
 """
@@ -47,11 +47,12 @@ from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
+from shape_sensing.pipelines.contracts import R_VINE_BASE_IMU_BASE, VINE_BASE_FRAME, VINE_IMU_BASE_FRAME
 from shape_sensing.pipelines.contracts import VINE_IMU_TOPIC_RE as IMU_TOPIC_RE
 from shape_sensing.pipelines.contracts import VINE_NAMESPACE as DEFAULT_NAMESPACE
 from shape_sensing.pipelines.contracts import vine_imu_arguments as add_replay_arguments
 from shape_sensing.pipelines.contracts import vine_imu_matches as matches
-from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
+from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate, TransformStamped
 
 if TYPE_CHECKING:
     from shape_sensing.sim.vine import VineTruth
@@ -392,6 +393,18 @@ class ShapeMessages:
         if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, factory=f)))
         return out
+
+
+def base_transforms(stamp_ns: int, world_imu_base: FloatArray, prefix: str = "") -> list[TransformStamped]:
+    """``world -> vine_base`` (REP-103: x along the initial growth, z up) and ``vine_base -> vine_imu_base`` (the
+    chain's base: z along the growth, x towards the IMUs), from the chain base's placement in the world (4x4)."""
+    r = np.asarray(R_VINE_BASE_IMU_BASE, dtype=float)
+    t_base_imu = np.eye(4)
+    t_base_imu[:3, :3] = r
+    t_world_base = np.asarray(world_imu_base, dtype=float) @ np.linalg.inv(t_base_imu)
+    base, imu_base = prefix + VINE_BASE_FRAME, prefix + VINE_IMU_BASE_FRAME
+    return [TransformStamped(stamp_ns, "world", base, t_world_base),
+            TransformStamped(stamp_ns, base, imu_base, t_base_imu)]
 
 
 def length_message(stamp_ns: int, frame_id: str, length: float, velocity: float, factory: MessageFactory) -> Any:

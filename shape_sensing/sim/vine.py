@@ -158,7 +158,8 @@ class VineSimulator:
         n = config.n_sensors
         self.sigma = config.first_sensor + config.spacing * np.arange(n)
         self.sensor_names = [f"{config.frame_prefix}vine_imu_{i:02d}" for i in range(n)]
-        self.base_frame = f"{config.frame_prefix}vine_base"
+        self.base_frame = f"{config.frame_prefix}vine_imu_base"  # the chain's base: z along the growth
+        self.vine_base_frame = f"{config.frame_prefix}vine_base"  # REP-103: x along the growth, z up
         if config.scenario == "growth":
             self.length_range = (0.30, max(1.75, self.sigma[-1] + 0.02))
         else:
