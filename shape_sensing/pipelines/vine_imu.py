@@ -381,6 +381,38 @@ class VineImuTracker:
             self.latest_ns = stamp_ns
         return out
 
+    def push_orientations(self, stamps_ns: np.ndarray, quats: FloatArray, usable: np.ndarray) -> list[ShapeEstimate]:
+        """The unit orientations of one sweep (row i: IMU i; ``usable`` false: absent or bad), e.g. of an ImuArray.
+
+        The same as :meth:`push_orientation` for each IMU in stamp order (index order among equal stamps),
+        in one vectorised step when the sweep shares one stamp; sensors beyond the tracker's IMUs are ignored.
+        """
+        n = min(len(stamps_ns), self.n)
+        if n == 0:
+            return []
+        stamps = np.asarray(stamps_ns[:n], dtype=np.int64)
+        s0 = int(stamps[0])
+        if not bool((stamps == s0).all()):
+            out: list[ShapeEstimate] = []
+            for i in np.argsort(stamps, kind="stable"):
+                out += self.push_orientation(int(i), int(stamps[i]), quats[i] if usable[i] else None)
+            return out
+        ticker = self.ticker
+        out = self._advance(s0) if ticker.next_tick is None or ticker.next_tick < s0 else []
+        ok = np.asarray(usable[:n], dtype=bool)
+        self.stats.bad_samples += int(n - ok.sum())
+        older = ok & (s0 < self.last_ns[:n])
+        self.stats.out_of_order += int(older.sum())
+        take = ok & ~older
+        if take.any():
+            self.quats[:n][take] = quats[:n][take]
+            self.last_ns[:n][take] = s0
+            if self.first_ns < 0:
+                self.first_ns = s0
+            if s0 > self.latest_ns:
+                self.latest_ns = s0
+        return out
+
     def push_length(self, stamp_ns: int, length: float) -> list[ShapeEstimate]:
         """Add a robot length reading (m); returns the estimates that became due."""
         out = self._advance(stamp_ns)
