@@ -187,10 +187,6 @@ class SlidingWindow:
         self.state: GridState = st
         self.prior: MarginalPrior | ChainPrior | None = None
         self.buffer = Measurements()
-        #: an id per ToF point of the buffer (in its order, increasing), to carry map candidates across steps
-        self._tof_ids = np.zeros(0, dtype=np.int64)
-        self._next_tof_id = 0
-        self._last_assoc: tuple[NDArray[np.int64], TofAssociation] | None = None
         self.first_slice_index = 0  # global index of the window's oldest slice
         self.final_t: list[float] = []
         self.final_T: list[FloatArray] = []
@@ -222,11 +218,7 @@ class SlidingWindow:
     def add_measurements(self, meas: Measurements) -> None:
         """Queue measurements (those older than the window's oldest slice are dropped)."""
         t_old = float(self.state.t[0])
-        new = meas.between(t_old, np.inf, include_end=True)
-        self.buffer = Measurements.concat([self.buffer, new])
-        n = new.tof_t.size
-        self._tof_ids = np.concatenate([self._tof_ids, self._next_tof_id + np.arange(n, dtype=np.int64)])
-        self._next_tof_id += n
+        self.buffer = Measurements.concat([self.buffer, meas.between(t_old, np.inf, include_end=True)])
 
     def step(self, meas: Measurements | None = None) -> StepInfo:
         """Add the next slice, attach queued measurements up to it, solve, and marginalise if over size."""
@@ -245,17 +237,11 @@ class SlidingWindow:
         )
         t0 = float(self.state.t[0])
         am = assign_measurements(self.state, self.buffer.between(t0, t_new, include_end=True))
-        bt = self.buffer.tof_t
-        ids = self._tof_ids[(bt >= t0) & (bt <= t_new)]
         if self.tof_points_per_frame and am.tof_frame is not None:
             keep = per_frame_budget(am.tof_frame, self.tof_points_per_frame)
             if not keep.all():
                 am.tof_frame, am.tof_q, am.tof_sigma = am.tof_frame[keep], am.tof_q[keep], am.tof_sigma[keep]  # type: ignore[index]
-                ids = ids[keep] if ids.size == keep.size else ids
-        assoc = None
-        if self.reuse_association and am.tof_frame is not None:
-            assoc = self._carried_association(ids) if ids.size == am.tof_frame.size else TofAssociation()
-            self._last_assoc = (ids, assoc) if ids.size == am.tof_frame.size else None
+        assoc = TofAssociation() if self.reuse_association and am.tof_frame is not None else None
         am.tof_assoc = assoc
         with blas_single_thread():
             info = self._solve(am, t_new)
@@ -263,30 +249,6 @@ class SlidingWindow:
             self.tof_queried += assoc.queried
             self.tof_reused += assoc.reused
         return info
-
-    def _carried_association(self, ids: NDArray[np.int64]) -> TofAssociation:
-        """The map candidates of the points ``ids`` carried over from the last step (each point is solved in every
-        step it spends in the window and moves little between them); new points start without."""
-        out = TofAssociation()
-        last = self._last_assoc
-        if last is None or ids.size == 0:
-            return out
-        prev_ids, prev = last
-        p_world, p_cand, p_slack = prev.world, prev.cand, prev.slack
-        if p_world is None or p_cand is None or p_slack is None or prev_ids.size == 0:
-            return out
-        pos = np.minimum(np.searchsorted(prev_ids, ids), prev_ids.size - 1)
-        hit = prev_ids[pos] == ids
-        if not hit.any():
-            return out
-        world = np.zeros((ids.size, 3))
-        cand = np.zeros((ids.size, p_cand.shape[1]), dtype=np.int64)
-        slack = np.full(ids.size, -1.0)  # new points: queried at the first evaluation
-        world[hit] = p_world[pos[hit]]
-        cand[hit] = p_cand[pos[hit]]
-        slack[hit] = p_slack[pos[hit]]
-        out.world, out.cand, out.slack = world, cand, slack
-        return out
 
     def _solve(self, am: AssignedMeasurements, t_new: float) -> StepInfo:
         """Gauss-Newton on the window; the last linearisation also yields the marginal prior if over size."""
@@ -410,7 +372,6 @@ class SlidingWindow:
         self.final_eps.append(st.eps[0].copy())
         self.final_varpi.append(st.varpi[0].copy())
         self.state = GridState(st.t[1:].copy(), st.s, st.T[1:].copy(), st.eps[1:].copy(), st.varpi[1:].copy())
-        self._tof_ids = self._tof_ids[self.buffer.tof_t >= t1]
         self.buffer = self.buffer.between(t1, np.inf, include_end=True)
         self.first_slice_index += 1
         return t0
