@@ -113,7 +113,8 @@ class ContinuumEstimatorNode:
                 qos = static_qos() if topic == "tof/prior_map" else reliable_qos()
                 self.publishers[topic] = node.create_publisher(self.factory.cls(t), topic, qos)
             now_ns = node.get_clock().now().nanoseconds
-            topic, msg = self.messages.prior_map(now_ns, self.params["base_frame"], self.tracker.tof_map)
+            base = self.params["frame_prefix"] + self.params["base_frame"]
+            topic, msg = self.messages.prior_map(now_ns, base, self.tracker.tof_map)
             self.publishers[topic].publish(msg)
         self.published = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
