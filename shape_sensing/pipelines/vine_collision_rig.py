@@ -91,7 +91,7 @@ class SimulatedRig:
         obstacles = cmsgs.obstacle_markers(stamp, self.frame, self.sim.course.obstacles, self.f)
         return [
             RawMessage("/tf_static", tf, stamp, "static"),
-            RawMessage("truth/obstacles", obstacles, stamp, "default"),
+            RawMessage("truth/obstacles", obstacles, stamp, "static"),
         ]
 
     def step(self, s: SimSample, stamp: int) -> list[RawMessage]:
