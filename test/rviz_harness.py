@@ -25,8 +25,9 @@ The judgement (:func:`judge`):
   point clouds, the frames) projected with the config's Orbit camera (focal point, distance, yaw, pitch; OGRE's
   45 degree vertical field of view; the render panel found as the rectangle of the config's background colour)
   covers at least :attr:`Element.min_pixels` pixels of its colour (hue and saturation, so lit and blended
-  surfaces count) within :attr:`Element.radius_px` of where the geometry predicts it, and, for an element whose
-  colour is its own in the scene, most of that colour's pixels lie there.
+  surfaces count) within :attr:`Element.radius_px` of where the geometry of the newest messages, or of those of
+  the :data:`LAG_S` before (RViz renders a few frames per second on software OpenGL), predicts it, and, for an
+  element whose colour is its own in the scene, most of that colour's pixels lie there.
 
 Nothing here imports ROS at module level; :data:`AVAILABLE` / :data:`REASON` say whether the RViz tests can run
 (ROS 2 sourced and the package built, ``rviz2``, ``Xvfb`` and ImageMagick's ``import`` present).
@@ -76,6 +77,7 @@ LOG_PROBLEMS = (
     "Scale of 0",
     "Unknown marker",
 )
+LAG_S = 1.0  # s: an element may be drawn where its geometry was up to this long before the screenshot
 ARTEFACTS = Path(os.environ.get("SHAPE_SENSING_RVIZ_ARTEFACTS") or Path(__file__).resolve().parents[1] / "out" / "rviz")
 
 
@@ -146,6 +148,8 @@ class Scene:
     ready: Callable[[dict[str, Any]], bool] | None = None  # the scene is far enough along (latest messages)
     timeout_s: float = 60.0  # for every topic to arrive
     robot_kind: str = ""  # docs/images/rviz_<robot_kind>.png: the picture of this robot kind
+    #: RViz log lines this scene expects (substrings), e.g. the one reset when a bag's /clock starts
+    expected_log: tuple[str, ...] = ()
 
 
 @dataclass
@@ -156,7 +160,7 @@ class Result:
     launch_log: str
     image: np.ndarray  # (H, W, 3) uint8
     messages: dict[str, Any]
-    points: dict[str, np.ndarray | None]
+    points: dict[str, list[np.ndarray]]  # per element: its points at each moment of the last LAG_S seconds
     seconds: float
 
 
@@ -321,6 +325,28 @@ def hull_region(shape: tuple[int, int], px: np.ndarray) -> np.ndarray:
 # -- running a scene ---------------------------------------------------------------------------------------------------
 
 
+class StartWhen:
+    """A command started from the probe's executor once ``condition()`` holds (e.g. a bag played once the node
+    that reads it is up); stopped with the scene."""
+
+    def __init__(self, probe: Any, condition: Callable[[], bool], cmd: list[str]) -> None:
+        self.proc: subprocess.Popen[Any] | None = None
+        self.cmd = cmd
+
+        def check() -> None:
+            if self.proc is None and condition():
+                self.proc = subprocess.Popen(
+                    cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+                )
+                self.timer.cancel()
+
+        self.timer = probe.node.create_timer(0.2, check)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            _stop(self.proc)
+
+
 class Xvfb:
     """A virtual X server on a free display number (``-displayfd``)."""
 
@@ -416,6 +442,7 @@ def run_scene(scene: Scene, out_dir: Path = ARTEFACTS) -> Result:
     launch_out = work / "launch.log"
     probe = h.Probe(f"rviz_test_probe_{scene.name}")
     latest: dict[str, Any] = {}
+    history: dict[str, list[tuple[float, Any]]] = {}
     keep: list[Any] = []
     try:
         for topic, type_name in scene.topics.items():
@@ -425,6 +452,9 @@ def run_scene(scene: Scene, out_dir: Path = ARTEFACTS) -> Result:
 
             def keep_latest(msg: Any, topic: str = topic) -> None:
                 latest[topic] = msg
+                now = time.monotonic()
+                past = [(t, m) for t, m in history.get(topic, []) if now - t <= LAG_S + 0.5]
+                history[topic] = [*past, (now, msg)]
 
             keep.append(probe.node.create_subscription(_message_class(type_name), topic, keep_latest, qos))
         buffer = probe.tf_buffer()
@@ -454,18 +484,37 @@ def run_scene(scene: Scene, out_dir: Path = ARTEFACTS) -> Result:
         dead = [p.args for p in procs if p.poll() is not None]
         assert not dead, f"{scene.name}: ended before the screenshot: {dead}\n" + _tail(launch_out)
 
+        at_time = [Time()]  # the TF of the moment looked at (latest, or that of an older snapshot)
+
         def to_fixed(frame: str, xyz: np.ndarray) -> np.ndarray:
             from scipy.spatial.transform import Rotation
 
-            tf = buffer.lookup_transform(camera.fixed_frame, frame, Time()).transform
+            try:
+                tf = buffer.lookup_transform(camera.fixed_frame, frame, at_time[0]).transform
+            except Exception:  # not buffered at that time: the latest
+                tf = buffer.lookup_transform(camera.fixed_frame, frame, Time()).transform
             q, t = tf.rotation, tf.translation
             return Rotation.from_quat([q.x, q.y, q.z, q.w]).apply(np.atleast_2d(xyz)) + [t.x, t.y, t.z]
 
-        messages = dict(latest)  # the geometry of the moment of the screenshot
-        points = {e.name: e.points(messages, to_fixed) for e in scene.elements}
+        messages = dict(latest)  # the geometry of the moment of the screenshot ...
+        now, ros_now = time.monotonic(), probe.node.get_clock().now()
+        points: dict[str, list[np.ndarray]] = {e.name: [] for e in scene.elements}
+        for age in np.linspace(0.0, LAG_S, 5):  # ... and of the LAG_S seconds before (RViz draws at a few fps)
+            snapshot = {}
+            for topic, past in history.items():
+                older = [m for t, m in past if now - t >= age]
+                snapshot[topic] = older[-1] if older else past[0][1]
+            at_time[0] = Time() if age == 0 else Time(nanoseconds=ros_now.nanoseconds - int(age * 1e9))
+            for e in scene.elements:
+                pts = e.points(snapshot, to_fixed)
+                if pts is not None and len(pts):
+                    points[e.name].append(np.asarray(pts, dtype=float))
         shot = out_dir / f"{scene.name}.png"
         image = xvfb.screenshot(shot)
     finally:
+        for k in keep:  # a feeder the scene's feed started (e.g. a bag played once the node listens)
+            if hasattr(k, "stop"):
+                k.stop()
         for p in reversed(procs):
             _stop(p)
         probe.close()
@@ -491,10 +540,12 @@ def _tail(path: Path, n: int = 40) -> str:
 # -- judging ---------------------------------------------------------------------------------------------------------
 
 
-def log_problems(lines: Sequence[str]) -> list[str]:
-    """RViz's log lines at WARN or above, or naming a display problem at any level."""
+def log_problems(lines: Sequence[str], expected: Sequence[str] = ()) -> list[str]:
+    """RViz's log lines at WARN or above, or naming a display problem at any level (but the ``expected``)."""
     bad = []
     for line in lines:
+        if any(e in line for e in expected):
+            continue
         level = re.match(r"\[(DEBUG|INFO|WARN|ERROR|FATAL)\]", line.strip())
         if (level and level.group(1) in ("WARN", "ERROR", "FATAL")) or any(p in line for p in LOG_PROBLEMS):
             bad.append(line)
@@ -570,21 +621,24 @@ def check_elements(result: Result) -> list[ElementCheck]:
     inside_panel[y0 : y0 + h_, x0 : x0 + w] = True
     checks = []
     for e in result.scene.elements:
-        pts = result.points[e.name]
-        if pts is None or len(pts) == 0:
+        moments = result.points[e.name]
+        if not moments:
             checks.append(ElementCheck(e.name, 0, 0, e.min_pixels, e.own_colour, False))
             continue
-        px = camera.project(np.asarray(pts, dtype=float), panel)
-        visible = np.all(np.isfinite(px), axis=1) & (px[:, 0] >= x0) & (px[:, 0] < x0 + w)
-        visible &= (px[:, 1] >= y0) & (px[:, 1] < y0 + h_)
         mask = colour_mask(result.image, e.rgb, e.hue_tol_deg)
         if e.rgb_alt is not None:
             mask |= colour_mask(result.image, e.rgb_alt, e.hue_tol_deg)
         mask &= inside_panel
-        where = region(mask.shape, px, e.radius_px, polyline=e.polyline)
-        if e.filled:
-            where |= hull_region(mask.shape, px)
+        where = np.zeros_like(mask)
+        for pts in moments:  # where it was at any of the moments looked at (RViz may draw a moment late)
+            one = camera.project(pts, panel)
+            where |= region(mask.shape, one, e.radius_px, polyline=e.polyline)
+            if e.filled:
+                where |= hull_region(mask.shape, one)
         where &= inside_panel
+        px = camera.project(moments[0], panel)  # the newest
+        visible = np.all(np.isfinite(px), axis=1) & (px[:, 0] >= x0) & (px[:, 0] < x0 + w)
+        visible &= (px[:, 1] >= y0) & (px[:, 1] < y0 + h_)
         checks.append(
             ElementCheck(
                 e.name, int((mask & where).sum()), int(mask.sum()), e.min_pixels, e.own_colour,
@@ -597,7 +651,7 @@ def check_elements(result: Result) -> list[ElementCheck]:
 
 def judge(result: Result) -> list[str]:
     """Every problem the run showed (empty: RViz showed the scene as the config means it)."""
-    problems = [f"RViz log: {line}" for line in log_problems(result.rviz_log)]
+    problems = [f"RViz log: {line}" for line in log_problems(result.rviz_log, result.scene.expected_log)]
     if not any("OpenGl version" in line or "OpenGL version" in line for line in result.rviz_log):
         problems.append("RViz's log does not show it started (no OpenGL version line): " + str(result.rviz_log[:5]))
     camera = OrbitCamera.from_config(h.share("rviz", result.scene.rviz_config))
