@@ -118,9 +118,8 @@ class Element:
     own_colour: bool = False  # most pixels of this colour in the view belong to this element
     polyline: bool = True  # the points are one line (look along it), else separate points / segments
     filled: bool = False  # a solid: its region is the convex hull of the projected points (e.g. an ellipsoid)
-    #: a solid smaller than this on screen (largest distance of its projected points from their centre, pixels)
-    #: cannot be told apart (e.g. a 2-sigma ellipsoid of millimetres inside a 3 cm body seen from 2 m): reported,
-    #: not judged
+    #: a solid smaller than this on screen (the square root of its projected area, pixels) cannot be told apart
+    #: (e.g. a 2-sigma ellipsoid of millimetres seen from 2 m, or a flat one seen edge-on): reported, not judged
     resolvable_px: float = 0.0
     hue_tol_deg: float = 14.0
     rgb_alt: tuple[int, int, int] | None = None  # also counts: e.g. the colour seen through a translucent body
@@ -586,7 +585,7 @@ class ElementCheck:
     own_colour: bool
     in_view: bool
     at: tuple[float, float] = (math.nan, math.nan)  # the projected geometry's centre, screenshot pixels
-    size_px: float = math.inf  # the projected geometry's extent (largest distance from its centre)
+    size_px: float = math.inf  # the projected geometry's size: the square root of its convex hull's area
     resolvable_px: float = 0.0
 
     @property
@@ -643,7 +642,7 @@ def check_elements(result: Result) -> list[ElementCheck]:
             ElementCheck(
                 e.name, int((mask & where).sum()), int(mask.sum()), e.min_pixels, e.own_colour,
                 bool(visible.mean() >= 0.5), tuple(np.nanmean(px, axis=0).round(0)),
-                float(np.nanmax(np.linalg.norm(px - np.nanmean(px, axis=0), axis=1))), e.resolvable_px,
+                math.sqrt(float(hull_region(mask.shape, px).sum())), e.resolvable_px,
             )
         )  # fmt: skip
     return checks
