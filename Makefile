@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint typecheck pytest bench clean test-ros test-jazzy-stack screenshots
+.PHONY: venv demo test test-slow lint typecheck pytest bench clean test-ros test-jazzy-stack docs screenshots
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -25,8 +25,18 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy shape_sensing
 
+# on every core (pytest-xdist); the long end-to-end runs marked `slow` are left to `make test-slow`
 pytest: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto -m "not slow"
+
+## The long end-to-end runs (demos at full length, MuJoCo scenes, recorded-dataset evaluations): CI's own stage.
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -n auto -m slow
+
+## The manual: Sphinx (as rosdoc2 builds ROS 2 packages' docs), warnings are errors; opens at docs/_build/html.
+docs: $(STAMP)
+	$(VENV)/bin/sphinx-build -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs/_build/html/index.html"
 
 ## Lint, type check and the test suite; where ROS 2 is sourced (ROS_DISTRO set) also the ROS stage.
 test: lint typecheck pytest
@@ -54,4 +64,4 @@ bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) -u $$b || exit 1; done
 
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache .pytest_cache out .venv-ros .ros-ws .venv-jazzy
+	rm -rf $(VENV) docs/_build docs/reference/cli.md build *.egg-info .mypy_cache .ruff_cache .pytest_cache out .venv-ros .ros-ws .venv-jazzy

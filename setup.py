@@ -4,11 +4,16 @@ Console scripts are declared once, in setup.cfg's [options.entry_points], for bo
 table of node executables that the launch-file checks read (test/test_packaging.py checks setup.cfg against it).
 """
 
+import re
 from glob import glob
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
 PACKAGE = "shape_sensing"
+# the version is kept once, in shape_sensing/__init__.py (package.xml must agree: test/test_packaging.py)
+_INIT = (Path(__file__).parent / PACKAGE / "__init__.py").read_text()
+VERSION = re.search(r'__version__ = "([^"]+)"', _INIT).group(1)  # type: ignore[union-attr]
 
 # One console_scripts entry per rclpy node: executable name -> module under shape_sensing.nodes.
 NODES = {
@@ -30,11 +35,11 @@ NODES = {
 
 setup(
     name=PACKAGE,
-    version="0.1.0",
+    version=VERSION,
     packages=find_packages(exclude=["test", "test.*", "benchmarks"]),
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
-        (f"share/{PACKAGE}", ["package.xml", "README.md", "CHANGELOG.rst"]),
+        (f"share/{PACKAGE}", ["package.xml", "README.md", "CHANGELOG.rst", "LICENSE"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.xml") + glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml")),
         (f"share/{PACKAGE}/rviz", glob("rviz/*.rviz")),

@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from shape_sensing import __version__
 from shape_sensing.demos import DEMOS
 
 __all__ = ["COMMANDS", "main"]
@@ -50,6 +51,7 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     every = argv is None
     parser = argparse.ArgumentParser(prog="shape-sensing", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a simulated robot end to end: bag, picture, metrics")
     demos = demo.add_subparsers(dest="demo", required=True)
