@@ -606,7 +606,7 @@ class ElementCheck:
         share = f", {self.inside / max(self.total, 1):.0%} of its colour in the view" if self.own_colour else ""
         where = "" if self.in_view else " (geometry not in view)"
         if not self.resolvable:
-            where += f" (projected size {self.size_px:.1f} px: too small to resolve, not counted)"
+            where += f" (projected size {self.size_px:.1f} px: too small to resolve or inside the body, not judged)"
         at = f" around ({self.at[0]:.0f}, {self.at[1]:.0f})"
         return f"{self.name}: {self.inside} px where predicted{at} (need {self.min_pixels}){share}{where}"
 
@@ -642,10 +642,16 @@ def check_elements(result: Result) -> list[ElementCheck]:
             ElementCheck(
                 e.name, int((mask & where).sum()), int(mask.sum()), e.min_pixels, e.own_colour,
                 bool(visible.mean() >= 0.5), tuple(np.nanmean(px, axis=0).round(0)),
-                math.sqrt(float(hull_region(mask.shape, px).sum())), e.resolvable_px,
+                0.0 if _inside(moments[0], e.inside_body_m) else math.sqrt(float(hull_region(mask.shape, px).sum())),
+                e.resolvable_px,
             )
         )  # fmt: skip
     return checks
+
+
+def _inside(points: np.ndarray, radius: float) -> bool:
+    """A solid whose points (the first its centre) all lie within ``radius`` of the centre."""
+    return radius > 0 and float(np.linalg.norm(points - points[0], axis=1).max()) <= radius
 
 
 def judge(result: Result) -> list[str]:

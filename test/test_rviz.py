@@ -44,12 +44,13 @@ CYAN = (0, 220, 220)
 OBSTACLE_GREY = (153, 153, 153)
 
 
-def _shape_elements(ns: str, frames: list[str], tip: str) -> list[Element]:
+def _shape_elements(ns: str, frames: list[str], tip: str, body_radius: float = 0.0) -> list[Element]:
     return [
         Element("body tube (markers)", SHAPE_BODY, rh.marker_points(f"{ns}/shape/markers", "/body"), min_pixels=150,
                 radius_px=8.0, polyline=False),
         Element("tip 2-sigma position ellipsoid", COV, rh.covariance_points(f"{ns}/shape/{tip}", 2.0),
-                min_pixels=6, radius_px=6.0, own_colour=True, polyline=False, filled=True, resolvable_px=5.0),
+                min_pixels=6, radius_px=6.0, own_colour=True, polyline=False, filled=True, resolvable_px=5.0,
+                inside_body_m=body_radius),
         _tf(frames),
     ]  # fmt: skip
 
@@ -63,7 +64,7 @@ def _topics(ns: str, tip: str) -> dict[str, str]:
 
 def _vine_imu(sim: bool) -> Scene:
     topics = _topics("/vine", "tip")
-    elements = _shape_elements("/vine", ["vine_base", "vine_tip"], "tip")
+    elements = _shape_elements("/vine", ["vine_base", "vine_tip"], "tip", body_radius=0.129 / 2)  # diameter D
     if not sim:
         return Scene("vine_imu", "vine_imu.launch.xml", "vine_imu.rviz", {"driver": "true", "simulate": "true"},
                      topics, (), elements)  # fmt: skip
@@ -314,7 +315,20 @@ SCENES = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("name", sorted(SCENES))
+#: scenes RViz shows wrongly today, with what it shows (strict: once fixed, the mark must go)
+KNOWN_WRONG = {
+    "continuum_tof": "with the demo bag on /clock the prior map does not show (9 px of its grey where predicted) "
+    "and the TF display warns, although the node republishes the map",
+}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_WRONG[n])) if n in KNOWN_WRONG else n
+        for n in sorted(SCENES)
+    ],
+)
 def test_rviz_scene(name: str) -> None:
     if rh.SKIP:
         pytest.skip(rh.SKIP)
