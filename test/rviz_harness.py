@@ -122,6 +122,9 @@ class Element:
     #: (e.g. a 2-sigma ellipsoid of millimetres seen from 2 m, or a flat one seen edge-on): reported, not judged
     resolvable_px: float = 0.0
     hue_tol_deg: float = 14.0
+    #: a solid (first point its centre) reaching no further than this from its centre lies inside the robot's body
+    #: (e.g. the vine's tip ellipsoid inside its 12.9 cm tube, hidden by the tube's end): reported, not judged
+    inside_body_m: float = 0.0
     rgb_alt: tuple[int, int, int] | None = None  # also counts: e.g. the colour seen through a translucent body
 
 
