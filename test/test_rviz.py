@@ -49,7 +49,7 @@ def _shape_elements(ns: str, frames: list[str], tip: str, body_radius: float = 0
         Element("body tube (markers)", SHAPE_BODY, rh.marker_points(f"{ns}/shape/markers", "/body"), min_pixels=150,
                 radius_px=8.0, polyline=False),
         Element("tip 2-sigma position ellipsoid", COV, rh.covariance_points(f"{ns}/shape/{tip}", 2.0),
-                min_pixels=6, radius_px=6.0, own_colour=True, polyline=False, filled=True, resolvable_px=5.0,
+                min_pixels=6, radius_px=6.0, own_colour=True, polyline=False, filled=True, resolvable_px=8.0,
                 inside_body_m=body_radius),
         _tf(frames),
     ]  # fmt: skip
