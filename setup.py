@@ -63,7 +63,14 @@ setup(
         # drivers on real buses and their simulated twins (smbus2 I2C, pyserial pty, python-can virtual bus)
         # and ST's VL53L5CX firmware image, shipped in SparkFun's package (read as data)
         "hardware": ["python-can>=4.1,<5", "pyserial>=3.5,<4", "smbus2>=0.4.2,<0.7", "sparkfun-qwiic-vl53l5cx>=2.0,<3"],
-        "test": ["pytest>=7.2", "hypothesis>=6.67", "easydubins>=1.3.1,<2", "mcap-ros2-support>=0.6,<0.7"],
+        "test": [
+            "pytest>=7.2", "hypothesis>=6.67", "easydubins>=1.3.1,<2", "mcap-ros2-support>=0.6,<0.7",
+            # oracles: independent implementations read our simulated BNO055 chain and WT901 stream (tested:
+            # bno055 5.4.22, tca9548a 0.8.6, busdevice 5.2.17, register 1.13.0, Blinka 10.0.0, witmotion 0.0.1.dev0)
+            "adafruit-circuitpython-bno055>=5.4,<6", "adafruit-circuitpython-tca9548a>=0.8,<0.9",
+            "adafruit-circuitpython-busdevice>=5.2,<6", "adafruit-circuitpython-register>=1.13,<2",
+            "Adafruit-Blinka>=10,<11", "witmotion==0.0.1.dev0",
+        ],
         # the physical simulator of the ToF continuum robot (sim/tof_mujoco.py, demo tof-continuum --sim mujoco);
         # optional: ~100 MB installed with its viewer's dependencies, not needed on a robot. Tested 4.0.0
         "sim": ["mujoco>=4.0,<5"],

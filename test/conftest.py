@@ -87,6 +87,8 @@ SLOW_TESTS = (
     "test/test_continuum_replay.py::test_eval_bag_and_parameter_file_replay_to_the_window_estimate",
     "test/test_continuum_eval.py::test_window_converges_on_extensible_when_iterated",
     "test/test_continuum_eval.py::test_gyro_readings_missing_at_impacts_do_not_flip_a_node",
+    "test/test_collision_faults.py::test_calibrate_heading_drift_recovers_the_simulated_drift_from_a_straight_growth_bag",
+    "test/test_vine_frames.py",
 )
 
 

@@ -77,6 +77,7 @@ class FakeNode:
         self.subscriptions: dict[str, tuple[Any, Any, Any]] = {}  # topic -> (class, callback, qos)
         self.services: dict[str, Any] = {}
         self.timers: list[tuple[float, Any]] = []
+        self.steady_timers: list[tuple[float, Any]] = []  # those on the steady clock (heartbeats)
         self.now_ns = 1_000_000_000
         self.logger = Logger()
 
@@ -107,8 +108,10 @@ class FakeNode:
     def create_service(self, srv: Any, name: str, callback: Any) -> None:
         self.services[name] = callback
 
-    def create_timer(self, period: float, callback: Any) -> None:
+    def create_timer(self, period: float, callback: Any, clock: Any = None) -> None:
         self.timers.append((period, callback))
+        if clock is not None:
+            self.steady_timers.append((period, callback))
 
     def get_clock(self) -> Any:
         return types.SimpleNamespace(now=lambda: types.SimpleNamespace(nanoseconds=self.now_ns))
@@ -141,6 +144,7 @@ def install(
            ReliabilityPolicy=types.SimpleNamespace(RELIABLE="reliable"))  # fmt: skip
     module("rclpy.duration", Duration=lambda **kw: kw)
     module("rclpy.time", Time=lambda **kw: kw)
+    module("rclpy.clock", Clock=lambda **kw: kw, ClockType=types.SimpleNamespace(STEADY_TIME="steady_time"))
     StandInTfBuffer.instances.clear()
     module("tf2_ros", Buffer=StandInTfBuffer, TransformListener=lambda *args, **kwargs: None)
     module("rcl_interfaces")

@@ -115,7 +115,7 @@ def test_reset_sensor_is_reconfigured_and_its_calibration_reapplied():
     hw, chain, _ = make()
     run(chain, hw, 0.1)
     stored = chain.calibration.profiles["imu_07"]  # captured at start (sensors were fully calibrated)
-    assert stored == hw.sensors["imu_07"].learned
+    assert stored.to_bytes() == hw.sensors["imu_07"].learned
     hw.reset_sensor("imu_07")
     chip = hw.sensors["imu_07"]
     assert chip.mode == Mode.CONFIG and chip.levels == (0, 0, 0, 0)
@@ -190,7 +190,7 @@ def test_calibration_save_restore_round_trip(tmp_path):
     assert set(chain.calibration.profiles) == set(NAMES)
     path = chain.save_calibration(tmp_path / "cal" / "bno055.yaml")
     loaded = CalibrationStore.load(path)
-    assert loaded.profiles == {n: hw.sensors[n].learned for n in NAMES}
+    assert {n: p.to_bytes() for n, p in loaded.profiles.items()} == {n: hw.sensors[n].learned for n in NAMES}
     # A fresh, uncalibrated set of chips (power cycled) gets the profiles at bring-up.
     hw2, chain2, _ = make(store=loaded, calibrated=False)
     for n in NAMES:

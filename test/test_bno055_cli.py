@@ -21,7 +21,8 @@ def test_calibrate_command_captures_every_profile(tmp_path, capsys):
     store = CalibrationStore.load(out)
     # The same seed wires the same simulated chips: their learned profiles are what must have been saved.
     hw = build_simulated_hardware(Topology.from_params(example_topology_params()), seed=3)
-    assert store.profiles == {name: chip.learned for name, chip in hw.sensors.items()}
+    saved = {n: p.to_bytes() for n, p in store.profiles.items()}
+    assert saved == {name: chip.learned for name, chip in hw.sensors.items()}
     text = capsys.readouterr().out
     assert "imu_17: profile captured" in text and "saved 18 profile(s)" in text
 

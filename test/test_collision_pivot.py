@@ -273,7 +273,7 @@ def test_estimator_outputs_events_for_contact_and_pivots() -> None:
         live = 10 <= k < 30
         s = CollisionSample(k * 20_000_000, 0.5 + 0.01 * k, 10_000.0, 4.0 if live else 0.0, 0.5, live, live, 0.1)
         kinds += [e.kind for e in est.update(s).events]
-    assert kinds == [0, 1, 2]  # contact start, contact end, pivot fixed
+    assert kinds == [0, 1, 3, 2]  # contact start, contact end with a candidate pivot, the pivot fixed
     assert est.pivot_index == 1
 
 

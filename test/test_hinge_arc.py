@@ -171,7 +171,7 @@ def test_subsets_every_k_and_explicit_list_agree() -> None:
         _offset(e)
     sa = a.update(_quats(angles), np.ones(9, dtype=bool), 0)
     sb = b.update(_quats(angles), np.ones(9, dtype=bool), 0)
-    assert sa.frame_ids == sb.frame_ids == ["imu_0", "imu_2", "imu_4", "imu_6", "imu_8", "vine_tip"]
+    assert sa.frame_ids == sb.frame_ids == ["imu_0", "imu_2", "imu_4", "imu_6", "imu_8", "vine_imu_tip"]
     assert np.allclose(sa.poses, sb.poses)
     assert sa.diagnostics[0].level == DiagnosticLevel.OK  # unselected sensors are not "missing"
     # the body still ends at the last IMU: straight on from the last used one when that is the last

@@ -40,7 +40,7 @@ else:
         f"{NS}/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
         "/tf": ("tf2_msgs/msg/TFMessage", 20.0),
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
-        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 1.0),
+        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # the estimator's and its heartbeat
     }
     FRAMES = ["base_link", "end_effector"] + [f"platform_{i}" for i in range(N_MODULES + 1)]
 
@@ -69,7 +69,7 @@ else:
                       "calibration_duration": 1.0}  # fmt: skip
             h.check_param_dump(f"{NS}/rigid_module_estimator",
                                h.expected_parameters("rigid_module_estimator", config, launch))  # fmt: skip
-            sim = {"n_modules": N_MODULES, "d1": 0.04, "d2": 0.04, "rate": 100.0, "rods_seconds": 3.0}
+            sim = {"n_modules": N_MODULES, "d1": 0.04, "d2": 0.04, "rate": 100.0, "rods_seconds": 6.0}
             h.check_param_dump(f"{NS}/hyper_redundant_simulator",
                                h.expected_parameters("hyper_redundant_simulator", None, sim))  # fmt: skip
 

@@ -39,9 +39,9 @@ else:
         "/vine/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
         "/tf": ("tf2_msgs/msg/TFMessage", 30.0),
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
-        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 1.0),
+        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # the estimator's and its heartbeat
     }
-    FRAMES = ["vine_base", "vine_tip"] + [f"vine_imu_{i:02d}" for i in range(N_IMUS)]
+    FRAMES = ["vine_base", "vine_imu_base", "vine_imu_tip"] + [f"vine_imu_{i:02d}" for i in range(N_IMUS)]
 
     @pytest.mark.launch_test
     def generate_test_description() -> Any:

@@ -67,9 +67,17 @@ def test_orientation_readers_equal_the_full_readers() -> None:
     rng = np.random.default_rng(4)
     for k in range(200):
         q = rng.normal(size=4)
-        q *= rng.choice([0.6, 1.0, 3.0]) / np.linalg.norm(q)
+        q *= rng.choice([0.6, 0.97, 1.0, 1.03, 3.0]) / np.linalg.norm(q)
         msg = msgs.imu_to_msg(ImuSample(k * 7_000_001, "vine_imu_03", None if k % 9 == 0 else q), f)
         raw = _cdr(msg)
+        if k % 9 and abs(np.linalg.norm(q) - 1.0) > msgs.UNIT_QUATERNION_TOLERANCE:
+            # a norm this far from 1 is a corrupted reading: every reader refuses it, none normalises it
+            readers = ((msgs.imu_from_msg, msg), (msgs.imu_from_cdr, raw),
+                       (msgs.imu_orientation_from_msg, msg), (msgs.imu_orientation_from_cdr, raw))  # fmt: skip
+            for reader, arg in readers:
+                with pytest.raises(MessageError, match="expected a unit quaternion"):
+                    reader(arg)
+            continue
         full, full_cdr = msgs.imu_from_msg(msg), msgs.imu_from_cdr(raw)
         for stamp, o in (msgs.imu_orientation_from_msg(msg), msgs.imu_orientation_from_cdr(raw)):
             assert stamp == full.stamp_ns == full_cdr.stamp_ns

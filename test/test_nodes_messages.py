@@ -130,7 +130,7 @@ def test_truth_and_length_messages_round_trip() -> None:
     assert len(back["truth/sensors"].poses) == int(truth.everted.sum()) < sim.config.n_sensors  # growing
     path = np.array([_xyz(p.pose.position) for p in back["truth/path"].poses])
     assert path == pytest.approx(truth.backbone[::5], abs=1e-12)
-    assert back["truth/path"].header.frame_id == "vine_base"
+    assert back["truth/path"].header.frame_id == "vine_imu_base"
     js = _round_trip(length_message(5, "vine_base", truth.length, 0.25, f), "sensor_msgs/msg/JointState")
     assert (list(js.name), float(js.position[0]), float(js.velocity[0])) == (["vine_length"], truth.length, 0.25)
     assert js.header.stamp.nanosec == 5 and len(js.effort) == 0

@@ -4,7 +4,7 @@ A hand-made straight robot (three IMUs, all reading the identity orientation)
 is published to the ``hinge_arc_estimator`` node; the shape must come out on
 ``/tf`` and ``shape/path``: a straight backbone along the base z axis, two
 spacings long, stamped with the data's stamps. The simulator node must
-publish its IMU streams and the static ``world`` -> ``vine_base`` transform.
+publish its IMU streams and the static ``world`` -> ``vine_base`` -> ``vine_imu_base`` transforms.
 A bad parameter must be refused with an error naming it. The continuum_estimator node
 must turn base and tip poses of a straight, still robot into node frames along z.
 """
@@ -105,12 +105,12 @@ def test_estimator_publishes_tf_and_path_of_a_straight_robot(context: Any) -> No
         assert _spin_until(executor, lambda: bool(tfs) and bool(paths), publish), "no /tf or shape/path came out"
         tf = tfs[-1]
         children = [t.child_frame_id for t in tf.transforms]
-        assert children == ["vine_imu_00", "vine_imu_01", "vine_imu_02", "vine_tip"]
-        assert {t.header.frame_id for t in tf.transforms} == {"vine_base"}
+        assert children == ["vine_imu_00", "vine_imu_01", "vine_imu_02", "vine_imu_tip"]
+        assert {t.header.frame_id for t in tf.transforms} == {"vine_imu_base"}
         tip = tf.transforms[-1].transform.translation
         assert (tip.x, tip.y, tip.z) == pytest.approx((0.0, 0.0, 2 * SPACING), abs=1e-9)
         path = paths[-1]
-        assert path.header.frame_id == "vine_base"
+        assert path.header.frame_id == "vine_imu_base"
         pts = [(p.pose.position.x, p.pose.position.y, p.pose.position.z) for p in path.poses]
         assert pts[0] == pytest.approx((0.0, 0.0, 0.0), abs=1e-9)
         assert pts[-1] == pytest.approx((0.0, 0.0, 2 * SPACING), abs=1e-9)
@@ -156,6 +156,8 @@ def test_simulator_publishes_imu_streams_and_static_tf(context: Any) -> None:
         assert q.x**2 + q.y**2 + q.z**2 + q.w**2 == pytest.approx(1.0, abs=1e-6)
         t = static[-1].transforms[0]
         assert (t.header.frame_id, t.child_frame_id) == ("world", "vine_base")
+        t2 = static[-1].transforms[1]
+        assert (t2.header.frame_id, t2.child_frame_id) == ("vine_base", "vine_imu_base")
     finally:
         executor.shutdown()
         helper.destroy_node()

@@ -49,6 +49,20 @@ def test_demo_writes_bag_and_picture_with_small_error(demo: tuple[Path, dict]) -
     assert matches(topics)
 
 
+def test_demo_parameter_file_carries_the_rods_calibration_it_made(demo: tuple[Path, dict]) -> None:
+    """The node run on the demo's .params.yaml (config:=) starts calibrated as the demo was after its rods hold;
+    the bag keeps the starting parameters (replay calibrates again on the same hold)."""
+    from shape_sensing.io.bag import bag_parameters
+
+    out, _ = demo
+    params = schema_for("rigid_module_estimator").load_yaml(out / "hyper-redundant.params.yaml")
+    bias = np.asarray(params["calibration_bias"]).reshape(-1, 3)
+    assert bias.shape == (5, 3) and not bias[0].any() and 0.0 < np.degrees(np.linalg.norm(bias, axis=1)).max() < 3.0
+    assert params["calibrate_on_start"] is False
+    recorded = bag_parameters(out / "hyper-redundant.mcap", "rigid_module_estimator")
+    assert recorded is not None and "calibration_bias: []" in recorded
+
+
 def test_replay_reproduces_demo(demo: tuple[Path, dict], tmp_path: Path) -> None:
     out, m = demo
     args = argparse.Namespace(hr_namespace="/hyper_redundant", hr_rods_seconds=1.0)
@@ -81,7 +95,15 @@ def test_tracker_skips_bad_samples_and_counts_them() -> None:
     tr.push_imu(ImuSample(40, "platform_1", None))  # no orientation
     tr.push_imu(ImuSample(50, "platform_2", q))
     tr.push_imu(ImuSample(45, "platform_2", q))  # out of order
-    assert (tr.stats.unknown_frame, tr.stats.bad_samples, tr.stats.out_of_order) == (1, 2, 1)
+    tr.push_imu(ImuSample(60, "platform_3", 7.0 * q))  # norm 7: a corrupted reading, not a rotation
+    tr.push_imu(ImuSample(70, "platform_3", 1.06 * q))  # just outside the tolerance
+    tr.push_imu(ImuSample(80, "platform_3", 1.04 * q))  # inside it: taken
+    tr.push_imu(ImuSample(90, "platform_3", q), 2)  # the topic of platform 2 carries platform 3's frame
+    st = tr.stats
+    assert (st.unknown_frame, st.bad_samples, st.out_of_order, st.non_unit_quaternion, st.frame_mismatch) == (
+        1, 1, 1, 3, 1,
+    )  # fmt: skip
+    assert tr.last_ns[3] == 80 and tr.last_ns[2] == 50  # only the good samples reached the estimator
 
 
 def _round_trip(f: Any, msg: Any, typename: str) -> Any:
@@ -276,3 +298,11 @@ def test_tip_covariance_is_consistent_on_a_monte_carlo(heading_mode: str, tmp_pa
     ]  # fmt: skip
     lo, hi = chi2.ppf([0.025, 0.975], 3 * runs) / runs
     assert lo < float(np.mean(nees)) < hi, (nees, lo, hi)
+
+
+def test_tracker_frame_check_names_the_platform_only_when_the_frame_does() -> None:
+    tr = HyperRedundantTracker({"n_modules": 4}, rods_s=0.0)
+    q = np.array([0.0, 0.0, 0.0, 1.0])
+    tr.push_imu(ImuSample(10, "robot/platform_9", q), 2)  # names platform 9 on platform 2's input
+    tr.push_imu(ImuSample(20, "left_arm_imu", q), 2)  # a frame that names no platform: not checked
+    assert tr.stats.frame_mismatch == 1 and tr.last_ns[2] == 20

@@ -6,7 +6,7 @@
   input contract: ``--topics``) into ``vine_imu.launch.xml use_sim_time:=true``
   gives the estimates ``shape-sensing replay`` computes from the same bag, at the
   same stamps, within :data:`TIP_TOLERANCE_M`; tf2 connects ``world`` to
-  ``vine_tip`` meanwhile.
+  ``vine_imu_tip`` meanwhile.
 * The bag ``shape-sensing demo vine-imu`` writes passes ``ros2 bag info`` and plays
   (inputs only) into ``vine_imu.launch.xml`` with connected frames.
 * The bag ``shape-sensing eval-continuum`` writes (when the shared dataset is
@@ -183,7 +183,7 @@ def test_recorded_bag_plays_into_the_estimator_like_replay(recorded: Path, tmp_p
         probe.node.create_subscription(PoseWithCovarianceStamped, "/vine/shape/tip", on_tip, QoSProfile(depth=1000))
         buffer = probe.tf_buffer()  # listening before the play starts
         _play_inputs(probe, recorded, VINE_INPUTS, "/vine/imu_00/data", require=VINE_INPUTS)
-        assert probe.spin_until(lambda: buffer.can_transform("world", "vine_tip", Time()), 10.0), (
+        assert probe.spin_until(lambda: buffer.can_transform("world", "vine_imu_tip", Time()), 10.0), (
             buffer.all_frames_as_string()
         )
     finally:
@@ -226,7 +226,7 @@ def test_demo_bag_passes_bag_info_and_plays_with_connected_frames(tmp_path: Path
     try:
         buffer = probe.tf_buffer()
         _play_inputs(probe, bag, [t for t in VINE_INPUTS if t in counts], "/vine/imu_00/data")
-        frames = ["vine_base", "vine_tip"] + [f"vine_imu_{i:02d}" for i in range(N_IMUS)]
+        frames = ["vine_base", "vine_imu_base", "vine_imu_tip"] + [f"vine_imu_{i:02d}" for i in range(N_IMUS)]
         assert probe.spin_until(lambda: all(buffer.can_transform("world", f, Time()) for f in frames), 10.0), (
             buffer.all_frames_as_string()
         )

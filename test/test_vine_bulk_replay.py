@@ -135,7 +135,8 @@ def test_vectorised_imu_decode_equals_the_per_message_reader(demo: Path) -> None
     rng = np.random.default_rng(5)
     with BagWriter(demo.parent / "q.mcap", overwrite=True) as w:
         for k in range(400):
-            q = rng.normal(size=4) * rng.choice([1e-3, 0.3, 1.0, 7.0])
+            q = rng.normal(size=4)
+            q *= rng.choice([1e-3, 0.3, 0.98, 1.0, 1.02, 7.0]) / np.linalg.norm(q)
             if k % 50 == 0:
                 q[2] = np.nan
             s = ImuSample(k * 1_000_000, "vine_imu_00", None if k % 37 == 0 else q)

@@ -65,11 +65,12 @@ from shape_sensing.sim.vine_collision import (
     SensorFaults,
     SimSample,
     VineCollisionSim,
+    course_by_name,
     single_course,
-    three_course,
 )
 
-__all__ = ["PAPER", "add_arguments", "run", "run_demo", "score_core", "sweep"]
+__all__ = ["ABLATION", "FAULT_CASES", "PAPER", "add_arguments", "fault_case", "run", "run_demo", "score_core",
+           "sweep"]
 
 # The paper's reported figures (seed 004, Sec. V): three-obstacle demonstration.
 PAPER = {"tip_error_max_pct_of_length": "< 5 (20 cm)", "tip_rmse_cm": "3.22 and 7.65 (two datasets)"}
@@ -90,26 +91,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--rate", type=positive_float, default=50.0, help="base station frame rate, Hz (default 50)")
     parser.add_argument("--no-sweep", action="store_true", help="single course: skip the 5x5 sweep of the paper")
+    parser.add_argument(
+        "--faults", choices=FAULT_CASES, default="nominal",
+        help="sensor faults: nominal (the paper's, drift calibrated), bursts (contact lost in bursts of about 0.3 s "
+        "over 15 %% of the contact time), drift (2 deg/m of heading drift the estimator is not told), "
+        "all (both)")  # fmt: skip
 
 
 def _course(name: str, angle: float, pivot: float) -> Course:
-    return three_course() if name == "three" else single_course(angle, pivot)
+    return course_by_name(name, angle, pivot)
 
 
-def _params(faults: SensorFaults) -> dict[str, Any]:
-    """Estimator parameters for the simulated robot: the nominal (calibrated) drop and drift."""
+# fault case -> (the simulator's faults, whether the estimator is told the heading drift)
+FAULT_CASES = ("nominal", "bursts", "drift", "all")
+
+
+def fault_case(name: str) -> tuple[SensorFaults, bool]:
+    """The sensor faults of a named case and whether the drift is configured (calibrated) in the estimator."""
+    if name not in FAULT_CASES:
+        raise ValueError(f"fault case {name!r}: expected one of {list(FAULT_CASES)}")
+    if name == "nominal":
+        return SensorFaults(), True
+    if name == "bursts":
+        return SensorFaults(burst_fraction=0.15), True
+    if name == "drift":
+        return SensorFaults(), False
+    return SensorFaults.all_faults(), False
+
+
+def _params(faults: SensorFaults, drift_known: bool = True) -> dict[str, Any]:
+    """Estimator parameters for the simulated robot: the nominal (calibrated) drop and, if known, drift."""
     return {
         "pressure_drop_per_metre": faults.pressure_drop_per_metre,
-        "heading_drift_per_metre": faults.heading_drift_per_metre,
+        "heading_drift_per_metre": faults.heading_drift_per_metre if drift_known else 0.0,
         "force_noise": faults.force_noise,
         "pressure_noise": faults.pressure_noise,
     }
 
 
 def score_core(course: Course, faults: SensorFaults, seed: int, filters: dict[str, CollisionPivotConfig],
-               rate: float = 50.0, hold_time: float = 0.15) -> dict[str, dict[str, Any]]:  # fmt: skip
+               rate: float = 50.0, hold_time: float = 0.15,
+               speed: float = 0.03) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Run the estimators on a simulated course through the core only (no bytes, no messages)."""
-    sim = VineCollisionSim(course, faults, rate=rate, seed=seed)
+    sim = VineCollisionSim(course, faults, rate=rate, seed=seed, speed=speed)
     cap = ContactCap(sim.n_switches, sim.sensing_arc, hold_time)
     ests = {k: CollisionPivotEstimator(c) for k, c in filters.items()}
     errs = {k: CollisionErrors() for k in filters}
@@ -120,13 +144,20 @@ def score_core(course: Course, faults: SensorFaults, seed: int, filters: dict[st
                                  r.in_contact, r.in_contact and not r.held, s.heading_measured)  # fmt: skip
         for k, est in ests.items():
             errs[k].add(est.update(sample), s.tip, s.length, s.pivot_length, s.in_contact)
-    return {k: e.metrics() for k, e in errs.items()}
+    out = {}
+    for k, e in errs.items():
+        drift, var = ests[k].drift.estimate
+        out[k] = {**e.metrics(), "heading_drift_deg_per_m": math.degrees(drift),
+                  "heading_drift_sigma_deg_per_m": math.degrees(math.sqrt(var)),
+                  "true_heading_drift_deg_per_m": math.degrees(sim.true_drift),
+                  "counts": dict(ests[k].counts)}  # fmt: skip
+    return out
 
 
-def sweep(seed: int = 0, faults: SensorFaults | None = None) -> list[dict[str, Any]]:
+def sweep(seed: int = 0, faults: SensorFaults | None = None, drift_known: bool = True) -> list[dict[str, Any]]:
     """The paper's single-obstacle sweep (5 angles x 5 pivot distances), both filters, core only."""
     faults = faults or SensorFaults()
-    base = CollisionPivotConfig(**_params(faults))
+    base = CollisionPivotConfig(**_params(faults, drift_known))
     filters = {"paper": CollisionPivotConfig(**{**base.__dict__, "filter": "paper"}), "improved": base}
     rows = []
     for i, angle in enumerate(PAPER_OBSTACLE_ANGLES):
@@ -151,6 +182,7 @@ def run_demo(
     progress: bool = True,
     picture: bool = True,
     with_sweep: bool = True,
+    faults: str = "nominal",
 ) -> dict[str, Any]:
     """Run the demo; returns the metrics.
 
@@ -162,9 +194,11 @@ def run_demo(
     if duration is not None and not (math.isfinite(duration) and duration > 0):
         raise ValueError(f"--duration {duration}: expected a finite positive number of seconds")
     crs = _course(course, angle, pivot)
-    faults = SensorFaults()
-    sim = VineCollisionSim(crs, faults, rate=rate, seed=seed)
-    tracker = CollisionTracker(_params(faults), variants={PAPER_PREFIX: "paper"})
+    fault_name = faults
+    sim_faults, drift_known = fault_case(fault_name)
+    sim = VineCollisionSim(crs, sim_faults, rate=rate, seed=seed)
+    est_params = _params(sim_faults, drift_known)
+    tracker = CollisionTracker(est_params, variants={PAPER_PREFIX: "paper"})
     tracker.record = True
     p = tracker.params
     ns = DEFAULT_NAMESPACE
@@ -239,9 +273,18 @@ def run_demo(
         imp = metrics["filter_improved"]["tip_error_max_pct_of_length"]
         pap = metrics["filter_paper"]["tip_error_max_pct_of_length"]
         metrics["max_error_removed_pct"] = round(100.0 * (1.0 - imp / pap), 1) if pap > 0 else float("nan")
-        metrics["ablation"] = ablation(tracker.samples, sim, _params(faults))
+        metrics["faults"] = fault_name
+        est = tracker.estimators[main]
+        drift, var = est.drift.estimate
+        metrics["heading_drift"] = {
+            "estimated_deg_per_m": round(math.degrees(drift), 4),
+            "sigma_deg_per_m": round(math.degrees(math.sqrt(var)), 4),
+            "true_deg_per_m": round(math.degrees(sim.true_drift), 4),
+            "configured_deg_per_m": round(math.degrees(est_params["heading_drift_per_metre"]), 4),
+        }
+        metrics["ablation"] = ablation(tracker.samples, sim, est_params)
         if course == "single" and with_sweep:
-            metrics["sweep"] = sweep(seed)
+            metrics["sweep"] = sweep(seed, sim_faults, drift_known)
         if picture:
             est_pivots = {k: np.array([(x, y) for x, y, _ in e.recon.pivots]) for k, e in tracker.estimators.items()}
             _plot(outputs.path(".png"), crs, np.asarray(truth_tips), np.asarray(truth_pivots), errors, est_pivots,
@@ -249,6 +292,20 @@ def run_demo(
             metrics["picture"] = str(outputs.final(".png"))
         outputs.commit()
     return metrics
+
+
+# The ablation: the paper's filter, each improvement alone on it, the first three together (the bias-aware
+# filter), then the contact hypotheses and the online drift on top of those, and all of them.
+_BIAS = ("model_pressure_drop", "dropouts_missing", "pivot_events")
+ABLATION: list[tuple[str, tuple[str, ...]]] = [
+    ("paper (as written)", ()),
+    *[(f"paper + {name}", (name,)) for name in _BIAS],
+    ("paper + drift_online", ("drift_online",)),
+    ("bias-aware (first three)", _BIAS),
+    ("bias-aware + pivot_hypotheses", (*_BIAS, "pivot_hypotheses")),
+    ("bias-aware + drift_online", (*_BIAS, "drift_online")),
+    ("improved (all)", IMPROVEMENTS),
+]
 
 
 def ablation(samples: list[CollisionSample], sim: VineCollisionSim, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -259,9 +316,7 @@ def ablation(samples: list[CollisionSample], sim: VineCollisionSim, params: dict
         VineCollisionSim(sim.course, sim.faults, rate=sim.rate, seed=sim.seed).run(),
     )
     by_stamp = {START_NS + round(s.t * 1e9): s for s in truth}
-    variants: list[tuple[str, tuple[str, ...]]] = [("paper (as written)", ())]
-    variants += [(f"paper + {name}", (name,)) for name in IMPROVEMENTS]
-    variants.append(("improved (all three)", IMPROVEMENTS))
+    variants = ABLATION
     rows = []
     for label, subset in variants:
         est = CollisionPivotEstimator(CollisionPivotConfig(**params, improvements=subset))
@@ -326,6 +381,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = run_demo(
         args.out, course=args.course, angle=args.angle, pivot=args.pivot, rate=args.rate, seed=args.seed,
         duration=args.duration, distro=args.distro, progress=not args.json, with_sweep=not args.no_sweep,
+        faults=args.faults,
     )  # fmt: skip
     if args.json:
         print_metrics(metrics, True)
@@ -345,6 +401,9 @@ def _print_tables(m: dict[str, Any]) -> None:
     print(f"  {'pivot error (mean, signed), cm':34s} {'underestimated':>22s} {pap['pivot_error_mean_cm']:13.2f} "
           f"{imp['pivot_error_mean_cm']:10.2f}")  # fmt: skip
     print(f"  max error removed by the improvements: {m['max_error_removed_pct']} %")
+    d = m["heading_drift"]
+    print(f"  heading drift: estimated {d['estimated_deg_per_m']:.3f} +- {d['sigma_deg_per_m']:.3f} deg/m (true "
+          f"{d['true_deg_per_m']:.3f}, configured {d['configured_deg_per_m']:.3f}); faults: {m['faults']}")  # fmt: skip
     print("  ablation (same samples):")
     for row in m["ablation"]:
         print(f"    {row['variant']:34s} max {row['tip_error_max_pct_of_length']:6.2f} %  RMSE "

@@ -33,12 +33,13 @@ from shape_sensing.pipelines.vine_imu import (
     ShapeWriter,
     TipErrors,
     VineImuTracker,
+    base_transforms,
     length_message,
     resolve_topic,
     truth_messages,
 )
 from shape_sensing.sim.vine import R_WORLD_BASE, SCENARIOS, VineSimConfig, VineSimulator, VineTruth
-from shape_sensing.types import ImuSample, ShapeEstimate, TransformStamped
+from shape_sensing.types import ImuSample, ShapeEstimate
 
 __all__ = ["add_arguments", "run", "run_demo"]
 
@@ -91,8 +92,8 @@ def run_demo(
     params = ESTIMATOR_SCHEMA.defaults() | {
         "imu_topics": [f"imu_{i:02d}/data" for i in range(n)],
         "every_k": every_k,
-        # The base's placement is known (it is the world -> vine_base transform below): sensor 0's mounting
-        # is solved at the straight capture instead of assumed.
+        # The base's placement is known (it is the world -> vine_base -> vine_imu_base transform below): sensor 0's
+        # mounting is solved at the straight capture instead of assumed.
         "base_orientation_world": _placement_rpy(),
     }
     tracker = VineImuTracker(params)
@@ -139,7 +140,7 @@ def run_demo(
             shape_writer = ShapeWriter(writer, ns, tracker.params["marker_rate"])
             writer.write(
                 "/tf_static",
-                msgs.tf_message([TransformStamped(0, "world", sim.base_frame, _world_base())], f),
+                msgs.tf_message(base_transforms(0, _world_base(), sim.config.frame_prefix), f),
                 0,
                 qos="static",
             )
@@ -257,7 +258,7 @@ def _figure(snapshots: list[tuple[ShapeEstimate, VineTruth]], t: np.ndarray, err
         Line2D([], [], color="0.2", lw=1.5, ls="--", label="estimate (hinge-arc)"),
         Line2D([], [], color="0.2", marker="o", ms=4, ls="none", label="estimated IMU positions"),
     ]
-    axes[0].set(xlabel="z (m, growth direction)", ylabel="y (m)", title="shape in the bend plane (vine_base frame)")
+    axes[0].set(xlabel="z (m, growth direction)", ylabel="y (m)", title="shape in the bend plane (vine_imu_base frame)")
     axes[0].set_aspect("equal", adjustable="datalim")
     axes[0].legend(handles=kinds + times, fontsize=8, loc="best")
     axes[1].set(

@@ -25,7 +25,11 @@ Faults never stop a sweep:
   written back;
 * a mux that does not answer, or reads back a control byte other than the one
   written (stuck), isolates its subtree until a retry succeeds;
-* a frame that decodes to a non-unit quaternion is counted and skipped.
+* every frame is checked before use (:class:`FrameCheck`): a block read as all 0x00 or all 0xFF
+  (a bus that returned nothing, or a chip that reset), a quaternion whose norm is not 1, and a
+  quaternion that turned further since the last good one than the gyroscope's full range allows
+  (a torn read, or bytes from the wrong register or the wrong chip that happen to form a unit
+  quaternion) are counted per reason and the sample is dropped: it never reaches a reading.
 
 Calibration: once a sensor reports full calibration its 22-byte profile is
 captured (a short CONFIGMODE visit) into a :class:`CalibrationStore`, which
@@ -58,6 +62,7 @@ from shape_sensing.drivers.bno055 import (
     Decoded,
     Mode,
     ReadPlan,
+    decode_block,
     plan_reads,
 )
 from shape_sensing.drivers.errors import DriverConfigError, ProtocolError
@@ -223,6 +228,19 @@ class ChainOptions:
     capture_calibration: bool = True
     serpentine: bool = True
     quaternion_tolerance: float = 0.02
+    # A jump no physical motion explains: more than max_angular_rate * dt + jump_margin (rad) since the last good
+    # quaternion. 2000 dps is the gyroscope's range in the fusion modes (datasheet 3.5): the fusion cannot follow
+    # faster turns. The margin covers quantisation and the fusion's own corrections. 0 disables the test.
+    max_angular_rate: float = float(np.deg2rad(2000.0))
+    jump_margin: float = float(np.deg2rad(5.0))
+    # When the gyroscope is read too, the chip's own rate bounds the turn more tightly: at most
+    # gyro_factor * max(|w| of this and the last good sample) + gyro_slack (rad/s), never above max_angular_rate.
+    gyro_factor: float = 1.5
+    gyro_slack: float = float(np.deg2rad(30.0))
+    # consecutive jump rejections that agree with each other before they are taken as the new orientation
+    # (the last good one was itself wrong, or the sensor really turned while it was not read)
+    jump_resync: int = 3
+    frame_checks: bool = True  # False: only the quaternion norm (the behaviour before these checks)
 
     def __post_init__(self) -> None:
         bad = [f for f in self.imu_fields if f not in IMU_FIELDS]
@@ -306,6 +324,17 @@ class SensorHealth:
     timeouts: int = 0
     errors: int = 0
     bad_frames: int = 0
+    bad_norm: int = 0
+    bad_jump: int = 0
+    bad_zero: int = 0
+    bad_ff: int = 0
+    resyncs: int = 0
+    last_q: FloatArray | None = None
+    last_q_ns: int = 0
+    last_rate: float | None = None  # |angular velocity| of the last good sample (rad/s)
+    jump_candidate: FloatArray | None = None
+    jump_candidate_ns: int = 0
+    jump_count: int = 0
     resets: int = 0
     reconfigures: int = 0
     captures: int = 0
@@ -394,6 +423,18 @@ class CalibrationStore:
             f.write(text)
         os.replace(tmp, p)
         return p
+
+
+# The fusion output registers change every 10 ms (datasheet table 3-14, fusion data rate 100 Hz): two reads however
+# close together may straddle one update, so each turn bound allows one more fusion period.
+_FUSION_PERIOD_NS = 10_000_000
+_BLOCK_CHECK_MIN = 8  # blocks this long read as all 0x00 or all 0xFF are taken as failed reads
+
+
+def _angle(a: FloatArray, b: FloatArray) -> float:
+    """Rotation angle (rad) between unit quaternions ``a`` and ``b``."""
+    d = abs(float(a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3]))
+    return 2.0 * float(np.arccos(min(1.0, d)))
 
 
 def _next_due(due: int, period: int, now: int) -> int:
@@ -539,6 +580,11 @@ class Bno055Chain:
                 "timeouts": str(h.timeouts),
                 "errors": str(h.errors),
                 "bad_frames": str(h.bad_frames),
+                "bad_frames_norm": str(h.bad_norm),
+                "bad_frames_jump": str(h.bad_jump),
+                "bad_frames_all_zero": str(h.bad_zero),
+                "bad_frames_all_ff": str(h.bad_ff),
+                "jump_resyncs": str(h.resyncs),
                 "resets": str(h.resets),
                 "reconfigures": str(h.reconfigures),
                 "calibration_stored": str(spec.name in self.calibration.profiles),
@@ -733,7 +779,22 @@ class Bno055Chain:
         status_due = h.status_now or now >= h.status_due_ns
         plan = self._plans[(mag_due, status_due)]
         stamp = now
-        decoded = chip.read(plan, opts.unit_sel)
+        blocks = [chip.read_block(r.start, r.length) for r in plan.reads]
+        if opts.frame_checks:
+            for block in blocks:
+                if len(block) < _BLOCK_CHECK_MIN:
+                    continue
+                if block.count(0) == len(block):
+                    # All-zero outputs: the chip is in CONFIGMODE (it reset) unless its mode says otherwise.
+                    if chip.mode() == Mode.CONFIG:
+                        self._reset_detected(spec, h, "found in CONFIGMODE")
+                        return None
+                    self._bad(h, "bad_zero", f"bad frame: {len(block)} bytes all 0x00")
+                    return None
+                if block.count(0xFF) == len(block):
+                    self._bad(h, "bad_ff", f"bad frame: {len(block)} bytes all 0xFF")
+                    return None
+        decoded = decode_block(plan, blocks, opts.unit_sel)
         if mag_due:
             h.mag_due_ns = _next_due(h.mag_due_ns, int(_NS / opts.mag_rate), now)
         if status_due:
@@ -748,13 +809,16 @@ class Bno055Chain:
                 if chip.mode() == Mode.CONFIG:
                     self._reset_detected(spec, h, "found in CONFIGMODE")
                     return None
-                h.bad_frames += 1
+                self._bad(h, "bad_zero", "bad frame: quaternion all zero")
                 return None
             if abs(norm - 1.0) > opts.quaternion_tolerance:
-                h.bad_frames += 1
-                h.last_error = f"bad frame: quaternion norm {norm:.4f}"
+                self._bad(h, "bad_norm", f"bad frame: quaternion norm {norm:.4f}")
                 return None
             decoded.orientation = decoded.orientation / norm
+            checked = opts.frame_checks and opts.max_angular_rate > 0
+            rate = None if decoded.angular_velocity is None else float(np.linalg.norm(decoded.angular_velocity))
+            if checked and not self._plausible_turn(h, decoded.orientation, stamp, rate):
+                return None
         h.reads += 1
         if h.last_read_ns:
             dt = stamp - h.last_read_ns
@@ -762,6 +826,46 @@ class Bno055Chain:
                 h.rate_hz = _NS / dt if h.rate_hz == 0 else 0.9 * h.rate_hz + 0.1 * _NS / dt
         h.last_read_ns = stamp
         return self._reading(spec, stamp, decoded, h)
+
+    def _bad(self, h: SensorHealth, reason: str, text: str) -> None:
+        """Count a dropped frame under ``reason`` (a :class:`SensorHealth` counter)."""
+        h.bad_frames += 1
+        setattr(h, reason, getattr(h, reason) + 1)
+        h.last_error = text
+
+    def _plausible_turn(self, h: SensorHealth, q: FloatArray, stamp: int, rate: float | None) -> bool:
+        """Whether ``q`` is reachable from the last good quaternion (see :class:`ChainOptions`).
+
+        ``rate``: the gyroscope's |angular velocity| read with ``q`` (rad/s), ``None`` when not read.
+        """
+        opts = self.options
+        if h.last_q is None:
+            h.last_q, h.last_q_ns, h.last_rate = q, stamp, rate
+            return True
+        bound = opts.max_angular_rate
+        if rate is not None and h.last_rate is not None:
+            bound = min(bound, opts.gyro_factor * max(rate, h.last_rate) + opts.gyro_slack)
+        limit = bound * (max(stamp - h.last_q_ns, 0) + _FUSION_PERIOD_NS) / _NS + opts.jump_margin
+        if _angle(h.last_q, q) <= limit:
+            h.last_q, h.last_q_ns, h.last_rate = q, stamp, rate
+            h.jump_candidate, h.jump_count = None, 0
+            return True
+        # A run of rejected samples that agree with each other is the real orientation: take it.
+        if h.jump_candidate is not None and _angle(h.jump_candidate, q) <= (
+            bound * (max(stamp - h.jump_candidate_ns, 0) + _FUSION_PERIOD_NS) / _NS + opts.jump_margin
+        ):
+            h.jump_count += 1
+        else:
+            h.jump_count = 1
+        h.jump_candidate, h.jump_candidate_ns = q, stamp
+        if h.jump_count >= opts.jump_resync:
+            h.resyncs += 1
+            h.last_q, h.last_q_ns, h.last_rate = q, stamp, rate
+            h.jump_candidate, h.jump_count = None, 0
+            return True
+        self._bad(h, "bad_jump", f"bad frame: turned {np.rad2deg(_angle(h.last_q, q)):.1f} deg since the last good "
+                                 f"sample, at most {np.rad2deg(limit):.1f} deg possible")  # fmt: skip
+        return False
 
     def _check_status(self, spec: SensorSpec, h: SensorHealth, d: Decoded) -> bool:
         """Update health from the status block; True when the sensor must be reconfigured."""
@@ -793,6 +897,7 @@ class Bno055Chain:
         h.was_fully_calibrated = False
         h.last_error = f"reset ({why})"
         h.phase = "to_config"
+        h.last_q, h.jump_candidate, h.jump_count = None, None, 0
 
     def _reading(self, spec: SensorSpec, stamp: int, d: Decoded, h: SensorHealth) -> Bno055Reading:
         return Bno055Reading(

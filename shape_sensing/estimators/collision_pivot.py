@@ -43,14 +43,21 @@ equations with the axes renamed.)
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from shape_sensing.config import ConfigError, Param, Schema
+from shape_sensing.estimators.heading_drift import HeadingDriftEstimator
 
 __all__ = [
+    "EVENT_CONTACT_END",
+    "EVENT_CONTACT_START",
+    "EVENT_PIVOT_CANDIDATE",
+    "EVENT_PIVOT_FIXED",
+    "EVENT_PIVOT_WITHDRAWN",
     "FILTERS",
     "IMPROVEMENTS",
     "SCHEMA",
@@ -69,6 +76,7 @@ __all__ = [
 
 FILTERS = ("paper", "improved")
 EVENT_CONTACT_START, EVENT_CONTACT_END, EVENT_PIVOT_FIXED = 0, 1, 2
+EVENT_PIVOT_CANDIDATE, EVENT_PIVOT_WITHDRAWN = 3, 4
 
 
 def buckling_max_contact_angle(l_free: float, radius: float, mu: float) -> float:
@@ -310,6 +318,9 @@ class PivotOutput:
     buckling_condition_met: bool
     measurement_used: bool
     events: list[PivotEvent] = field(default_factory=list)
+    heading_drift: float = 0.0  # rad/m, the drift per metre in use (estimated online or configured)
+    heading_drift_variance: float = 0.0  # (rad/m)^2
+    candidate_open: bool = False  # contact lost beyond contact_gap, the pivot not decided yet
 
 
 # The improvements over the paper's filter, each switchable for the ablation:
@@ -318,8 +329,15 @@ class PivotOutput:
 #     uses the held contact flag (bridging losses over less than contact_gap of growth) and fixes a pivot where
 #     contact was last live;
 # pivot_events: each collision restarts a constant-pivot filter from the last fixed pivot (a discrete event),
-#     weighting samples by their propagated sensor noise, gating outliers and samples violating Eq. 1.
-IMPROVEMENTS = ("model_pressure_drop", "dropouts_missing", "pivot_events")
+#     weighting samples by their propagated sensor noise, gating outliers and samples violating Eq. 1;
+# pivot_hypotheses (with dropouts_missing): a contact lost for more than contact_gap of growth opens a candidate
+#     pivot instead of fixing one; renewed contact with the same wall (the obstacle's normal in the base frame,
+#     heading + cap angle, within wall_angle_tol, and a force that puts the pivot nearer the held one than the
+#     candidate) merges it back, another wall or confirm_length of free growth fixes it; and the pivot of a
+#     collision may lie behind the last fixed one (no clamp), so a pivot fixed by mistake is withdrawn;
+# drift_online: the heading drift per metre is estimated from the straight stretches of free growth, the
+#     configured heading_drift_per_metre its prior (heading_drift_prior_sigma).
+IMPROVEMENTS = ("model_pressure_drop", "dropouts_missing", "pivot_events", "pivot_hypotheses", "drift_online")
 
 
 @dataclass(frozen=True)
@@ -348,6 +366,11 @@ class CollisionPivotConfig:
     pivot_process_noise: float = 1e-4
     gate_sigma: float = 4.0
     contact_gap: float = 0.02
+    confirm_length: float = 0.1
+    wall_angle_tol: float = 0.26
+    withdraw_margin: float = 0.05
+    heading_noise: float = 0.0087
+    heading_drift_prior_sigma: float = 0.052
     improvements: tuple[str, ...] | None = None
 
     @classmethod
@@ -375,6 +398,20 @@ class CollisionPivotEstimator:
         self.model_pressure_drop = "model_pressure_drop" in on
         self.dropouts_missing = "dropouts_missing" in on
         self.pivot_events = "pivot_events" in on
+        self.hypotheses = "pivot_hypotheses" in on and self.dropouts_missing
+        self.drift = HeadingDriftEstimator(
+            config.heading_drift_per_metre, config.heading_drift_prior_sigma if "drift_online" in on else 0.0,
+            config.heading_noise)
+        # the open candidate pivot: (world angle of the wall's normal at the last live contact, last live length)
+        # and Algorithm 1's state before it was fixed (restored when the candidate merges back)
+        self._candidate: tuple[float, float] | None = None
+        self._snapshot: PathRecon | None = None
+        self._headings: deque[float] = deque(maxlen=5)  # the last few headings (drift-corrected)
+        self._live_heading = 0.0  # their mean at the last live contact
+        self._held_pivot = 0.0  # the pivot length at the last contact sample
+        self._wall_normal = math.nan  # heading + cap angle at the last live contact (rad)
+        self._withdrawn = False  # the last fixed pivot was withdrawn during this collision
+        self._floor = 0.0  # the lowest pivot length of this collision (the pivot before the last fixed one)
         self.ma_force = MovingAverage(config.moving_average)
         self.ma_pressure = MovingAverage(config.moving_average)
         self.kf = PaperPivotFilter(config.eps, config.k1, config.k2, config.variance_window, config.kf_unit)
@@ -389,7 +426,8 @@ class CollisionPivotEstimator:
         self._var = 0.0
         self._accepted = 0
         self.counts = {"samples": 0, "contact_samples": 0, "held_samples": 0, "measurements": 0,
-                       "dropouts_skipped": 0, "buckling_violations": 0, "gated": 0, "pivots": 0}  # fmt: skip
+                       "dropouts_skipped": 0, "buckling_violations": 0, "gated": 0, "pivots": 0, "candidates": 0,
+                       "merged": 0, "withdrawn": 0}  # fmt: skip
 
     def _start_episode(self, s: CollisionSample) -> None:
         """A new collision: the pivot may have moved (the paper filters each collision's series separately)."""
@@ -399,9 +437,40 @@ class CollisionPivotEstimator:
         self._mean = l_prev
         self._var = max(s.total_length - l_prev, 0.05) ** 2
         self._accepted = 0
+        self._withdrawn = False
+        pivots = self.recon.pivots
+        self._floor = pivots[-2][2] if len(pivots) >= 2 else 0.0
         if self.dropouts_missing:
             self.ma_force.clear()
             self.ma_pressure.clear()
+
+    def _event(self, stamp_ns: int, kind: int, index: int, position: tuple[float, float], arc: float,
+               angle: float = math.nan, force: float = math.nan) -> PivotEvent:  # fmt: skip
+        return PivotEvent(stamp_ns, kind, index, position, arc, angle, force)
+
+    def _same_wall(self, s: CollisionSample, heading: float, l_candidate: float) -> bool:
+        """Renewed contact after a gap: the same wall as before the gap?
+
+        The wall's normal in the base frame (heading + cap angle) within ``wall_angle_tol`` of the one at
+        the last live contact, and, when the force reads, the pivot it gives nearer the held pivot than the
+        candidate's (the force continuous with the held collision).
+        """
+        cfg = self.config
+        if not (math.isfinite(s.cap_angle) and math.isfinite(self._wall_normal)):
+            return False
+        d = (heading + s.cap_angle - self._wall_normal + math.pi) % (2 * math.pi) - math.pi
+        if abs(d) > cfg.wall_angle_tol:
+            return False
+        pressure = s.pressure
+        if self.model_pressure_drop and math.isfinite(pressure):
+            pressure *= max(1.0 - cfg.pressure_drop_per_metre * s.total_length, 0.0)
+        if not (math.isfinite(s.normal_force) and s.normal_force >= cfg.force_min and pressure > 0):
+            return True
+        l_free, _theta, met = self._measure(s, s.normal_force, pressure)
+        if not (met and math.isfinite(l_free)):
+            return True
+        z = s.total_length - min(max(l_free, 0.0), s.total_length)
+        return abs(z - self._mean) <= abs(z - l_candidate)
 
     def update(self, s: CollisionSample) -> PivotOutput:
         """One step."""
@@ -409,14 +478,54 @@ class CollisionPivotEstimator:
         c["samples"] += 1
         dt = 0.0 if self._last_stamp is None else (s.stamp_ns - self._last_stamp) * 1e-9
         self._last_stamp = s.stamp_ns
-        heading = s.heading - cfg.heading_drift_per_metre * s.total_length
+        drift, drift_var = self.drift.estimate
+        heading = s.heading - drift * s.total_length
+        events: list[PivotEvent] = []
+        self._headings.append(heading)
+        turning, h_smooth = False, heading
+        if self.hypotheses:
+            h_smooth = _mean_angle(self._headings)
+            # since the last live contact the heading turned more than its noise allows: the body still pivots
+            turned = (h_smooth - self._live_heading + math.pi) % (2 * math.pi) - math.pi
+            turning = abs(turned) > 3.0 * cfg.heading_noise / math.sqrt(len(self._headings)) + 1e-3
         # the collision ("episode"): the cap's held flag; the improved filter also bridges a loss of contact
-        # longer than the hold while the robot grew less than contact_gap (the same obstacle, touched again)
+        # longer than the hold while the robot grew less than contact_gap (the same obstacle, touched again);
+        # with pivot hypotheses a longer loss opens a candidate pivot that renewed contact decides
         episode = s.in_contact
+        merged = opened = False
         if self.dropouts_missing:
+            gap = s.total_length - self._last_live_total
+            episode = episode or (self._was_episode and gap <= cfg.contact_gap)
+            if self._candidate is not None:
+                if s.live_contact and self._same_wall(s, heading, self._candidate[1]):
+                    merged = True
+                elif s.live_contact or (gap > cfg.confirm_length and not turning):
+                    px, py, pl = self.recon.pivots[-1]
+                    events.append(self._event(s.stamp_ns, EVENT_PIVOT_FIXED, self.pivot_index, (px, py), pl))
+                    self._candidate = None
+            elif self.hypotheses and self._was_episode and not episode:
+                opened = True  # contact lost for longer than contact_gap: the pivot becomes a candidate
             if s.live_contact:
                 self._last_live_total = s.total_length
-            episode = episode or (self._was_episode and s.total_length - self._last_live_total <= cfg.contact_gap)
+                self._live_heading = h_smooth
+                if math.isfinite(s.cap_angle):
+                    self._wall_normal = heading + s.cap_angle
+        if merged:
+            # the same wall touched again: the candidate is withdrawn and the held collision goes on
+            assert self._candidate is not None and self._snapshot is not None
+            px, py, pl = self.recon.pivots[-1]
+            events.append(self._event(s.stamp_ns, EVENT_PIVOT_WITHDRAWN, self.pivot_index, (px, py), pl,
+                                      s.cap_angle, s.normal_force))  # fmt: skip
+            self.recon = self._snapshot
+            self.pivot_index -= 1
+            c["merged"] += 1
+            c["pivots"] -= 1
+            self._candidate = self._snapshot = None
+            self._was_episode = self._was_contact = True
+        elif opened:
+            self._snapshot = copy.deepcopy(self.recon)
+            self._candidate = (self._wall_normal, self._last_live_total)
+            c["candidates"] += 1
         held = episode and not s.live_contact
         if episode and not self._was_episode:
             self._start_episode(s)
@@ -467,27 +576,51 @@ class CollisionPivotEstimator:
             u = cfg.kf_unit
             k = self.kf
             l_pivot, rate, cov = k.x0 * u, k.x1 * u, (k.p00 * u * u, k.p01 * u * u, k.p01 * u * u, k.p11 * u * u)
-        l_pivot_c = min(max(l_pivot, self._episode_l_prev if self.pivot_events else 0.0), s.total_length)
+        if self.hypotheses:
+            # no clamp at the last fixed pivot: the pivot may lie behind it, back to the one before it; a
+            # collision whose pivot settles clearly behind the last fixed pivot withdraws that pivot
+            floor = self._floor
+            if (contact and self.pivot_events and not self._withdrawn and self._accepted >= 50
+                    and len(self.recon.pivots) > 1
+                    and self._mean + 4.0 * math.sqrt(self._var) < self.recon.l_prev - cfg.withdraw_margin):  # fmt: skip
+                px, py, pl = self.recon.pivots.pop()
+                events.append(self._event(s.stamp_ns, EVENT_PIVOT_WITHDRAWN, self.pivot_index, (px, py), pl))
+                self.pivot_index -= 1
+                c["withdrawn"] += 1
+                self._withdrawn = True
+        else:
+            floor = self._episode_l_prev if self.pivot_events else 0.0
+        l_pivot_c = min(max(l_pivot, floor), s.total_length)
         tip, fixed = self.recon.step(s.total_length, s.total_length - l_pivot_c, heading, contact, s.live_contact)
-        events: list[PivotEvent] = []
+        if contact:
+            self._held_pivot = l_pivot_c
+        elif self._candidate is not None and self._snapshot is not None and turning:
+            # undecided: a body that grows free from the candidate keeps its heading; one still turning (more
+            # than the heading noise allows) is sliding along the wall unseen, about the held pivot
+            sp = self._snapshot
+            vx, vy = sp.v_prev if sp.v_prev is not None else (1.0, 0.0)
+            d, lf = self._held_pivot - sp.l_prev, s.total_length - self._held_pivot
+            tip = (sp.p_prev[0] + d * vx + lf * math.cos(heading), sp.p_prev[1] + d * vy + lf * math.sin(heading))
         if fixed:
             self.pivot_index += 1
             c["pivots"] += 1
             px, py, pl = self.recon.pivots[-1]
             events.append(PivotEvent(s.stamp_ns, EVENT_CONTACT_END, self.pivot_index - 1, tip, s.total_length,
                                      s.cap_angle, s.normal_force))  # fmt: skip
-            events.append(PivotEvent(s.stamp_ns, EVENT_PIVOT_FIXED, self.pivot_index, (px, py), pl, math.nan,
-                                     math.nan))  # fmt: skip
+            kind = EVENT_PIVOT_CANDIDATE if opened else EVENT_PIVOT_FIXED
+            events.append(PivotEvent(s.stamp_ns, kind, self.pivot_index, (px, py), pl, math.nan, math.nan))
         if contact and not self._was_contact:
             events.append(PivotEvent(s.stamp_ns, EVENT_CONTACT_START, self.pivot_index, tip, s.total_length,
                                      s.cap_angle, s.normal_force))  # fmt: skip
         self._was_contact = contact
+        self.drift.add(s.total_length, s.heading, not contact and self._candidate is None)
         pivot = self.recon.current_pivot(l_pivot_c) if contact else self.recon.p_prev
         return PivotOutput(
             stamp_ns=s.stamp_ns, tip=tip, heading=heading, total_length=s.total_length,
             free_length_measured=l_free_meas, pivot_length=l_pivot_c if contact else self.recon.l_prev,
             pivot_length_rate=rate, covariance=cov, pivot=pivot, pivot_index=self.pivot_index,
             in_contact=contact, held=held, buckling_condition_met=met, measurement_used=used, events=events,
+            heading_drift=drift, heading_drift_variance=drift_var, candidate_open=self._candidate is not None,
         )  # fmt: skip
 
     def _measure(self, s: CollisionSample, force: float, pressure: float) -> tuple[float, float, bool]:
@@ -521,6 +654,11 @@ class CollisionPivotEstimator:
         return True
 
 
+def _mean_angle(angles: deque[float]) -> float:
+    """Circular mean."""
+    return math.atan2(sum(math.sin(a) for a in angles), sum(math.cos(a) for a in angles))
+
+
 def _check_filter(value: str) -> str | None:
     return None if value in FILTERS else f"one of {list(FILTERS)}"
 
@@ -542,8 +680,9 @@ SCHEMA = Schema(
         Param("variance_window", int, 10, "samples behind R_w (Eq. 9)", min=2, max=1000),
         Param("pressure_drop_per_metre", float, 0.05, "improved: tip pressure = sensed (1 - drop * L_total)",
               min=0.0, max=1.0, unit="1/m"),
-        Param("heading_drift_per_metre", float, 0.0, "calibrated heading drift per metre grown, subtracted",
-              min=-1.0, max=1.0, unit="rad/m"),
+        Param("heading_drift_per_metre", float, 0.0, "heading drift per metre grown (shape-sensing "
+              "calibrate-heading-drift); the paper's filter subtracts it, the improved one uses it as the prior of "
+              "its online estimate", min=-1.0, max=1.0, unit="rad/m"),
         Param("force_min", float, 0.1, "improved: a contact reading below this force is a dropout", min=0.0,
               unit="N"),
         Param("force_noise", float, 0.05, "improved: force sensor noise (1 sigma)", min=0.0, unit="N"),
@@ -551,8 +690,18 @@ SCHEMA = Schema(
         Param("contact_angle_noise", float, 0.05, "improved: contact angle noise (1 sigma)", min=0.0, unit="rad"),
         Param("pivot_process_noise", float, 1e-4, "improved: pivot random walk", min=0.0, unit="m/sqrt(s)"),
         Param("gate_sigma", float, 4.0, "improved: innovations beyond this many sigma are rejected", min=1.0),
-        Param("contact_gap", float, 0.02, "improved: a contact lost for less growth than this is the same collision",
-              min=0.0, unit="m"),
+        Param("contact_gap", float, 0.02, "improved: a contact lost for less growth than this is the same collision; "
+              "longer, its pivot becomes a candidate", min=0.0, unit="m"),
+        Param("confirm_length", float, 0.1, "improved: a candidate pivot is fixed after this much free growth with "
+              "the heading steady (or at contact with another wall)", min=0.0, unit="m"),
+        Param("wall_angle_tol", float, 0.26, "improved: renewed contact is the same wall when the wall's normal "
+              "(heading + cap angle) is within this of the one before the gap", min=0.0, max=3.2, unit="rad"),
+        Param("withdraw_margin", float, 0.05, "improved: a fixed pivot is withdrawn when a settled collision puts its "
+              "pivot this far (and 4 sigma) behind it", min=0.0, unit="m"),
+        Param("heading_noise", float, 0.0087, "improved: cap heading noise (1 sigma): drift fit, turning test",
+              min=1e-6, unit="rad"),
+        Param("heading_drift_prior_sigma", float, 0.052, "improved: sigma of heading_drift_per_metre as the prior of "
+              "the online drift estimate (0: use it as given)", min=0.0, unit="rad/m"),
         Param("length_topic", str, "base/length", "sensor_msgs/JointState, position[0] = grown length (ticks)"),
         Param("pressure_topic", str, "base/pressure", "sensor_msgs/FluidPressure, internal pressure"),
         Param("cap_topic", str, "cap/state", "shape_sensing/ContactCapState"),

@@ -123,6 +123,26 @@ SCHEMA = Schema(
             "topic: once every used IMU is everted)",
         ),
         Param(
+            "offset_still_s", float, 0.5,
+            "~/offset waits until every IMU to capture has been still this long (0: no stillness check)",
+            min=0.0, max=30.0, unit="s",
+        ),
+        Param(
+            "offset_max_motion_deg", float, 2.0,
+            "an IMU turning more than this counts as moving for ~/offset's stillness check", min=0.0, unit="deg",
+        ),
+        Param(
+            "offset_timeout", float, 5.0,
+            "~/offset is refused when the robot has not been still within this long after the request",
+            min=0.0, unit="s",
+        ),
+        Param(
+            "offset_max_bend_deg", float, 45.0,
+            "a capture is refused when an IMU's orientation is this far from the first captured one (a bent robot; "
+            "mounting and heading errors between two IMUs are ~10 deg)",
+            min=0.0, max=180.0, unit="deg",
+        ),
+        Param(
             "straight_reference_file",
             str,
             "",
@@ -136,8 +156,9 @@ SCHEMA = Schema(
             "sensor 0's mounting is then solved at capture; [] for unknown (first_mount_rpy is assumed)",
             check=lambda v: None if len(v) in (0, 3) else "needs 3 values or none",
         ),
-        Param("base_frame", str, "vine_base", "frame of the robot base (the shape is given in it)"),
-        Param("tip_frame", str, "vine_tip", "frame published at the tip"),
+        Param("base_frame", str, "vine_imu_base", "frame of the chain's base (the shape is given in it): z along "
+              "the initial growth, x towards the IMUs; a child of vine_base (REP-103)"),
+        Param("tip_frame", str, "vine_imu_tip", "frame published at the tip"),
         Param("frame_prefix", str, "", "prefix of every published frame id"),
         Param("publish_rate", float, 30.0, "shape publishing rate", min=0.1, max=1000.0, unit="Hz"),
         Param("marker_rate", float, 5.0, "body marker publishing rate (at most the shape rate)", min=0.1, unit="Hz"),
@@ -165,8 +186,8 @@ class HingeArcConfig:
     first_mount: FloatArray = field(default_factory=lambda: np.eye(3))
     base_placement: FloatArray | None = None  # base frame in the world, when known
     arc_samples: int = 4
-    base_frame: str = "vine_base"
-    tip_frame: str = "vine_tip"
+    base_frame: str = "vine_imu_base"
+    tip_frame: str = "vine_imu_tip"
 
     @classmethod
     def from_params(cls, params: dict[str, object], n_sensors: int | None = None) -> HingeArcConfig:

@@ -149,6 +149,17 @@ SCHEMA = Schema(
             "calibration_duration", float, 1.0, "averaging time of the rods calibration (start or ~/calibrate)",
             min=0.0, max=60.0, unit="s",
         ),
+        Param(
+            "calibration_max_motion_deg", float, 1.0,
+            "rods calibration refused when a platform's gravity direction moves more than this over the window "
+            "(largest angle from its mean; roll/pitch noise is 0.05 deg)",
+            min=0.0, max=90.0, unit="deg",
+        ),
+        Param(
+            "calibration_max_bias_deg", float, 10.0,
+            "rods calibration refused when a platform's correction exceeds this (a bent rig, not a mounting error)",
+            min=0.0, max=180.0, unit="deg",
+        ),
     ),
 )  # fmt: skip
 

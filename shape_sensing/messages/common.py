@@ -216,15 +216,21 @@ _STAMP = struct.Struct("<iII")
 _F8 = np.dtype("<f8")
 
 
+#: How far from 1 the norm of a message's orientation may be. Drivers send unit quaternions (a BNO055's 2^14 and a
+#: WT901's 2^15 quantisation are off by < 1e-3, a float32 copy by 1e-7); a norm further off is a corrupted reading
+#: (a torn read, bytes of another register), never a rotation to normalise.
+UNIT_QUATERNION_TOLERANCE = 0.05
+
+
 def _unit_quat(q: FloatArray, frame_id: object) -> FloatArray:
     """``q / |q|``, with the norm from one ``dot`` (as ``np.linalg.norm`` computes it).
 
     Raises:
-        MessageError: not a finite quaternion of norm >= 0.5.
+        MessageError: not a finite quaternion of norm within :data:`UNIT_QUATERNION_TOLERANCE` of 1.
     """
     sq = float(q @ q)
     norm = math.sqrt(sq) if sq >= 0.0 else math.nan  # NaN stays NaN
-    if not (math.isfinite(norm) and norm >= 0.5):
+    if not (math.isfinite(norm) and abs(norm - 1.0) <= UNIT_QUATERNION_TOLERANCE):
         raise MessageError(
             f"sensor_msgs/Imu from {str(frame_id)!r} has orientation {q.tolist()} (norm {norm:.3g}); "
             "expected a unit quaternion"

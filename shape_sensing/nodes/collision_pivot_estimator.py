@@ -8,10 +8,12 @@ Subscribes (sensor-data QoS, relative names): ``length_topic`` (sensor_msgs/Join
 ``imu_topic`` (sensor_msgs/Imu, heading = yaw), ``wrench_topic`` (geometry_msgs/WrenchStamped).
 
 Publishes (reliable) under ``output_prefix`` (default ``collision``): ``pivot``
-(shape_sensing/PivotEstimate, every step), ``events`` (shape_sensing/ContactEvent), ``tip``
+(shape_sensing/PivotEstimate, every step), ``events`` (shape_sensing/ContactEvent: contact start and end,
+pivot candidate, fixed, withdrawn), ``tip``
 (geometry_msgs/PoseStamped), ``path`` (nav_msgs/Path) and ``markers`` (MarkerArray) at
 ``path_rate``; ``/tf`` ``vine_base`` -> ``vine_tip``; ``/diagnostics`` (stale inputs, buckling
-condition violated, contact held). Stamps are the data's, so ``use_sim_time`` and bag replay work.
+condition violated, contact held, the online heading drift and its sigma). Stamps are the data's, so
+``use_sim_time`` and bag replay work.
 """
 
 from __future__ import annotations
@@ -23,7 +25,17 @@ from typing import Any
 from shape_sensing.estimators.collision_pivot import SCHEMA
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, diagnostics_throttle, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.nodes._common import (
+    InputWatch,
+    declare_schema,
+    diagnostics_throttle,
+    note_input,
+    reliable_qos,
+    run,
+    sensor_qos,
+    start_heartbeat,
+    tf_qos,
+)
 from shape_sensing.pipelines.vine_collision import INPUT_KINDS, CollisionMessages, CollisionTracker, feed
 
 __all__ = ["NODE_NAME", "CollisionPivotEstimatorNode", "main"]
@@ -62,9 +74,16 @@ class CollisionPivotEstimatorNode:
                                      sensor_qos())
             for kind, ty in INPUT_KINDS.items()
         ]  # fmt: skip
+        # heartbeat: every second on a steady timer, the inputs at fault named (each one is needed)
+        self.kinds = list(INPUT_KINDS)
+        self.watch = InputWatch([p[f"{kind}_topic"] for kind in self.kinds], 1.0)
+        self.heartbeat = start_heartbeat(
+            node, lambda: [self.watch.status(f"{NODE_NAME}: inputs")], f, self.pubs["/diagnostics"]
+        )
         node.get_logger().info(f"collision-pivot estimator ({p['filter']} filter), outputs under {self.prefix}/")
 
     def _on_input(self, kind: str, msg: Any) -> None:
+        note_input(self.node, self.watch, self.kinds.index(kind), msg)
         try:
             outs = feed(self.tracker, kind, msg)
         except (MessageError, AttributeError, TypeError, ValueError) as exc:

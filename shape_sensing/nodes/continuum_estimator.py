@@ -137,7 +137,8 @@ class ContinuumEstimatorNode:
 
     def _publish_prior_map(self) -> None:
         now_ns = self.node.get_clock().now().nanoseconds
-        topic, msg = self.messages.prior_map(now_ns, self.params["base_frame"], self.tracker.tof_map)
+        base = self.params["frame_prefix"] + self.params["base_frame"]
+        topic, msg = self.messages.prior_map(now_ns, base, self.tracker.tof_map)
         self.publishers[topic].publish(msg)
 
     def _repeat_prior_map(self) -> None:

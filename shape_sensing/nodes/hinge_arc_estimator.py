@@ -8,8 +8,9 @@ Subscribes (relative names, sensor-data QoS):
     (sensor_msgs/JointState, position[0] = robot length in m; '' for none).
 
 Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
-    ``/tf`` (``vine_base`` -> ``vine_imu_NN``, ``vine_tip``, all with
-    ``frame_prefix``), ``shape/path`` (nav_msgs/Path), ``shape/tip``
+    ``/tf`` (``vine_imu_base`` -> ``vine_imu_NN``, ``vine_imu_tip``, all with
+    ``frame_prefix``; ``vine_imu_base`` is a fixed child of the REP-103
+    ``vine_base``), ``shape/path`` (nav_msgs/Path), ``shape/tip``
     (geometry_msgs/PoseWithCovarianceStamped), ``shape/markers``
     (visualization_msgs/MarkerArray, at ``marker_rate``), ``/diagnostics``.
     While no estimate comes out (no straight reference yet, no data) a
@@ -37,13 +38,16 @@ from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.nodes._common import (
+    InputWatch,
     declare_schema,
     diagnostics_throttle,
     fq_name,
     node_namespace,
+    note_input,
     reliable_qos,
     run,
     sensor_qos,
+    start_heartbeat,
     tf_qos,
 )
 from shape_sensing.pipelines.vine_imu import SHAPE_TOPICS, ShapeMessages, VineImuTracker
@@ -100,6 +104,12 @@ class HingeArcEstimatorNode:
         self.save_service = node.create_service(Trigger, "~/save_reference", self._on_save_reference)
         self.estimates_since_status = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
+        # heartbeat: every second on a steady timer, the inputs at fault named (a shape needs 2 fresh IMUs)
+        length = [self.params["length_topic"]] if self.params["length_topic"] else []
+        inputs = list(self.params["imu_topics"]) + length
+        self.watch = InputWatch(inputs, max(self.params["stale_timeout"], 0.5), required=2)
+        self._heartbeat_estimates = 0
+        self.heartbeat = start_heartbeat(node, self._heartbeat, self.factory, self.publishers["/diagnostics"])
         log = node.get_logger()
         log.info(
             f"{len(self.params['imu_topics'])} IMU topics ({int(self.tracker.config.used.sum())} used), "
@@ -109,6 +119,7 @@ class HingeArcEstimatorNode:
 
     # -- inputs -----------------------------------------------------------
     def _on_imu(self, index: int, msg: Any) -> None:
+        note_input(self.node, self.watch, index, msg)
         try:
             stamp_ns, orientation = msgs.imu_orientation_from_msg(msg)
         except MessageError as exc:
@@ -118,9 +129,10 @@ class HingeArcEstimatorNode:
                 f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}", throttle_duration_sec=5.0
             )
             return
-        self.publish(self.tracker.push_orientation(index, stamp_ns, orientation))
+        self.publish(self.tracker.push_orientation(index, stamp_ns, orientation, str(msg.header.frame_id)))
 
     def _on_length(self, msg: Any) -> None:
+        note_input(self.node, self.watch, len(self.params["imu_topics"]), msg)
         position = list(msg.position)
         if not position:
             self.tracker.stats.bad_samples += 1
@@ -134,9 +146,12 @@ class HingeArcEstimatorNode:
         self.tracker.request_offset()
         used = int(self.tracker.config.used.sum())
         response.success = True
+        p = self.params
         response.message = (
-            f"straight reference requested: captured at the next tick at which all {used} used, everted IMUs are "
-            "fresh; keep the robot straight (and fully everted: IMUs still inside are left out) until then"
+            f"straight reference requested: captured once all {used} used, everted IMUs are fresh and have been "
+            f"still for {p['offset_still_s']:g} s; keep the robot straight (and fully everted: IMUs still inside "
+            f"are left out) and still until then; a robot still moving after {p['offset_timeout']:g} s, or bent, "
+            "is refused (the reason in /diagnostics and the log)"
         )
         self.node.get_logger().info(response.message)
         return response
@@ -193,6 +208,13 @@ class HingeArcEstimatorNode:
         )
         now_ns = self.node.get_clock().now().nanoseconds
         self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+
+
+    def _heartbeat(self) -> list[DiagnosticStatus]:
+        done = self.tracker.stats.estimates - self._heartbeat_estimates
+        self._heartbeat_estimates = self.tracker.stats.estimates
+        reference = "straight reference: " + self.tracker.reference_status
+        return [self.watch.status(f"{NODE_NAME}: inputs", f"{done} estimates in the last second; {reference}")]
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -37,13 +37,16 @@ from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.nodes._common import (
+    InputWatch,
     declare_schema,
     diagnostics_throttle,
     fq_name,
     node_namespace,
+    note_input,
     reliable_qos,
     run,
     sensor_qos,
+    start_heartbeat,
     tf_qos,
 )
 from shape_sensing.pipelines.hyper_redundant import SHAPE_TOPICS, EstimateMessages, HyperRedundantTracker
@@ -89,6 +92,9 @@ class RigidModuleEstimatorNode:
             for i, topic in enumerate(self.topics)
         ]
         self.calibrate_service = node.create_service(Trigger, "~/calibrate", self._on_calibrate)
+        # heartbeat: every second on a steady timer, the platforms at fault named (the base and one more needed)
+        self.watch = InputWatch(self.topics, max(self.params["stale_timeout"], 0.5), required=2)
+        self.heartbeat = start_heartbeat(node, self._heartbeat, self.factory, self.publishers["/diagnostics"])
         self._calibration_pending = not self.tracker.calibrated
         self.estimates_since_status = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
@@ -99,6 +105,7 @@ class RigidModuleEstimatorNode:
         )
 
     def _on_imu(self, index: int, msg: Any) -> None:
+        note_input(self.node, self.watch, index, msg)
         try:
             sample = msgs.imu_from_msg(msg)
         except MessageError as exc:
@@ -110,6 +117,9 @@ class RigidModuleEstimatorNode:
         self.publish(self.tracker.push_imu(sample, index))
         if self._calibration_pending and self.tracker.calibrated:
             self._calibration_pending = False
+            if self.tracker.calibration_refused:  # the user's to fix (hold the rig still): a warning, an ERROR status
+                self.node.get_logger().warning(self.tracker.calibration_refused)
+                return
             bias = [round(float(v), 6) for v in self.tracker.estimator.bias.reshape(-1)]
             self.node.get_logger().info(f"rods calibration done; to keep it set calibration_bias: {bias}")
 
@@ -122,7 +132,10 @@ class RigidModuleEstimatorNode:
         self.tracker.request_calibration(self.tracker.latest_ns, duration)
         self._calibration_pending = True
         response.success = True
-        response.message = f"averaging {duration:g} s of readings: keep every platform parallel to the base"
+        response.message = (
+            f"averaging {duration:g} s of readings: keep every platform parallel to the base and the rig still "
+            "(a moving or bent rig is refused, with the reason in /diagnostics and the log)"
+        )
         self.node.get_logger().info(response.message)
         return response
 
@@ -154,6 +167,12 @@ class RigidModuleEstimatorNode:
         )
         now_ns = self.node.get_clock().now().nanoseconds
         self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+
+
+    def _heartbeat(self) -> list[Any]:
+        t = self.tracker
+        state = t.calibration_refused or ("rods calibration done" if t.calibrated else "rods calibration pending")
+        return [self.watch.status(f"{NODE_NAME}: inputs", state)]
 
 
 def main(args: Sequence[str] | None = None) -> int:

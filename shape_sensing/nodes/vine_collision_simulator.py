@@ -6,12 +6,13 @@ sample and publishes what the robot's driver nodes would, stamped with the node 
 ``base/state``, ``base/length``, ``base/pressure``, ``cap/state``, ``cap/imu``,
 ``obstacle/wrench`` (sensor-data QoS; the bytes went through the base-station parser, the BNO055
 driver and the Net F/T decoder), and ``truth/tip``, ``truth/pivot``, ``truth/path`` (reliable),
-``truth/obstacles`` and ``/tf_static`` ``world`` -> ``vine_base`` (transient local). With ``loop``
-the course starts again when it ends.
+``truth/obstacles`` and ``/tf_static`` ``world_frame`` -> ``vine_base`` (transient local; none if it is
+''). With ``loop`` the course starts again when it ends.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -20,7 +21,7 @@ from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, static_qos
 from shape_sensing.pipelines.vine_collision_rig import SimulatedRig
 from shape_sensing.sim.base_station_emulator import LineFaults
-from shape_sensing.sim.vine_collision import SCHEMA, SimSample, VineCollisionSim, single_course, three_course
+from shape_sensing.sim.vine_collision import SCHEMA, SensorFaults, SimSample, VineCollisionSim, course_by_name
 
 __all__ = ["NODE_NAME", "VineCollisionSimulatorNode", "main"]
 
@@ -37,8 +38,7 @@ class VineCollisionSimulatorNode:
     def __init__(self, node: Any) -> None:
         self.node = node
         p = self.params = declare_schema(node, SCHEMA)
-        self.course = three_course() if p["course"] == "three" else single_course(p["obstacle_angle"],
-                                                                                   p["pivot_distance"])  # fmt: skip
+        self.course = course_by_name(p["course"], p["obstacle_angle"], p["pivot_distance"])
         self.est_params = ESTIMATOR_SCHEMA.validate({"frame_prefix": p["frame_prefix"]})
         self.factory = MessageFactory("rclpy")
         self.pubs: dict[str, Any] = {}
@@ -48,7 +48,9 @@ class VineCollisionSimulatorNode:
 
     def _start(self) -> None:
         p = self.params
-        self.sim = VineCollisionSim(self.course, rate=p["rate"], speed=p["speed"], pressure=p["pressure"],
+        drift = math.radians(p["heading_drift"])
+        faults = SensorFaults(burst_fraction=p["burst_fraction"], heading_drift_per_metre=drift)
+        self.sim = VineCollisionSim(self.course, faults, rate=p["rate"], speed=p["speed"], pressure=p["pressure"],
                                     seed=p["seed"])  # fmt: skip
         self.rig = SimulatedRig(self.sim, self.est_params, self.factory, hold_time=p["hold_time"],
                                 line_faults=LineFaults(garbage=p["line_garbage"], corrupt=p["line_corrupt"]),
@@ -68,7 +70,7 @@ class VineCollisionSimulatorNode:
         if now <= 0:
             return  # use_sim_time without a /clock yet
         if not self.static_sent:
-            for raw in self.rig.static_messages(now):
+            for raw in self.rig.static_messages(now, self.params["world_frame"]):
                 self._publish(raw.topic, raw.msg, raw.qos)
             self.static_sent = True
         s = next(self.samples, None)

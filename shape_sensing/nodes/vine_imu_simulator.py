@@ -10,7 +10,8 @@ with the node clock:
 * ``truth/tip`` (geometry_msgs/PoseStamped) every tick, ``truth/path``
   (nav_msgs/Path) and ``truth/sensors`` (geometry_msgs/PoseArray) at about
   10 Hz (reliable QoS), all in ``vine_base``,
-* ``/tf_static`` ``world`` -> ``vine_base`` once at start (transient local).
+* ``/tf_static`` ``world_frame`` -> ``vine_base`` -> ``vine_imu_base`` once at start (transient local; without the
+  first if ``world_frame`` is '').
 
 After ``duration`` the scenario holds its final shape (growth, passive) or
 returns straight (active) while the drift keeps accumulating.
@@ -28,9 +29,8 @@ from shape_sensing.config import ConfigError
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, static_qos
-from shape_sensing.pipelines.vine_imu import TRUTH_TOPICS, length_message, truth_messages
+from shape_sensing.pipelines.vine_imu import TRUTH_TOPICS, base_transforms, length_message, truth_messages
 from shape_sensing.sim.vine import R_WORLD_BASE, SCHEMA, VineSimConfig, VineSimulator
-from shape_sensing.types import TransformStamped
 
 __all__ = ["NODE_NAME", "VineImuSimulatorNode", "main", "world_to_base"]
 
@@ -90,8 +90,10 @@ class VineImuSimulatorNode:
         f = self.factory
         base = self.sim.base_frame
         if not self.static_published:
-            tf = TransformStamped(now_ns, "world", base, world_to_base())
-            self.static_publisher.publish(msgs.tf_message([tf], f))
+            tfs = base_transforms(now_ns, world_to_base(), self.sim.config.frame_prefix)
+            world = self.params["world_frame"]  # '' when something else places the robot (world_tf:=false)
+            tfs = [replace(tfs[0], parent=world), *tfs[1:]] if world else tfs[1:]
+            self.static_publisher.publish(msgs.tf_message(tfs, f))
             self.static_published = True
         if self.start_ns is None:
             self.start_ns = now_ns

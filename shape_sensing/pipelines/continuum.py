@@ -113,7 +113,7 @@ def replay(
     map_written = False
     for bm in messages:
         if tracker.tof_map is not None and not map_written:
-            topic, m = builder.prior_map(bm.stamp_ns, p["base_frame"], tracker.tof_map)
+            topic, m = builder.prior_map(bm.stamp_ns, p["frame_prefix"] + p["base_frame"], tracker.tof_map)
             writer.write(resolve_topic(topic, ns), m, bm.stamp_ns, qos="static")
             map_written = True
         if bm.topic in tof_index:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["CONTRACTS", "Contract", "select"]
+__all__ = ["CONTRACTS", "R_VINE_BASE_IMU_BASE", "VINE_BASE_FRAME", "VINE_IMU_BASE_FRAME", "Contract", "select"]
 
 _IMU = "sensor_msgs/msg/Imu"
 _POSE = "geometry_msgs/msg/PoseWithCovarianceStamped"
@@ -31,6 +31,13 @@ HR_IMU_TOPIC_RE = re.compile(r"imu/platform_(\d+)$")
 CONTINUUM_NAMESPACE = "/continuum"
 # vine-collision
 COLLISION_NAMESPACE = "/vine"
+# One vine base frame for both vine pipelines (REP-103): x along the initial growth direction, z up. The
+# collision pipeline estimates in it; the IMU chain's own base (z along the initial growth, x towards the IMUs
+# on the top side of the body) is its child, rotated by this fixed matrix (columns: the chain base's axes in
+# vine_base), so the IMUs, the hinge-arc tip, the collision tip and the pivots share one tree.
+VINE_BASE_FRAME = "vine_base"
+VINE_IMU_BASE_FRAME = "vine_imu_base"
+R_VINE_BASE_IMU_BASE = ((0.0, 0.0, 1.0), (0.0, -1.0, 0.0), (1.0, 0.0, 0.0))
 COLLISION_IMU_TOPIC_RE = re.compile(r"(^|/)cap/imu$")  # the cap's BNO055: claimed here, not by the continuum pipeline
 
 

@@ -43,12 +43,14 @@ from shape_sensing.estimators.rigid_module import (
     RigidModuleConfig,
     RigidModuleEstimate,
     RigidModuleEstimator,
+    euler_zyx_to_matrix,
     quat_to_euler_zyx,
 )
 from shape_sensing.geometry import FloatArray, rotation_angle
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages import hyper_redundant as hmsgs
+from shape_sensing.messages.common import UNIT_QUATERNION_TOLERANCE
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
@@ -80,6 +82,8 @@ class _Stats:
     bad_samples: int = 0
     out_of_order: int = 0
     unknown_frame: int = 0
+    non_unit_quaternion: int = 0
+    frame_mismatch: int = 0
     estimates: int = 0
 
 
@@ -110,7 +114,10 @@ class HyperRedundantTracker:
         self._cal_end: int | None = None
         self._cal_sum = np.zeros((self.n, 4))  # roll, pitch, cos(yaw), sin(yaw)
         self._cal_count = np.zeros(self.n, dtype=int)
+        self._cal_gravity: list[list[FloatArray]] = [[] for _ in range(self.n)]  # gravity directions in the window
         self.calibration_missing: list[int] = []
+        #: why the last rods calibration was refused (the corrections before it are kept), or None
+        self.calibration_refused: str | None = None
 
     def request_calibration(self, stamp_ns: int, duration_s: float) -> None:
         """Average the readings from ``stamp_ns`` for ``duration_s`` as the rods calibration (the node's service)."""
@@ -119,6 +126,7 @@ class HyperRedundantTracker:
         self._cal_end = stamp_ns + round(duration_s * 1e9)
         self._cal_sum[:] = 0.0
         self._cal_count[:] = 0
+        self._cal_gravity = [[] for _ in range(self.n)]
 
     def _advance(self, stamp_ns: int) -> list[RigidModuleEstimate]:
         if not self.ticker.started and not self.calibrated and self._cal_start is None:
@@ -138,7 +146,44 @@ class HyperRedundantTracker:
         mean = self._cal_sum / np.maximum(self._cal_count, 1)[:, None]
         readings = np.column_stack([mean[:, 0], mean[:, 1], np.arctan2(mean[:, 3], mean[:, 2])])
         readings[missing] = readings[0]  # a platform silent on the rods keeps no correction (identity)
-        self.estimator.calibrate(readings)
+        self.calibration_refused = self._calibration_refusal(readings, missing)
+        if self.calibration_refused is None:
+            self.estimator.calibrate(readings)
+
+    def _calibration_refusal(self, readings: FloatArray, missing: list[int]) -> str | None:
+        """Why the rods readings of the window cannot be a calibration (the rig moved, or is bent), or None.
+
+        Stillness: each platform's gravity direction (the sensor's roll and pitch) stays within
+        ``calibration_max_motion_deg`` of its mean over the window. Straightness: each correction the calibration
+        would make stays within ``calibration_max_bias_deg`` (mounting errors are a few degrees; more is a bent or
+        twisted rig, whose bend would be stored as a mounting error and subtracted from every later shape).
+        """
+        p = self.params
+        moved = []
+        for i, dirs in enumerate(self._cal_gravity):
+            if i in missing or len(dirs) < 2:
+                continue
+            g = np.asarray(dirs)
+            m = g.mean(axis=0)
+            m /= np.linalg.norm(m)
+            worst = float(np.degrees(np.arccos(np.clip(g @ m, -1.0, 1.0)).max()))
+            if worst > p["calibration_max_motion_deg"]:
+                moved.append(f"platform {i} moved {worst:.1f} deg")
+        if moved:
+            return (
+                f"rods calibration refused: the rig moved during the {p['calibration_duration']:g} s window "
+                f"({', '.join(moved)}; limit {p['calibration_max_motion_deg']:g} deg): hold it still on its rods "
+                "and calibrate again"
+            )
+        trial = RigidModuleEstimator(self.config)
+        bias = np.degrees(np.linalg.norm(trial.calibrate(readings), axis=1))
+        bent = [f"platform {i} {b:.1f} deg" for i, b in enumerate(bias) if b > p["calibration_max_bias_deg"]]
+        if bent:
+            return (
+                f"rods calibration refused: corrections beyond {p['calibration_max_bias_deg']:g} deg "
+                f"({', '.join(bent)}): the rig is bent or twisted, not on its rods; straighten it and calibrate again"
+            )
+        return None
 
     def _estimate(self, tick: int) -> RigidModuleEstimate | None:
         self._finish_calibration(tick)
@@ -148,6 +193,12 @@ class HyperRedundantTracker:
             return None  # no data newer than the last estimate: it would repeat that estimate with the same stamp
         self.last_estimate_ns = self.latest_ns
         est = self.estimator.estimate(self.latest_ns)
+        if self.calibration_refused:
+            est.shape.diagnostics.append(
+                DiagnosticStatus(
+                    name="rigid_module/calibration", level=DiagnosticLevel.ERROR, message=self.calibration_refused
+                )
+            )
         if self.calibration_missing:
             est.shape.diagnostics.append(
                 DiagnosticStatus(
@@ -157,7 +208,8 @@ class HyperRedundantTracker:
                     + ("nothing calibrated (no base reading)" if 0 in self.calibration_missing else "left uncorrected"),
                 )
             )
-        if self.stats.bad_samples or self.stats.out_of_order or self.stats.unknown_frame:
+        st = self.stats
+        if st.bad_samples or st.out_of_order or st.unknown_frame or st.non_unit_quaternion or st.frame_mismatch:
             est.shape.diagnostics.append(
                 DiagnosticStatus(
                     name="rigid_module/inputs",
@@ -176,9 +228,17 @@ class HyperRedundantTracker:
         if i is None or not 0 <= i < self.n:
             self.stats.unknown_frame += 1
             return out
+        tail = sample.frame_id.rsplit("platform_", 1)[-1]
+        named = int(tail) if "platform_" in sample.frame_id and tail.isdigit() else None
+        if index is not None and named is not None and named != index:
+            self.stats.frame_mismatch += 1  # the topic of platform `index` carries another platform's frame
+            return out
         q = sample.orientation
-        if q is None or not np.all(np.isfinite(q)) or not 0.5 < float(np.linalg.norm(q)) < 1.5:
+        if q is None or not np.all(np.isfinite(q)):
             self.stats.bad_samples += 1
+            return out
+        if not abs(float(np.linalg.norm(q)) - 1.0) <= UNIT_QUATERNION_TOLERANCE:
+            self.stats.non_unit_quaternion += 1
             return out
         if sample.stamp_ns < self.last_ns[i]:
             self.stats.out_of_order += 1
@@ -191,6 +251,7 @@ class HyperRedundantTracker:
         if not self.calibrated and in_window and self._cal_start <= sample.stamp_ns < self._cal_end:  # type: ignore[operator]
             self._cal_sum[i] += [euler[0], euler[1], np.cos(euler[2]), np.sin(euler[2])]
             self._cal_count[i] += 1
+            self._cal_gravity[i].append(euler_zyx_to_matrix(euler)[2])  # world z in the sensor frame
         return out
 
     def flush(self) -> list[RigidModuleEstimate]:

@@ -18,7 +18,7 @@ topic                      type                                 content
 ``cap/imu``                sensor_msgs/Imu                      cap BNO055; heading = yaw (input)
 ``obstacle/wrench``        geometry_msgs/WrenchStamped          normal force on ``force_axis`` (input)
 ``P/pivot``                shape_sensing/PivotEstimate          per step: pivot length, pivot, tip
-``P/events``               shape_sensing/ContactEvent           contact start/end, pivot fixed
+``P/events``               shape_sensing/ContactEvent           contact start/end, pivot candidate/fixed/withdrawn
 ``P/tip``                  geometry_msgs/PoseStamped            tip in ``vine_base``
 ``P/path``                 nav_msgs/Path                        tip path so far (``path_rate``)
 ``P/markers``              visualization_msgs/MarkerArray       estimated body, pivots, tip (``path_rate``)
@@ -214,7 +214,11 @@ class CollisionTracker:
         )
         if c["held_samples"]:
             msg += f"; contact lost and held for {c['held_samples']} samples"
-        out.append(DiagnosticStatus(f"{prefix}: estimator", level, msg, values={k: str(v) for k, v in c.items()}))
+        values = {k: str(v) for k, v in c.items()}
+        drift, var = est.drift.estimate
+        values["heading_drift_deg_per_m"] = f"{math.degrees(drift):.4f}"
+        values["heading_drift_sigma_deg_per_m"] = f"{math.degrees(math.sqrt(var)):.4f}"
+        out.append(DiagnosticStatus(f"{prefix}: estimator", level, msg, values=values))
         return out
 
 

@@ -13,14 +13,14 @@ topic                       type                                  frame / conten
 ==========================  ====================================  ==========================
 ``imu_NN/data``             sensor_msgs/Imu                       ``vine_imu_NN`` (input)
 ``base/length``             sensor_msgs/JointState                position[0] = length, m
-``shape/path``              nav_msgs/Path                         centreline in ``vine_base``
+``shape/path``              nav_msgs/Path                         centreline in ``vine_imu_base``
 ``shape/markers``           visualization_msgs/MarkerArray        body tube, backbone, frames
-``shape/tip``               geometry_msgs/PoseWithCovarianceStamped  tip in ``vine_base``
+``shape/tip``               geometry_msgs/PoseWithCovarianceStamped  tip in ``vine_imu_base``
 ``truth/path``              nav_msgs/Path                         simulator ground truth
 ``truth/tip``               geometry_msgs/PoseStamped             simulator ground truth
 ``truth/sensors``           geometry_msgs/PoseArray               simulator ground truth
-``/tf``                     tf2_msgs/TFMessage                    ``vine_base`` -> sensors, tip
-``/tf_static``              tf2_msgs/TFMessage                    ``world`` -> ``vine_base``
+``/tf``                     tf2_msgs/TFMessage                    ``vine_imu_base`` -> sensors, tip
+``/tf_static``              tf2_msgs/TFMessage                    ``world`` -> ``vine_base`` -> ``vine_imu_base``
 ``/diagnostics``            diagnostic_msgs/DiagnosticArray       estimator health
 ==========================  ====================================  ==========================
 """
@@ -28,6 +28,7 @@ topic                       type                                  frame / conten
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -44,14 +45,16 @@ from shape_sensing.geometry import FloatArray
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
+from shape_sensing.messages.common import UNIT_QUATERNION_TOLERANCE
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
+from shape_sensing.pipelines.contracts import R_VINE_BASE_IMU_BASE, VINE_BASE_FRAME, VINE_IMU_BASE_FRAME
 from shape_sensing.pipelines.contracts import VINE_IMU_TOPIC_RE as IMU_TOPIC_RE
 from shape_sensing.pipelines.contracts import VINE_NAMESPACE as DEFAULT_NAMESPACE
 from shape_sensing.pipelines.contracts import vine_imu_arguments as add_replay_arguments
 from shape_sensing.pipelines.contracts import vine_imu_matches as matches
-from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
+from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate, TransformStamped
 
 if TYPE_CHECKING:
     from shape_sensing.sim.vine import VineTruth
@@ -72,6 +75,8 @@ __all__ = [
     "truth_messages",
 ]
 
+_log = logging.getLogger(__name__)
+
 NAME = "vine-imu"
 #: custom_data keys of a bag's straight reference (YAML of StraightReference) and how it was taken.
 REFERENCE_KEY = "shape_sensing.straight_reference.hinge_arc_estimator"
@@ -82,7 +87,10 @@ REFERENCE_HOW_KEY = REFERENCE_KEY + ".how"
 class _Stats:
     bad_samples: int = 0
     out_of_order: int = 0
+    non_unit_quaternion: int = 0
+    frame_mismatch: int = 0
     estimates: int = 0
+    last_rejection: str = ""
 
 
 class VineImuTracker:
@@ -114,6 +122,16 @@ class VineImuTracker:
         self.offset_warning: str = ""
         self.capture_at_ns: int | None = None  # capture at the first tick this long after the first message
         self.first_ns = -1
+        # ~/offset's stillness check: from the request on, each IMU's orientation when it last turned by more than
+        # offset_max_motion_deg, and since when it has stayed within that of it
+        self._still_check = False
+        self._request_ns = -1
+        self._anchor = self.quats.copy()
+        self._still_since = np.full(n, -1, dtype=np.int64)
+        #: why the last capture was refused (the reference before it is kept), or ""
+        self.offset_refused = ""
+        #: base-to-tip bend (deg) of the last estimate, for ~/offset's straightness check
+        self.last_bend_deg: float | None = None
         self.reference_status = "not captured yet" + (
             " (auto capture when safe)" if self._offset_requested else " (call ~/offset, or load a saved reference)"
         )
@@ -124,19 +142,27 @@ class VineImuTracker:
             else:
                 self.reference_status += f"; no saved reference at {path} yet"
 
-    def request_offset(self) -> None:
-        """Capture the straight reference at the next tick (the ``~/offset`` service).
+    def request_offset(self, check_still: bool = True) -> None:
+        """Capture the straight reference (the ``~/offset`` service) once the robot has been still.
 
-        Taken as the user's word that the robot is straight: every everted, fresh used IMU is captured
-        (with a length, IMUs not yet everted are left out and stay unusable until a capture that has them).
+        Every everted, fresh used IMU is captured (with a length, IMUs not yet everted are left out and stay
+        unusable until a capture that has them). With ``check_still`` the capture waits for a tick at which each of
+        them has turned less than ``offset_max_motion_deg`` for ``offset_still_s`` since the request, and is refused
+        (saying which IMUs moved) when that does not happen within ``offset_timeout``, or when the robot's last
+        estimate is bent (:meth:`_bend_refusal`). A refused capture keeps the reference there was.
         """
         self._offset_requested = True
         self._offset_manual = True
+        self._still_check = check_still and self.params["offset_still_s"] > 0
+        self._request_ns = self.latest_ns
+        self._anchor = self.quats.copy()
+        self._still_since = np.where(self.last_ns >= 0, self.latest_ns, -1)
 
     def capture_at(self, seconds: float) -> None:
         """Capture the straight reference (as :meth:`request_offset`) at the first tick ``seconds`` after the
         first message, and not automatically before."""
         self._offset_requested = False
+        self._still_check = False
         self.capture_at_ns = round(seconds * 1e9)
         self.reference_status = f"to be captured at t = {seconds:g} s from the first message"
 
@@ -179,6 +205,23 @@ class VineImuTracker:
         take = wanted & everted
         if not take.any() or not valid[take].all():
             return  # wait for a tick at which every IMU to capture is fresh
+        if self._offset_manual and self._still_check:
+            window = round(self.params["offset_still_s"] * 1e9)
+            moving = take & ((self._still_since < 0) | (self.latest_ns - self._still_since < window))
+            if moving.any():
+                if self.latest_ns - self._request_ns <= round(self.params["offset_timeout"] * 1e9):
+                    return  # wait for the robot to be still
+                self._refuse(
+                    f"the robot was not still: IMU(s) {np.flatnonzero(moving).tolist()} turned more than "
+                    f"{self.params['offset_max_motion_deg']:g} deg within every {self.params['offset_still_s']:g} s "
+                    f"of the {self.params['offset_timeout']:g} s after the request; hold it still and call ~/offset "
+                    "again"
+                )
+                return
+            bent = self._bend_refusal()
+            if bent:
+                self._refuse(bent)
+                return
         ref = capture_reference(
             self.quats,
             valid & everted,
@@ -191,8 +234,39 @@ class VineImuTracker:
         how = "captured on request" if self._offset_manual else "auto-captured (all used IMUs everted and fresh)"
         self.set_reference(ref, how)
         self._offset_manual = False
+        self._still_check = False
+        self.offset_refused = ""
         missing = [int(i) for i in np.flatnonzero(wanted & ~everted)]
         self.offset_warning = f"offset without {missing} (not everted)" if missing else ""
+
+    def _bend_refusal(self) -> str:
+        """Why the robot is not straight by its last estimate (with the reference there is), or "".
+
+        The bend is the angle between the base's growth axis (z) and the tip's, as last estimated: more than
+        ``offset_max_bend_deg`` is a bent robot, whose bend a capture would store as mounting errors and subtract
+        from every later shape. Without a reference there is no estimate to judge by (the IMUs' orientations alone
+        hold their unknown mountings and magnetic headings, tens of degrees apart on a straight robot): then only
+        stillness is checked.
+        """
+        limit = self.params["offset_max_bend_deg"]
+        if self.last_bend_deg is None or self.last_bend_deg <= limit:
+            return ""
+        return (
+            f"the robot is not straight: its last estimate bends {self.last_bend_deg:.0f} deg from base to tip "
+            f"(limit {limit:g} deg, offset_max_bend_deg); straighten it and call ~/offset again"
+        )
+
+    def _refuse(self, why: str) -> None:
+        """A capture refused: keep the reference there was and say why."""
+        self._offset_requested = False
+        self._offset_manual = False
+        self._still_check = False
+        self.offset_refused = f"straight reference refused: {why}"
+        if self.estimator.is_offset:
+            self.offset_warning = f"last capture refused ({why}); the reference before it is kept"
+        else:
+            self.reference_status = f"not captured: {self.offset_refused}"
+        _log.warning(self.offset_refused)
 
     def _advance(self, stamp_ns: int) -> list[ShapeEstimate]:
         """Estimate at every tick strictly before ``stamp_ns``."""
@@ -208,6 +282,9 @@ class VineImuTracker:
         valid, extra = job
         est = self.estimator.update(self.quats, valid, self.latest_ns, self.length)
         est.diagnostics.extend(extra)
+        axis = est.tip_pose[:3, 2]
+        cos_bend = float(axis[2]) / max(float(np.linalg.norm(axis)), 1e-12)
+        self.last_bend_deg = math.degrees(math.acos(max(-1.0, min(1.0, cos_bend))))
         return est
 
     def _prepare(self, tick: int, valid: np.ndarray | None = None) -> tuple[np.ndarray, list[DiagnosticStatus]] | None:
@@ -219,7 +296,7 @@ class VineImuTracker:
             valid = self._fresh(tick)
         if self.capture_at_ns is not None and self.first_ns >= 0 and tick - self.first_ns >= self.capture_at_ns:
             self.capture_at_ns = None
-            self.request_offset()
+            self.request_offset(check_still=False)  # a time chosen in a recording: its bend is still checked
         if self._offset_requested:
             self._try_capture(valid)
         if not self.estimator.is_offset:
@@ -237,13 +314,20 @@ class VineImuTracker:
                 else {},
             )
         ]
-        if self.stats.bad_samples or self.stats.out_of_order:
+        st = self.stats
+        if st.bad_samples or st.out_of_order or st.non_unit_quaternion or st.frame_mismatch:
             extra.append(
                 DiagnosticStatus(
                     name="hinge_arc_estimator: inputs",
                     level=DiagnosticLevel.WARN,
-                    message="bad or out-of-order samples were skipped",
-                    values={"bad_samples": str(self.stats.bad_samples), "out_of_order": str(self.stats.out_of_order)},
+                    message="bad or out-of-order samples were skipped"
+                    + (f" (last: {st.last_rejection})" if st.last_rejection else ""),
+                    values={
+                        "bad_samples": str(st.bad_samples),
+                        "out_of_order": str(st.out_of_order),
+                        "non_unit_quaternion": str(st.non_unit_quaternion),
+                        "frame_mismatch": str(st.frame_mismatch),
+                    },
                 )
             )
         self.stats.estimates += 1
@@ -251,13 +335,17 @@ class VineImuTracker:
 
     def push_imu(self, index: int, sample: ImuSample) -> list[ShapeEstimate]:
         """Add a reading of IMU ``index``; returns the estimates that became due."""
-        return self.push_orientation(index, sample.stamp_ns, sample.orientation)
+        return self.push_orientation(index, sample.stamp_ns, sample.orientation, sample.frame_id)
 
-    def push_orientation(self, index: int, stamp_ns: int, q: FloatArray | None) -> list[ShapeEstimate]:
+    def push_orientation(
+        self, index: int, stamp_ns: int, q: FloatArray | None, frame_id: str | None = None
+    ) -> list[ShapeEstimate]:
         """Add the orientation ``[x, y, z, w]`` (or ``None``: absent) read by IMU ``index`` at ``stamp_ns``.
 
         What :meth:`push_imu` does with an :class:`ImuSample`, for callers that read only the orientation
         (:func:`~shape_sensing.messages.common.imu_orientation_from_msg`); returns the estimates that became due.
+        A quaternion whose norm is not 1 (within ``UNIT_QUATERNION_TOLERANCE``) and, when ``frame_id`` is
+        given, a frame other than sensor ``index``'s are counted and skipped, never estimated from.
         """
         ticker = self.ticker
         # No tick due (the common case): skip building an empty list of estimates.
@@ -266,13 +354,25 @@ class VineImuTracker:
             self.stats.bad_samples += 1
             return out
         norm = math.sqrt(float(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]))
-        if not 0.5 < norm < 1.5:  # also false for NaN
-            self.stats.bad_samples += 1
+        if not abs(norm - 1.0) <= UNIT_QUATERNION_TOLERANCE:  # also true for NaN
+            self.stats.non_unit_quaternion += 1
+            self.stats.last_rejection = f"sensor {index}: quaternion norm {norm:.4g}"
+            return out
+        if frame_id is not None and frame_id != self.frame_ids[index]:
+            self.stats.frame_mismatch += 1
+            self.stats.last_rejection = f"sensor {index}: frame {frame_id!r}, expected {self.frame_ids[index]!r}"
             return out
         if stamp_ns < self.last_ns[index]:
             self.stats.out_of_order += 1
             return out
         self.quats[index] = q
+        if self._still_check:
+            a = self._anchor[index]
+            cos_half = abs(float(a[0] * q[0] + a[1] * q[1] + a[2] * q[2] + a[3] * q[3])) / norm
+            turned = 2.0 * math.degrees(math.acos(min(1.0, cos_half / max(float(np.linalg.norm(a)), 1e-12))))
+            if self._still_since[index] < 0 or turned > self.params["offset_max_motion_deg"]:
+                self._anchor[index] = q
+                self._still_since[index] = stamp_ns
         self.last_ns[index] = stamp_ns
         if self.first_ns < 0:
             self.first_ns = stamp_ns
@@ -364,6 +464,18 @@ class ShapeMessages:
         if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, factory=f)))
         return out
+
+
+def base_transforms(stamp_ns: int, world_imu_base: FloatArray, prefix: str = "") -> list[TransformStamped]:
+    """``world -> vine_base`` (REP-103: x along the initial growth, z up) and ``vine_base -> vine_imu_base`` (the
+    chain's base: z along the growth, x towards the IMUs), from the chain base's placement in the world (4x4)."""
+    r = np.asarray(R_VINE_BASE_IMU_BASE, dtype=float)
+    t_base_imu = np.eye(4)
+    t_base_imu[:3, :3] = r
+    t_world_base = np.asarray(world_imu_base, dtype=float) @ np.linalg.inv(t_base_imu)
+    base, imu_base = prefix + VINE_BASE_FRAME, prefix + VINE_IMU_BASE_FRAME
+    return [TransformStamped(stamp_ns, "world", base, t_world_base),
+            TransformStamped(stamp_ns, base, imu_base, t_base_imu)]
 
 
 def length_message(stamp_ns: int, frame_id: str, length: float, velocity: float, factory: MessageFactory) -> Any:

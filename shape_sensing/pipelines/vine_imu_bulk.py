@@ -121,7 +121,7 @@ def _imu_stream(ta: TopicArrays) -> _Stream:
 def _norm_ok(q: np.ndarray) -> bool:
     # the tracker's check, same operations
     norm = math.sqrt(float(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]))
-    return 0.5 < norm < 1.5
+    return abs(norm - 1.0) <= msgs.UNIT_QUATERNION_TOLERANCE
 
 
 def _imu_fixed_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -148,11 +148,11 @@ def _imu_fixed_layout(data: np.ndarray | FixedRows) -> tuple[np.ndarray, np.ndar
     sq = (q[:, None, :] @ q[:, :, None])[:, 0, 0]
     with np.errstate(invalid="ignore"):
         norm = np.where(sq >= 0.0, np.sqrt(np.where(sq >= 0.0, sq, 0.0)), np.nan)
-        undecodable = ~absent & ~(np.isfinite(norm) & (norm >= 0.5))
+        undecodable = ~absent & ~(np.isfinite(norm) & (np.abs(norm - 1.0) <= msgs.UNIT_QUATERNION_TOLERANCE))
         qn = q / np.where(undecodable | absent, 1.0, norm)[:, None]
         check = np.sqrt(qn[:, 0] * qn[:, 0] + qn[:, 1] * qn[:, 1] + qn[:, 2] * qn[:, 2] + qn[:, 3] * qn[:, 3])
     status = np.full(len(data), _OK, dtype=np.int8)
-    status[~((check > 0.5) & (check < 1.5))] = _BAD
+    status[~(np.abs(check - 1.0) <= msgs.UNIT_QUATERNION_TOLERANCE)] = _BAD
     status[absent] = _BAD
     status[undecodable] = _UNDECODABLE
     qn[status != _OK] = 0.0

@@ -45,13 +45,45 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from shape_sensing.drivers.bno055 import CALIBRATION_LENGTH, CalibrationProfile, Mode, Reg
-
 __all__ = ["SimBNO055"]
+
+
+class Reg:
+    """Page-0 registers used here (BST-BNO055-DS000, table 4-2 "Register Map Page 0")."""
+
+    CHIP_ID = 0x00  # reads 0xA0 (section 4.3.1)
+    PAGE_ID = 0x07
+    ACC_DATA = 0x08  # ACC_DATA_X_LSB; MAG 0x0E, GYR 0x14 follow, 6 bytes each
+    MAG_DATA = 0x0E
+    GYR_DATA = 0x14
+    EUL_DATA = 0x1A  # EUL_Heading_LSB, then roll, pitch
+    QUA_DATA = 0x20  # QUA_Data_w_LSB, then x, y, z
+    LIA_DATA = 0x28
+    GRV_DATA = 0x2E
+    TEMP = 0x34
+    CALIB_STAT = 0x35
+    SYS_STATUS = 0x39
+    UNIT_SEL = 0x3B
+    OPR_MODE = 0x3D
+    SYS_TRIGGER = 0x3F  # bit 5 RST_SYS
+    AXIS_MAP_CONFIG = 0x41
+    AXIS_MAP_SIGN = 0x42
+    CALIB_DATA = 0x55  # ACC_OFFSET_X_LSB .. MAG_RADIUS_MSB (0x6A): 22 bytes
+
+
+class Mode:
+    """OPR_MODE values (datasheet table 3-5 "Operating modes overview")."""
+
+    CONFIG = 0x00
+    IMU = 0x08  # 0x08-0x0C are the fusion modes (IMU, COMPASS, M4G, NDOF_FMC_OFF, NDOF)
+
+
+CALIBRATION_LENGTH = 0x6A - 0x55 + 1  # section 3.6.4: offsets and radii, 0x55-0x6A
 
 _ANY_MODE_WRITABLE = {Reg.OPR_MODE, Reg.SYS_TRIGGER, Reg.PAGE_ID, 0x3F}
 _GRAVITY = 9.80665
@@ -99,20 +131,29 @@ class SimBNO055:
     """
 
     def __init__(
-        self, address: int = 0x28, name: str = "", *, learned: CalibrationProfile | None = None, seed: int = 0
+        self, address: int = 0x28, name: str = "", *, learned: bytes | Any = None, seed: int = 0
     ) -> None:
         if address not in (0x28, 0x29):
             raise ValueError(f"BNO055 address {address:#04x} invalid: expected 0x28 or 0x29")
         self.address = address
         self.name = name or f"bno055@{address:#04x}"
         rng = np.random.default_rng(seed)
-        self.learned = learned or CalibrationProfile(
-            tuple(int(x) for x in rng.integers(-60, 60, 3)),  # type: ignore[arg-type]
-            tuple(int(x) for x in rng.integers(-400, 400, 3)),  # type: ignore[arg-type]
-            tuple(int(x) for x in rng.integers(-5, 5, 3)),  # type: ignore[arg-type]
-            1000,
-            int(rng.integers(500, 900)),
-        )
+        if learned is None:
+            # accel offset x/y/z, mag offset x/y/z, gyro offset x/y/z, accel radius, mag radius: int16 LE
+            # (section 3.6.4); the accel radius of a 4 G range is 1000 LSB.
+            values = [
+                *(int(x) for x in rng.integers(-60, 60, 3)),
+                *(int(x) for x in rng.integers(-400, 400, 3)),
+                *(int(x) for x in rng.integers(-5, 5, 3)),
+                1000,
+                int(rng.integers(500, 900)),
+            ]
+            learned = struct.pack("<11h", *values)
+        elif not isinstance(learned, (bytes, bytearray)):
+            learned = learned.to_bytes()  # any profile object that serialises to the 22 register bytes
+        if len(learned) != CALIBRATION_LENGTH:
+            raise ValueError(f"learned profile of {len(learned)} bytes: expected {CALIBRATION_LENGTH}")
+        self.learned = bytes(learned)
         self.regs = bytearray(0x80)
         self.page1 = bytearray(0x80)
         self.pointer = 0
@@ -169,7 +210,7 @@ class SimBNO055:
         """Pretend the user moved the chip until it reached ``levels`` (system, gyro, accel, mag)."""
         self.levels = levels
         if min(levels) == 3:
-            self.regs[Reg.CALIB_DATA : Reg.CALIB_DATA + CALIBRATION_LENGTH] = self.learned.to_bytes()
+            self.regs[Reg.CALIB_DATA : Reg.CALIB_DATA + CALIBRATION_LENGTH] = self.learned
         self._dirty = True
 
     @property
@@ -263,7 +304,7 @@ class SimBNO055:
 
     def _leave_config(self) -> None:
         raw = bytes(self.regs[Reg.CALIB_DATA : Reg.CALIB_DATA + CALIBRATION_LENGTH])
-        if raw == self.learned.to_bytes():
+        if raw == self.learned:
             self.levels = (3, 3, 3, 3)
 
     def _remap_matrix(self) -> np.ndarray:

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shape_sensing.config import Param, Schema
-from shape_sensing.drivers.wt901 import RATE_CODES
 from shape_sensing.estimators.rigid_module import (
     chain_transforms,
     euler_zyx_to_matrix,
@@ -25,6 +24,7 @@ from shape_sensing.estimators.rigid_module import (
     ujoint_rotation,
 )
 from shape_sensing.geometry import FloatArray
+from shape_sensing.sim.wt901_emulator import OUTPUT_RATES_HZ
 from shape_sensing.types import ImuSample
 
 __all__ = ["SCHEMA", "EmulatedSensors", "HyperRedundantSim", "SimSnapshot"]
@@ -36,7 +36,7 @@ SCHEMA = Schema(
         Param("n_modules", int, 4, "number of modules", min=4, max=20),
         Param("d1", float, 0.040, "universal joint height above the lower platform", min=0.0, max=2.0, unit="m"),
         Param("d2", float, 0.040, "upper platform height above the universal joint", min=0.0, max=2.0, unit="m"),
-        Param("rate", float, 100.0, "WT901 output rate", choices=tuple(sorted(RATE_CODES)), unit="Hz"),
+        Param("rate", float, 100.0, "WT901 output rate", choices=OUTPUT_RATES_HZ, unit="Hz"),
         Param("amplitude_deg", float, 20.0, "peak joint angle", min=0.0, max=80.0, unit="deg"),
         Param("mount_deg", float, 0.5, "sensor mounting misalignment (std)", min=0.0, max=10.0, unit="deg"),
         Param("yaw_disturbance_deg", float, 5.0, "magnetic yaw disturbance amplitude", min=0.0, max=90.0, unit="deg"),

@@ -131,6 +131,8 @@ class SimI2CBus:
         self.timeout_s = 0.001
         self.closed = False
         self._routes: dict[int, list[SimDevice]] | None = None
+        # Set to a list to record every transaction's bytes: (address, bytes written, bytes read, acknowledged).
+        self.wire: list[tuple[int, bytes, bytes, bool]] | None = None
 
     # -- wiring ------------------------------------------------------------------
     def invalidate(self) -> None:
@@ -187,6 +189,19 @@ class SimI2CBus:
             raise ValueError(f"Data length cannot exceed 32 bytes: {len(data)}")
         self._transfer("write_i2c_block_data", i2c_addr, bytes([register & 0xFF, *[d & 0xFF for d in data]]), 0)
 
+    # -- plain I2C (what a CircuitPython ``busio.I2C`` offers) ---------------------
+    def write(self, address: int, data: bytes) -> None:
+        """S addr+W data* P (an empty ``data`` only probes the address)."""
+        self._transfer("write", address, bytes(data), 0)
+
+    def read(self, address: int, n: int) -> bytes:
+        """S addr+R data*n P: bytes from the device's current register pointer."""
+        return self._transfer("read", address, b"", n)
+
+    def write_read(self, address: int, data: bytes, n: int) -> bytes:
+        """S addr+W data* Sr addr+R data*n P (one combined transfer)."""
+        return self._transfer_msgs("write_read", address, [(False, bytes(data)), (True, n)])[0]
+
     def i2c_rdwr(self, *msgs: Any) -> None:
         """Combined transfer (Linux ``I2C_RDWR``): the messages of ``smbus2.i2c_msg`` joined by repeated STARTs.
 
@@ -239,6 +254,8 @@ class SimI2CBus:
             # START, address byte answered by NACK, STOP.
             self._log(Transaction(t0, op, address, 0, 0, 1, 1 + 9 + 1, False, error="nack"))
             self.stats.nacks += 1
+            if self.wire is not None:
+                self.wire.append((address, written, b"", False))
             raise OSError(errno.EREMOTEIO, f"Remote I/O error (no ACK from {address:#04x})")
         combined = nread > 0 and len(written) > 0  # register pointer write, then Sr and read
         nbytes = 1 + len(written) + nread + (1 if combined else 0)
@@ -264,6 +281,8 @@ class SimI2CBus:
         conflict = len(devices) > 1
         self.stats.conflicts += conflict
         self._log(Transaction(t0, op, address, len(written), nread, nbytes, nbits, True, conflict))
+        if self.wire is not None:
+            self.wire.append((address, written, data, True))
         return data
 
     def _transfer_msgs(self, op: str, address: int, parts: list[tuple[bool, bytes | int]]) -> list[bytes]:
@@ -277,6 +296,8 @@ class SimI2CBus:
         if not devices or (address in self.nack_rate and self.rng.random() < self.nack_rate[address]):
             self._log(Transaction(t0, op, address, 0, 0, 1, 1 + 9 + 1, False, error="nack"))
             self.stats.nacks += 1
+            if self.wire is not None:
+                self.wire.append((address, b"".join(p for _, p in parts if isinstance(p, bytes)), b"", False))
             raise OSError(errno.EREMOTEIO, f"Remote I/O error (no ACK from {address:#04x})")
         written = sum(len(p) for _, p in parts if isinstance(p, bytes))
         nread = sum(p for _, p in parts if isinstance(p, int))
@@ -303,6 +324,9 @@ class SimI2CBus:
         conflict = len(devices) > 1
         self.stats.conflicts += conflict
         self._log(Transaction(t0, op, address, written, nread, nbytes, nbits, True, conflict))
+        if self.wire is not None:
+            out = b"".join(p for _, p in parts if isinstance(p, bytes))
+            self.wire.append((address, out, b"".join(replies), True))
         return replies
 
     def _log(self, tx: Transaction) -> None:

@@ -1,4 +1,4 @@
-"""A loopback ATI Net F/T (RDT over UDP, see :mod:`shape_sensing.drivers.netft`).
+"""A loopback ATI Net F/T (RDT over UDP; the driver is :mod:`shape_sensing.drivers.netft`).
 
 It binds 127.0.0.1 only, answers RDT requests (start real-time or buffered streaming with a
 sample count, stop, bias) and sends records of the wrench the caller sets, with optional loss and
@@ -9,24 +9,22 @@ requests and :meth:`send` emits one sample to the streaming client.
 from __future__ import annotations
 
 import socket
+import struct
 from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from shape_sensing.drivers.netft import (
-    CMD_SET_BIAS,
-    CMD_START_BUFFERED,
-    CMD_START_REALTIME,
-    CMD_STOP,
-    RdtRecord,
-    decode_request,
-    encode_record,
-)
-
 __all__ = ["LOOPBACK", "NetFtEmulator"]
 
 LOOPBACK = "127.0.0.1"
+# ATI Net F/T Installation and Operation Manual (9620-05-NET FT), section "RDT Interface", stated here on
+# its own: request = uint16 header 0x1234, uint16 command, uint32 sample count, big-endian; record =
+# uint32 rdt_sequence, uint32 ft_sequence, uint32 status, int32 Fx Fy Fz Tx Ty Tz, big-endian (36 bytes).
+_RDT_REQUEST_HEADER = 0x1234
+_STOP, _START_REALTIME, _START_BUFFERED, _SET_SOFTWARE_BIAS = 0x0000, 0x0002, 0x0003, 0x0042
+_REQUEST = struct.Struct(">HHI")
+_RECORD = struct.Struct(">III6i")
 
 
 @dataclass
@@ -87,17 +85,19 @@ class NetFtEmulator:
             except BlockingIOError:
                 return handled
             handled += 1
-            try:
-                command, count = decode_request(data)
-            except ValueError:
+            if len(data) != _REQUEST.size:
                 self.bad_requests += 1
                 continue
-            if command in (CMD_START_REALTIME, CMD_START_BUFFERED):
+            header, command, count = _REQUEST.unpack(data)
+            if header != _RDT_REQUEST_HEADER:
+                self.bad_requests += 1
+                continue
+            if command in (_START_REALTIME, _START_BUFFERED):
                 self.client, self.remaining, self.endless = addr, count, count == 0
-                self.buffered = command == CMD_START_BUFFERED
-            elif command == CMD_STOP:
+                self.buffered = command == _START_BUFFERED
+            elif command == _STOP:
                 self.client, self.remaining, self.endless = None, 0, False
-            elif command == CMD_SET_BIAS:
+            elif command == _SET_SOFTWARE_BIAS:
                 self.bias = self._last.copy()
             else:
                 self.bad_requests += 1
@@ -113,7 +113,8 @@ class NetFtEmulator:
         scale = np.array([self.counts_per_force] * 3 + [self.counts_per_torque] * 3)
         counts = np.clip(np.round((raw - self.bias) * scale), -(2**31), 2**31 - 1).astype(np.int64)
         self.rdt_sequence += 1
-        rec = encode_record(RdtRecord(self.rdt_sequence, self.ft_sequence, self.status, tuple(int(c) for c in counts)))  # type: ignore[arg-type]
+        head = (self.rdt_sequence & 0xFFFFFFFF, self.ft_sequence & 0xFFFFFFFF, self.status & 0xFFFFFFFF)
+        rec = _RECORD.pack(*head, *(int(c) for c in counts))
         if not self.endless:
             self.remaining -= 1
         if self.buffered:

@@ -13,8 +13,10 @@ back, as ``ImuSample`` with the provider's frame ids.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +29,14 @@ from shape_sensing.sim.i2c_bus import Segment, SimI2CBus
 from shape_sensing.sim.tca9548a_sim import SimTCA9548A
 from shape_sensing.types import ImuSample
 
-__all__ = ["EARTH_FIELD", "RegisterLevelSource", "SimulatedHardware", "build_simulated_hardware"]
+__all__ = [
+    "EARTH_FIELD",
+    "RegisterLevelSource",
+    "SimulatedHardware",
+    "SpikeStreamResult",
+    "build_simulated_hardware",
+    "spike_stream",
+]
 
 EARTH_FIELD = np.array([0.0, 20e-6, -42e-6])  # T, world frame (ENU, mid-latitude)
 
@@ -132,7 +141,8 @@ class RegisterLevelSource:
         self.missing = 0
         self.overruns = 0
 
-    def _setup(self, frame_ids: Sequence[str]) -> tuple[SimulatedHardware, Bno055Chain]:
+    def _setup(self, samples: Sequence[ImuSample]) -> tuple[SimulatedHardware, Bno055Chain]:
+        frame_ids = [s.frame_id for s in samples]
         if self.topology is None:
             params = example_topology_params([f"imu_{i:02d}" for i in range(len(frame_ids))])
             params["sensor_frames"] = list(frame_ids)
@@ -149,6 +159,7 @@ class RegisterLevelSource:
         if self.calibrated:
             for chip in hw.sensors.values():
                 chip.calibrate()
+        self._load(hw, samples)  # the chips hold the first motion from power-up: no jump when the data starts
         chain = Bno055Chain(hw.bus, self.topology, self.options, clock=hw.bus.clock, sleep=hw.bus.sleep)
         pending = chain.start(timeout=0.5)
         if pending:
@@ -160,17 +171,14 @@ class RegisterLevelSource:
         """Samples at time ``t`` (s) as read back by the driver (sensors not read this sweep are left out)."""
         samples = self.provider(t)
         if self.hardware is None or self.chain is None:
-            hw, chain = self._setup([s.frame_id for s in samples])
+            hw, chain = self._setup(samples)
         else:
             hw, chain = self.hardware, self.chain
         t_ns = round(t * 1e9)
         if hw.bus.now_ns > t_ns:
             self.overruns += 1
         hw.bus.now_ns = max(hw.bus.now_ns, t_ns)
-        quats = np.array([[0.0, 0.0, 0.0, 1.0] if s.orientation is None else s.orientation for s in samples], float)
-        fields = np.einsum("nji,j->ni", quat_to_matrix(quats), EARTH_FIELD)  # R^T B: the field in each sensor frame
-        for s, q, b in zip(samples, quats, fields, strict=True):
-            hw.sensors[self._by_frame[s.frame_id]].set_motion(q, s.angular_velocity, s.linear_acceleration, b)
+        self._load(hw, samples)
         result = chain.sweep()
         by_name = {r.name: r for r in result.readings}
         out: list[ImuSample] = []
@@ -188,3 +196,125 @@ class RegisterLevelSource:
         return out
 
     imu_samples = __call__
+
+    def _load(self, hw: SimulatedHardware, samples: Sequence[ImuSample]) -> None:
+        """Set every sample's motion on its simulated chip."""
+        quats = np.array([[0.0, 0.0, 0.0, 1.0] if s.orientation is None else s.orientation for s in samples], float)
+        fields = np.einsum("nji,j->ni", quat_to_matrix(quats), EARTH_FIELD)  # R^T B: the field in each sensor frame
+        for s, q, b in zip(samples, quats, fields, strict=True):
+            hw.sensors[self._by_frame[s.frame_id]].set_motion(q, s.angular_velocity, s.linear_acceleration, b)
+
+
+@dataclass
+class SpikeStreamResult:
+    """What a corrupted stream did: glitches injected, and what reached the chain's output (the estimator's input)."""
+
+    seconds: float
+    readings: int  # samples the chain handed on
+    injected: dict[str, int]  # corrupted reads by kind
+    spikes_out: int  # handed-on samples further than spike_deg from the true orientation
+    spikes_out_by_kind: dict[str, int]
+    worst_out_deg: float  # the largest error of a handed-on sample
+    dropped_clean: int  # clean reads the checks dropped (false alarms)
+    bad_frames: dict[str, int]  # the chain's counters, summed over sensors
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain mapping (for JSON)."""
+        return dict(self.__dict__)
+
+
+def spike_stream(
+    *,
+    frame_checks: bool,
+    seconds: float = 60.0,
+    n_sensors: int = 6,
+    rate: float = 0.005,
+    sweep_hz: float = 100.0,
+    peak_rate_dps: float = 180.0,
+    spike_deg: float = 2.0,
+    seed: int = 0,
+) -> SpikeStreamResult:
+    """Run the BNO055 chain driver on chips whose quaternion reads fail now and then; count what gets through.
+
+    Each sensor turns about its own random axis at ``peak_rate_dps * sin(2 pi 0.5 t)`` (a smooth, physical
+    motion); every read covering the quaternion is corrupted with probability ``rate`` (0.005 at 100 Hz: one
+    spike every 2 s per sensor) by one of :data:`~shape_sensing.sim.bno055_glitches.KINDS`. A sample the chain
+    hands on is a spike when it is more than ``spike_deg`` from the orientation the chip was given.
+    ``frame_checks=False`` is the driver's behaviour before the frame checks (the quaternion norm only).
+    """
+    from scipy.spatial.transform import Rotation
+
+    from shape_sensing.sim.bno055_glitches import GlitchyBNO055
+
+    rng = np.random.default_rng(seed)
+    names = [f"imu_{i:02d}" for i in range(n_sensors)]
+    topology = Topology.from_params(example_topology_params(names))
+    hw = build_simulated_hardware(topology, seed=seed, start_ns=-100_000_000)
+    wrappers: dict[str, GlitchyBNO055] = {}
+    sensors = list(hw.sensors.items())
+    for k, (name, chip) in enumerate(sensors):
+        chip.calibrate()
+        wrappers[name] = GlitchyBNO055(chip, rate, rng, neighbour=sensors[(k + 1) % len(sensors)][1])
+    for seg in [hw.bus.host, *(ch for m in hw.muxes.values() for ch in m.channels)]:
+        devices: list[Any] = [wrappers.get(d.name, d) for d in seg.devices]
+        seg.devices = devices
+    hw.bus.invalidate()
+    axes = rng.normal(size=(n_sensors, 3))
+    axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+    w0 = np.deg2rad(peak_rate_dps)
+    f = 0.5
+
+    def truth(t: float) -> np.ndarray:
+        angle = w0 / (2 * np.pi * f) * (1 - np.cos(2 * np.pi * f * t))  # integral of w0 sin(2 pi f t)
+        return Rotation.from_rotvec(axes * angle).as_quat()
+
+    def load(t: float) -> np.ndarray:
+        q = truth(t)
+        rate_now = axes * w0 * np.sin(2 * np.pi * f * t)
+        for (_name, chip), qi, wi in zip(sensors, q, rate_now, strict=True):
+            chip.set_motion(qi, wi)
+        return q
+
+    load(0.0)
+    options = ChainOptions(
+        imu_fields=("orientation", "angular_velocity", "linear_acceleration"),
+        mag_rate=0.0,
+        capture_calibration=False,
+        frame_checks=frame_checks,
+    )
+    chain = Bno055Chain(hw.bus, topology, options, clock=hw.bus.clock, sleep=hw.bus.sleep)
+    if chain.start(timeout=0.5):
+        raise DriverConfigError("simulated sensors did not come up")
+    for w in wrappers.values():
+        w.injected.clear()
+    readings = spikes = dropped_clean = 0
+    worst = 0.0
+    by_kind: Counter[str] = Counter()
+    index = {name: k for k, name in enumerate(names)}
+    for step in range(int(seconds * sweep_hz)):
+        t = step / sweep_hz
+        hw.bus.now_ns = max(hw.bus.now_ns, round(t * 1e9))
+        q_true = load(t)
+        kinds_before = {n: sum(w.injected.values()) for n, w in wrappers.items()}
+        result = chain.sweep()
+        got = {r.name: r for r in result.readings}
+        for name, w in wrappers.items():
+            corrupted = sum(w.injected.values()) > kinds_before[name]
+            r = got.get(name)
+            if r is None:
+                dropped_clean += not corrupted and name not in result.skipped
+                continue
+            readings += 1
+            assert r.orientation is not None
+            d = abs(float(np.dot(r.orientation, q_true[index[name]])))
+            err = float(np.rad2deg(2 * np.arccos(min(1.0, d))))
+            worst = max(worst, err)
+            if err > spike_deg:
+                spikes += 1
+                by_kind[w.last_kind or "clean"] += 1
+    injected: Counter[str] = Counter()
+    for w in wrappers.values():
+        injected.update(w.injected)
+    keys = ("bad_frames", "bad_norm", "bad_jump", "bad_zero", "bad_ff", "resyncs")
+    bad = {k: sum(getattr(h, k) for h in chain.health.values()) for k in keys}
+    return SpikeStreamResult(seconds, readings, dict(injected), spikes, dict(by_kind), worst, dropped_clean, bad)

@@ -77,6 +77,7 @@ SCHEMA = Schema(
         Param("accel_noise", float, 0.02, "accelerometer white noise", min=0.0, unit="m/s^2"),
         Param("seed", int, 0, "random seed"),
         Param("frame_prefix", str, "", "prefix of every frame id (two robots in one TF tree)"),
+        Param("world_frame", str, "world", "parent of the base in the node's static transform; '' for none"),
         Param(
             "inside",
             str,
@@ -151,7 +152,8 @@ class VineSimulator:
         n = config.n_sensors
         self.sigma = config.first_sensor + config.spacing * np.arange(n)
         self.sensor_names = [f"{config.frame_prefix}vine_imu_{i:02d}" for i in range(n)]
-        self.base_frame = f"{config.frame_prefix}vine_base"
+        self.base_frame = f"{config.frame_prefix}vine_imu_base"  # the chain's base: z along the growth
+        self.vine_base_frame = f"{config.frame_prefix}vine_base"  # REP-103: x along the growth, z up
         if config.scenario == "growth":
             self.length_range = (0.30, max(1.75, self.sigma[-1] + 0.02))
         else:

@@ -19,9 +19,14 @@ Sensor faults: encoder quantisation (``metres_per_count``), pressure noise, forc
 and multiplicative stick-slip) and contact dropouts (no switch, no force for 40-300 ms), switch
 quantisation of the contact angle, BNO055 heading drift per metre grown plus noise.
 
+Burst contact loss (``burst_fraction``): the cap bounces off or slides along a wall and loses its
+switches and force for bursts of about 0.3 s (exponential, clipped to 0.1-1 s) over a given fraction
+of the contact time; the body stays where the kinematics put it (straight from its last pivot).
+
 Courses: :func:`single_course` (the paper's sweep: obstacle angle 130-170 deg, pivot-to-obstacle
-35-75 cm, R = 3.5 cm) and :func:`three_course` (three obstacles turning left, right, left; each
-collision pivots about the previous obstacle's corner, as in the paper's Fig. 9).
+35-75 cm, R = 3.5 cm), :func:`three_course` (three obstacles turning left, right, left; each
+collision pivots about the previous obstacle's corner, as in the paper's Fig. 9) and
+:func:`straight_course` (no obstacle: a heading drift calibration run).
 """
 
 from __future__ import annotations
@@ -33,7 +38,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shape_sensing.config import Param, Schema
-from shape_sensing.drivers.contact_cap import switch_angles
 from shape_sensing.estimators.collision_pivot import buckling_max_contact_angle
 
 __all__ = [
@@ -45,13 +49,15 @@ __all__ = [
     "SensorFaults",
     "SimSample",
     "VineCollisionSim",
+    "course_by_name",
     "single_course",
+    "straight_course",
     "three_course",
 ]
 
 PAPER_OBSTACLE_ANGLES = (130.0, 140.0, 150.0, 160.0, 170.0)  # deg
 PAPER_PIVOT_DISTANCES = (0.35, 0.45, 0.55, 0.65, 0.75)  # m, pivot to the obstacle's face centre
-COURSES = ("single", "three")
+COURSES = ("single", "three", "straight")
 
 
 def _u(h: float) -> np.ndarray:
@@ -159,6 +165,24 @@ def three_course(radius: float = 0.035, grow_after: float = 0.4) -> Course:
     )
 
 
+def straight_course(length: float = 1.5, radius: float = 0.035) -> Course:
+    """No obstacle: the robot grows straight to ``length`` (a heading drift calibration run)."""
+    if not length > 0:
+        raise ValueError(f"length {length} m: expected > 0")
+    return Course("straight", [], [], length, radius, f"no obstacle, straight growth to {length:g} m")
+
+
+def course_by_name(name: str, obstacle_angle_deg: float = 150.0, pivot_distance: float = 0.55) -> Course:
+    """A course of :data:`COURSES` by name (the single course's angle and distance as given)."""
+    if name == "three":
+        return three_course()
+    if name == "straight":
+        return straight_course()
+    if name == "single":
+        return single_course(obstacle_angle_deg, pivot_distance)
+    raise ValueError(f"course {name!r}: expected one of {list(COURSES)}")
+
+
 @dataclass
 class SensorFaults:
     """Sensor error model (defaults: the faults the paper reports, at magnitudes of its hardware)."""
@@ -176,6 +200,26 @@ class SensorFaults:
     heading_noise: float = math.radians(0.5)
     switch_patch: float = math.radians(6.0)  # switches within this of the contact normal are pressed
     pressure_drop_spread: float = 0.15  # the true drop is nominal (1 + spread N(0,1))
+    # Burst contact loss: the cap bounces off or slides along a wall and loses its switches and force for
+    # bursts of ``burst_duration`` s on average (exponential, at least ``burst_min``, at most ``burst_max``)
+    # over ``burst_fraction`` of the contact time. 0: none (the paper's intermittent dropouts only).
+    burst_fraction: float = 0.0
+    burst_duration: float = 0.3
+    burst_min: float = 0.1
+    burst_max: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.burst_fraction < 1.0:
+            raise ValueError(f"burst_fraction {self.burst_fraction}: expected 0 <= fraction < 1")
+        if not 0.0 < self.burst_min <= self.burst_max or self.burst_duration <= 0:
+            raise ValueError(f"burst durations {self.burst_min}, {self.burst_duration}, {self.burst_max} s: expected "
+                             "0 < min <= max and mean > 0")  # fmt: skip
+
+    @classmethod
+    def all_faults(cls, burst_fraction: float = 0.15, heading_drift_deg_per_m: float = 2.0) -> SensorFaults:
+        """Every fault on: the paper's, bursts of contact loss over ``burst_fraction`` of the contact time and a
+        heading drift of ``heading_drift_deg_per_m`` (the estimator is told none of it)."""
+        return cls(burst_fraction=burst_fraction, heading_drift_per_metre=math.radians(heading_drift_deg_per_m))
 
     @classmethod
     def clean(cls) -> SensorFaults:
@@ -210,7 +254,8 @@ class SimSample:
     force_measured: float
     cap_mask: int
     heading_measured: float
-    dropout: bool
+    dropout: bool  # no switch, no force (a brief dropout or a burst)
+    burst: bool = False  # inside a burst of contact loss
 
 
 @dataclass
@@ -246,7 +291,13 @@ class VineCollisionSim:
         self.true_drift = f.heading_drift_per_metre * (1.0 + f.heading_drift_spread * self.rng.standard_normal())
         spread = 1.0 + f.pressure_drop_spread * self.rng.standard_normal()
         self.true_drop = max(0.0, f.pressure_drop_per_metre * spread)
-        self.switches = switch_angles(self.n_switches, self.sensing_arc)
+        # the cap's switches, equally spaced over the sensing arc and centred on the cap axis
+        if self.n_switches < 1 or not 0 < self.sensing_arc <= 2 * math.pi:
+            raise ValueError(
+                f"cap with {self.n_switches} switches over {self.sensing_arc} rad: expected >= 1 and (0, 2 pi]"
+            )
+        half = self.sensing_arc / 2 if self.n_switches > 1 else 0.0
+        self.switches = np.linspace(-half, half, self.n_switches)
         # offset faces: (point a, direction w unit, length, normal toward outside, obstacle index)
         self._faces = []
         r = self.course.radius
@@ -267,7 +318,10 @@ class VineCollisionSim:
         heading = 0.0
         contact: tuple[np.ndarray, np.ndarray, float, np.ndarray] | None = None  # a, w, length, n
         posts = [np.asarray(p, dtype=float) for p in self.course.posts]
-        dropout_until = -1.0
+        dropout_until = burst_until = -1.0
+        # bursts start at this rate per second of contact outside a burst, so that they cover burst_fraction
+        bf = f.burst_fraction
+        burst_rate = bf / ((1.0 - bf) * self._burst_mean()) if bf > 0 else 0.0
         prev_tip = np.zeros(2)
         for k in range(self.n_steps):
             t = k / self.rate
@@ -327,12 +381,15 @@ class VineCollisionSim:
                 met = theta_c <= buckling_max_contact_angle(lf_true, self.course.radius, self.mu)
                 if t >= dropout_until and f.dropout_rate and rng.random() < f.dropout_rate / self.rate:
                     dropout_until = t + rng.uniform(f.dropout_min, f.dropout_max)
+                if t >= burst_until and burst_rate and rng.random() < burst_rate / self.rate:
+                    burst_until = t + self._burst_length()
             else:
                 theta_c = cap = math.nan
                 f_n = 0.0
                 met = True
-                dropout_until = -1.0
-            dropout = in_contact and t < dropout_until
+                dropout_until = burst_until = -1.0
+            burst = in_contact and t < burst_until
+            dropout = in_contact and (t < dropout_until or burst)
             # sensors
             q = f.metres_per_count
             l_meas = round(length / q) * q
@@ -351,8 +408,20 @@ class VineCollisionSim:
                 t=t, length=length, tip=tip.copy(), heading=heading, pivot=verts[-1].copy(), pivot_length=arcs[-1],
                 in_contact=in_contact, contact_angle=theta_c, cap_angle=cap, normal_force=f_n, pressure_base=p_base,
                 pressure_tip=p_tip, buckling_met=met, body=body, length_measured=l_meas, pressure_measured=p_meas,
-                force_measured=f_meas, cap_mask=mask, heading_measured=h_meas, dropout=dropout,
+                force_measured=f_meas, cap_mask=mask, heading_measured=h_meas, dropout=dropout, burst=burst,
             )  # fmt: skip
+
+    def _burst_length(self) -> float:
+        """One burst's duration: exponential about ``burst_duration``, kept within ``[burst_min, burst_max]``."""
+        f = self.faults
+        return float(min(max(self.rng.exponential(f.burst_duration), f.burst_min), f.burst_max))
+
+    def _burst_mean(self) -> float:
+        """The mean of :meth:`_burst_length` (the clipped exponential), for the rate that gives the fraction."""
+        f = self.faults
+        m, lo, hi = f.burst_duration, f.burst_min, f.burst_max
+        # E[min(max(X, lo), hi)] for X ~ Exp(mean m)
+        return lo + m * (math.exp(-lo / m) - math.exp(-hi / m))
 
     def _first_hit(
         self, p0: np.ndarray, p1: np.ndarray, heading: float
@@ -391,8 +460,8 @@ def _schema() -> Schema:
         description="Simulated vine robot among obstacles (seed 004) publishing its base station, cap and force "
         "topics through the real drivers, with ground truth.",
         params=(
-            Param("course", str, "three", "obstacle course: 'single' (the paper's sweep setup) or 'three'",
-                  choices=COURSES),
+            Param("course", str, "three", "obstacle course: 'single' (the paper's sweep setup), 'three' or "
+                  "'straight' (no obstacle: a drift calibration run)", choices=COURSES),
             Param("obstacle_angle", float, 150.0, "single course: obstacle angle", min=90.5, max=179.5, unit="deg"),
             Param("pivot_distance", float, 0.55, "single course: pivot post to the obstacle face", min=0.05,
                   max=3.0, unit="m"),
@@ -404,8 +473,14 @@ def _schema() -> Schema:
                   max=1.0),
             Param("line_corrupt", float, 0.005, "probability of a corrupted serial frame", min=0.0, max=1.0),
             Param("seed", int, 0, "random seed of the sensor faults"),
+            Param("burst_fraction", float, 0.0, "contact lost in bursts of about 0.3 s over this fraction of the "
+                  "contact time (bounce, sliding along a wall)", min=0.0, max=0.9),
+            Param("heading_drift", float, 2.0, "the cap heading's drift per metre grown", min=-90.0, max=90.0,
+                  unit="deg/m"),
             Param("loop", bool, True, "start the course again when it ends"),
             Param("frame_prefix", str, "", "prefix of the published frame ids"),
+            Param("world_frame", str, "world", "parent of the base in the static transform the node publishes; "
+                  "'' for none"),
         ),
     )  # fmt: skip
 

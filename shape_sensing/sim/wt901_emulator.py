@@ -1,7 +1,9 @@
 """Protocol-level WT901 emulator: byte streams and CAN messages, with corruption injection.
 
-The emulator speaks the protocol described in :mod:`shape_sensing.drivers.wt901`:
-it encodes attitude, angular velocity and acceleration into 11-byte frames in
+The emulator speaks WitMotion's protocol as their documents state it (the
+constants below, written here on their own so that a misreading in the driver
+:mod:`shape_sensing.drivers.wt901` is not repeated by its test partner): it
+encodes attitude, angular velocity and acceleration into 11-byte frames in
 the sensor's output order (0x50, 0x51, 0x52, 0x53, 0x54, 0x59, each when
 enabled in RSW) and obeys configuration commands (unlock, RSW, RRATE, BAUD,
 CALSW, save) written to it. Its bytes are read by the real driver through
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -19,30 +22,42 @@ import can
 import numpy as np
 from numpy.typing import ArrayLike
 
-from shape_sensing.drivers.wt901 import (
-    BAUD_CODES,
-    RATE_CODES,
-    STANDARD_GRAVITY,
-    CalibrationMode,
-    FrameType,
-    Register,
-    encode_frame,
-    euler_to_quat,
-)
-from shape_sensing.drivers.wt901_can import encode_can_cycle
-
 __all__ = ["Corruptor", "Wt901CanEmulator", "Wt901Emulator", "open_pty"]
 
-_RSW_ORDER = (
-    (0, FrameType.TIME),
-    (1, FrameType.ACCEL),
-    (2, FrameType.GYRO),
-    (3, FrameType.ANGLE),
-    (4, FrameType.MAG),
-    (9, FrameType.QUATERNION),
-)
-_RATE_BY_CODE = {v: k for k, v in RATE_CODES.items()}
-_BAUD_BY_CODE = {v: k for k, v in BAUD_CODES.items()}
+# The protocol as WitMotion documents it, stated here on its own (not taken from the driver):
+# WT901 datasheet v20-0702 5.1 (frames: 0x55, type, four int16 LE, checksum = low byte of the sum of
+# the first 10 bytes; scales 16 g, 2000 deg/s, 180 deg full scale), 5.2.8 (RSW bits), HWT905-TTL
+# datasheet v20-0707 5.2.9/5.2.10 (RRATE and BAUD codes), WIT standard protocol (unlock, save).
+_HEADER = 0x55
+_TIME, _ACC, _GYRO, _ANGLE, _MAG, _QUAT = 0x50, 0x51, 0x52, 0x53, 0x54, 0x59
+_REG_SAVE, _REG_CALSW, _REG_RSW, _REG_RRATE, _REG_BAUD = 0x00, 0x01, 0x02, 0x03, 0x04
+_REG_KEY, _KEY_UNLOCK = 0x69, 0xB588  # FF AA 69 88 B5
+_G = 9.80665  # the datasheet's "g"
+_RSW_ORDER = ((0, _TIME), (1, _ACC), (2, _GYRO), (3, _ANGLE), (4, _MAG), (9, _QUAT))
+_RATE_BY_CODE = {1: 0.2, 2: 0.5, 3: 1.0, 4: 2.0, 5: 5.0, 6: 10.0, 7: 20.0, 8: 50.0, 9: 100.0, 10: 125.0, 11: 200.0}
+_BAUD_BY_CODE = {1: 4800, 2: 9600, 3: 19200, 4: 38400, 5: 57600, 6: 115200, 7: 230400, 8: 460800, 9: 921600}
+OUTPUT_RATES_HZ = tuple(sorted(_RATE_BY_CODE.values()))
+BAUD_RATES = tuple(sorted(_BAUD_BY_CODE.values()))
+# Types a CAN board forwards (8 data bytes: the frame's first 8 bytes; see Wt901CanEmulator).
+_CAN_TYPES = frozenset({_TIME, _ACC, _GYRO, _ANGLE, _MAG})
+
+
+def _frame(ftype: int, values: Sequence[int]) -> bytes:
+    body = struct.pack("<BB4h", _HEADER, ftype, *values)
+    return body + bytes([sum(body) & 0xFF])
+
+
+def _zyx_quaternion(roll: float, pitch: float, yaw: float) -> tuple[float, float, float, float]:
+    """``(w, x, y, z)`` of ``Rz(yaw) Ry(pitch) Rx(roll)`` (half-angle products)."""
+    cr, sr = math.cos(roll / 2), math.sin(roll / 2)
+    cp, sp = math.cos(pitch / 2), math.sin(pitch / 2)
+    cy, sy = math.cos(yaw / 2), math.sin(yaw / 2)
+    return (
+        cr * cp * cy + sr * sp * sy,
+        sr * cp * cy - cr * sp * sy,
+        cr * sp * cy + sr * cp * sy,
+        cr * cp * sy - sr * sp * cy,
+    )
 
 
 def _q16(x: float) -> int:
@@ -68,7 +83,7 @@ class Wt901Emulator:
     baud: int = 9600
     unlocked: bool = False
     saved: int = 0
-    calibration: int = CalibrationMode.NORMAL
+    calibration: int = 0  # CALSW 0: normal working mode
     rejected: int = 0
     _cmd: bytearray = field(default_factory=bytearray)
 
@@ -88,22 +103,22 @@ class Wt901Emulator:
             self._command(reg, lo | (hi << 8))
 
     def _command(self, reg: int, value: int) -> None:
-        if reg == 0x69 and value == 0xB588:
+        if reg == _REG_KEY and value == _KEY_UNLOCK:
             self.unlocked = True
             return
         if not self.unlocked:
             self.rejected += 1
             return
-        if reg == Register.SAVE and value == 0:
+        if reg == _REG_SAVE and value == 0:
             self.saved += 1
             self.unlocked = False
-        elif reg == Register.RSW:
+        elif reg == _REG_RSW:
             self.rsw = value
-        elif reg == Register.RRATE and value in _RATE_BY_CODE:
+        elif reg == _REG_RRATE and value in _RATE_BY_CODE:
             self.rate_hz = _RATE_BY_CODE[value]
-        elif reg == Register.BAUD and value in _BAUD_BY_CODE:
+        elif reg == _REG_BAUD and value in _BAUD_BY_CODE:
             self.baud = _BAUD_BY_CODE[value]
-        elif reg == Register.CALSW:
+        elif reg == _REG_CALSW:
             self.calibration = value
         else:
             self.rejected += 1
@@ -131,8 +146,8 @@ class Wt901Emulator:
         r, p, y = (float(v) for v in np.asarray(euler, dtype=float))
         if accel is None:
             # Specific force of a resting sensor: R^T * [0, 0, g] for R = Rz Ry Rx.
-            accel = STANDARD_GRAVITY * np.array([-math.sin(p), math.cos(p) * math.sin(r), math.cos(p) * math.cos(r)])
-        a = np.asarray(accel, dtype=float) / (16.0 * STANDARD_GRAVITY) * 32768.0
+            accel = _G * np.array([-math.sin(p), math.cos(p) * math.sin(r), math.cos(p) * math.cos(r)])
+        a = np.asarray(accel, dtype=float) / (16.0 * _G) * 32768.0
         g = np.degrees(np.asarray(gyro, dtype=float)) / 2000.0 * 32768.0
         ang = np.degrees([r, p, y]) / 180.0 * 32768.0
         t = _q16(temperature_c * 100.0)
@@ -140,21 +155,20 @@ class Wt901Emulator:
         for bit, ftype in _RSW_ORDER:
             if not self.rsw & (1 << bit):
                 continue
-            if ftype == FrameType.TIME:
+            if ftype == _TIME:
                 vals = [0, 0, 0, time_ms & 0x7FFF]
-            elif ftype == FrameType.ACCEL:
+            elif ftype == _ACC:
                 vals = [_q16(a[0]), _q16(a[1]), _q16(a[2]), t]
-            elif ftype == FrameType.GYRO:
+            elif ftype == _GYRO:
                 vals = [_q16(g[0]), _q16(g[1]), _q16(g[2]), t]
-            elif ftype == FrameType.ANGLE:
+            elif ftype == _ANGLE:
                 vals = [_q16(ang[0]), _q16(ang[1]), _q16(ang[2]), 0x1234]
-            elif ftype == FrameType.MAG:
+            elif ftype == _MAG:
                 m = np.asarray(mag, dtype=float)
                 vals = [_q16(m[0]), _q16(m[1]), _q16(m[2]), t]
             else:
-                q = euler_to_quat(r, p, y)  # [x, y, z, w]
-                vals = [_q16(q[3] * 32768.0), _q16(q[0] * 32768.0), _q16(q[1] * 32768.0), _q16(q[2] * 32768.0)]
-            out.append(encode_frame(ftype, vals))
+                vals = [_q16(c * 32768.0) for c in _zyx_quaternion(r, p, y)]  # Q0 (scalar), Q1, Q2, Q3
+            out.append(_frame(ftype, vals))
         return out
 
     def cycle_bytes(self, euler: ArrayLike, **kwargs: object) -> bytes:
@@ -236,7 +250,9 @@ class Wt901CanEmulator:
         for k, (cid, eul) in enumerate(zip(self.can_ids, e, strict=True)):
             if k in skip:
                 continue
-            for msg in encode_can_cycle(cid, self.emulator.frames(eul), extended=self.extended):
-                self.bus.send(msg)
+            for frame in self.emulator.frames(eul):
+                if frame[1] not in _CAN_TYPES:
+                    continue  # a quaternion needs all four values: it does not fit 8 bytes
+                self.bus.send(can.Message(arbitration_id=cid, is_extended_id=self.extended, data=frame[:8], dlc=8))
                 sent += 1
         return sent

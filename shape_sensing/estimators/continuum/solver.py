@@ -23,6 +23,7 @@ used by the benchmark is :func:`dense_normal_equations`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,6 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 from scipy.linalg import LinAlgError, cho_solve_banded, cholesky_banded
-from threadpoolctl import ThreadpoolController
 
 from shape_sensing.estimators.continuum import factors as fac
 from shape_sensing.estimators.continuum import lie
@@ -66,7 +66,7 @@ __all__ = [
 
 _log = logging.getLogger(__name__)
 IntArray = NDArray[np.int64]
-_CONTROLLER: ThreadpoolController | None = None
+_CONTROLLER: Any = None
 
 
 def blas_single_thread() -> Any:
@@ -74,10 +74,26 @@ def blas_single_thread() -> Any:
 
     The banded factorisations here are small; thread hand-offs cost more than
     they gain, and on a loaded machine far more (measured 100x on 2 shared cores).
+
+    threadpoolctl does the limiting where it is installed (``pip install .`` and the pinned venvs have it;
+    Debian/Ubuntu ship ``python3-threadpoolctl`` but rosdep has no key for it, so a ROS 2 install may lack it).
+    Without it this is a no-op, logged once: set ``OPENBLAS_NUM_THREADS=1`` (or ``OMP_NUM_THREADS=1``) in the
+    node's environment instead.
     """
     global _CONTROLLER
     if _CONTROLLER is None:
-        _CONTROLLER = ThreadpoolController()
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _log.info(
+                "threadpoolctl is not installed: BLAS threads are not limited to one "
+                "(set OPENBLAS_NUM_THREADS=1 for the continuum estimator on a loaded machine)"
+            )
+            _CONTROLLER = False
+        else:
+            _CONTROLLER = ThreadpoolController()
+    if _CONTROLLER is False:
+        return contextlib.nullcontext()
     return _CONTROLLER.limit(limits=1, user_api="blas")
 
 
