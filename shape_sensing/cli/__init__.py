@@ -50,6 +50,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "vine robot base station: metres per encoder count from tape-measured growth trials",
     ),
     "probe": ("shape_sensing.cli.probe", "find the sensors: I2C trees behind TCA9548A switches, serial ports, CAN"),
+    "play-bag": ("shape_sensing.cli.play_bag", "ros2 bag play once a node subscribes (launch files' bag:= argument)"),
     "calibrate-heading-drift": (
         "shape_sensing.cli.calibrate_heading_drift",
         "vine robot cap: heading drift per metre grown from a recorded straight growth",
