@@ -73,8 +73,8 @@ def rigid_module(runs: int, duration: float) -> None:
 
 
 def continuum(dataset: Path | None) -> None:
+    from shape_sensing.cli.eval_continuum import evaluate_trial
     from shape_sensing.estimators.continuum import lie
-    from shape_sensing.eval_continuum import evaluate_trial
 
     if dataset is None or not dataset.is_dir():
         print("continuum: dataset not found, skipped (--dataset DIR)")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from ros_stand_ins import FakeNode, install
 
+from shape_sensing.cli.replay import replay_bag
 from shape_sensing.config import ConfigError, load_param_file
 from shape_sensing.demos.hyper_redundant import run_demo
 from shape_sensing.drivers.wt901_config import Wt901NodeConfig, build_serial_group
@@ -20,7 +21,6 @@ from shape_sensing.messages import hyper_redundant as hmsgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import default_factory
 from shape_sensing.pipelines.hyper_redundant import HyperRedundantTracker, matches
-from shape_sensing.replay import replay_bag
 from shape_sensing.schemas import NODE_SCHEMAS, schema_for
 from shape_sensing.sim.hyper_redundant import HyperRedundantSim
 from shape_sensing.types import ImuSample

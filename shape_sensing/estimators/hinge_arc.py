@@ -91,8 +91,8 @@ SCHEMA = Schema(
     "hinge_arc_estimator",
     (
         Param("imu_topics", "str[]", _DEFAULT_TOPICS, "sensor_msgs/Imu topics, base to tip", check=_check_unique),
-        Param("spacing", float, 0.102, "IMU spacing L along the outer wall", min=1e-3, unit="m"),
-        Param("diameter", float, 0.129, "inflated body diameter D", min=1e-3, unit="m"),
+        Param("spacing", float, 0.102, "IMU spacing L along the outer wall", min=1e-3, max=10.0, unit="m"),
+        Param("diameter", float, 0.129, "inflated body diameter D", min=1e-3, max=10.0, unit="m"),
         Param("first_sensor", float, 0.0, "material coordinate of the first IMU from the base", min=0.0, unit="m"),
         Param(
             "sensor_positions",
@@ -203,6 +203,8 @@ class HingeArcConfig:
         """Build from a parameter mapping (validated by :data:`SCHEMA`)."""
         p = SCHEMA.validate(params)
         n = len(p["imu_topics"]) if n_sensors is None else n_sensors
+        if n == 0:
+            raise ValueError("no IMU to estimate from: parameter 'imu_topics' is empty (list the robot's IMU topics)")
         if p["sensor_positions"]:
             pos = np.asarray(p["sensor_positions"], dtype=float)
             if len(pos) != n:

@@ -592,9 +592,16 @@ def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> 
     if config is not None:
         return load_node_params(config, SCHEMA)
     # No config: use every imu_NN/data topic in the bag, in index order.
+    topics = list(topics)
     found = sorted(
         (t for t in topics if IMU_TOPIC_RE.search(t)), key=lambda t: int(re.findall(r"imu_(\d+)/data$", t)[0])
     )
+    if not found:
+        shown = ", ".join(sorted(topics)[:12]) + (", ..." if len(topics) > 12 else "") if topics else "none"
+        raise ValueError(
+            f"the bag has no vine IMU topic ({namespace.rstrip('/')}/imu_NN/data): not a vine-IMU recording "
+            f"(its topics: {shown}); or give the IMU topics with --config (imu_topics)"
+        )
     rel = [t[len(namespace.rstrip("/")) + 1 :] if t.startswith(namespace.rstrip("/") + "/") else t for t in found]
     return {"imu_topics": rel}
 
