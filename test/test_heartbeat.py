@@ -67,7 +67,7 @@ def _beat(node: FakeNode) -> Any:
     before = len(node.publishers["/diagnostics"].sent)
     beat()
     (msg,) = node.publishers["/diagnostics"].sent[before:]
-    (status,) = [s for s in msg.status if s.name.endswith(": inputs") and ": collision:" not in s.name]
+    (status,) = [s for s in msg.status if s.name.endswith(": sensors heard")]
     return status
 
 
@@ -76,7 +76,7 @@ def test_collision_estimator_heartbeat_names_a_stopped_length_input(monkeypatch:
     clock = Clock()
     app.watch._now = clock
     first = _beat(est)
-    assert first.name == f"{NS}/collision_pivot_estimator: inputs" and first.hardware_id == NS
+    assert first.name == f"{NS}/collision_pivot_estimator: sensors heard" and first.hardware_id == NS
     assert first.level == DiagnosticLevel.ERROR.value
     assert "never heard: base/length, base/pressure, cap/state, cap/imu, obstacle/wrench" in first.message
     seen: dict[str, int] = {}
@@ -124,7 +124,7 @@ def test_hinge_arc_heartbeat_names_dead_and_future_stamped_imus(monkeypatch: pyt
     before = len(est.publishers["/diagnostics"].sent)
     beat()
     (status,) = [s for m in est.publishers["/diagnostics"].sent[before:] for s in m.status]
-    assert status.name == f"{NS}/hinge_arc_estimator: inputs"
+    assert status.name == f"{NS}/hinge_arc_estimator: sensors heard"
     assert status.level == DiagnosticLevel.WARN.value
     assert status.message.startswith(
         "17/19 inputs fresh; never heard: imu_03/data, imu_11/data; stamped ahead of the clock: imu_05/data (+3.0 s"

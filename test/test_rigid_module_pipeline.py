@@ -198,8 +198,9 @@ def test_launch_files_use_declared_executables_and_parameters(launch: str) -> No
             typ = schema[name].type
             coerced = {int: int, float: float, bool: lambda v: v == "true", str: str}[typ](value)
             schema[name].coerce(coerced)
-    assert any(n.get("pkg") == "rviz2" and "hyper_redundant.rviz" in n.get("args", "") for n in root.iter("node"))
-    assert (ROOT / "rviz" / "hyper_redundant.rviz").is_file()
+    rviz = "hyper_redundant_sim.rviz" if launch.endswith("_sim.launch.xml") else "hyper_redundant.rviz"  # sim: truth
+    assert any(n.get("pkg") == "rviz2" and rviz in n.get("args", "") for n in root.iter("node"))
+    assert (ROOT / "rviz" / rviz).is_file()
 
 
 def test_sim_launch_calibrates_within_the_rods_hold() -> None:

@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from shape_sensing import __version__
 from shape_sensing.demos import DEMOS
 
 __all__ = ["COMMANDS", "EXTRAS", "main", "missing_module"]
@@ -47,6 +48,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "calibrate-base-station": (
         "shape_sensing.cli.calibrate_base_station",
         "vine robot base station: metres per encoder count from tape-measured growth trials",
+    ),
+    "probe": ("shape_sensing.cli.probe", "find the sensors: I2C trees behind TCA9548A switches, serial ports, CAN"),
+    "play-bag": ("shape_sensing.cli.play_bag", "ros2 bag play once a node subscribes (launch files' bag:= argument)"),
+    "calibrate-heading-drift": (
+        "shape_sensing.cli.calibrate_heading_drift",
+        "vine robot cap: heading drift per metre grown from a recorded straight growth",
     ),
 }
 
@@ -86,6 +93,7 @@ def _build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     every = argv is None
     parser = argparse.ArgumentParser(prog="shape-sensing", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a simulated robot end to end: bag, picture, metrics")
     demos = demo.add_subparsers(dest="demo", required=True)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.config import load_node_params
+from shape_sensing.config import Schema, load_node_params
 from shape_sensing.estimators.continuum.online import SCHEMA, ContinuumMessages, ContinuumTracker
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
@@ -45,8 +45,21 @@ from shape_sensing.pipelines.common import resolve_topic
 from shape_sensing.pipelines.contracts import CONTINUUM_NAMESPACE as DEFAULT_NAMESPACE
 from shape_sensing.pipelines.contracts import continuum_arguments as add_replay_arguments
 from shape_sensing.pipelines.contracts import continuum_matches as matches
+from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 
-__all__ = ["DEFAULT_CONFIG", "DEFAULT_NAMESPACE", "NAME", "add_replay_arguments", "default_config", "matches", "replay"]
+#: The node's parameters: the estimator's and those of the live input stage (unused by replay).
+NODE_SCHEMA = Schema(SCHEMA.node, SCHEMA.params + LIVE_PARAMS, SCHEMA.description)
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_NAMESPACE",
+    "NAME",
+    "NODE_SCHEMA",
+    "add_replay_arguments",
+    "default_config",
+    "matches",
+    "replay",
+]
 
 NAME = "continuum"
 #: The package's parameter file (the real robot of the space_time_continuum dataset), in a source tree.

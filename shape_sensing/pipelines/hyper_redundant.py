@@ -45,6 +45,7 @@ from shape_sensing.estimators.rigid_module import (
     RigidModuleEstimator,
     euler_zyx_to_matrix,
     quat_to_euler_zyx,
+    quats_to_euler_zyx,
 )
 from shape_sensing.geometry import FloatArray, rotation_angle
 from shape_sensing.io.bag import BagMessage, BagWriter
@@ -220,6 +221,46 @@ class HyperRedundantTracker:
             )
         self.stats.estimates += 1
         return est
+
+    def push_sweep(self, samples: list[ImuSample]) -> list[RigidModuleEstimate]:
+        """The samples of one bus cycle (e.g. an ImuArray), each platform known by its frame id.
+
+        What :meth:`push_imu` does for each sample in stamp order, with the attitudes of a cycle that shares one
+        stamp computed and stored at once.
+        """
+        if not samples:
+            return []
+        s0 = samples[0].stamp_ns
+        if any(s.stamp_ns != s0 for s in samples):
+            out: list[RigidModuleEstimate] = []
+            for s in sorted(samples, key=lambda s: s.stamp_ns):
+                out += self.push_imu(s)
+            return out
+        out = self._advance(s0)
+        index_of = self.estimator.index_of
+        idx = np.array([-1 if (i := index_of(s.frame_id)) is None else i for s in samples], dtype=np.int64)
+        known = (idx >= 0) & (idx < self.n)
+        self.stats.unknown_frame += int((~known).sum())
+        q = np.array([(np.nan,) * 4 if s.orientation is None else s.orientation for s in samples], dtype=float)
+        with np.errstate(invalid="ignore"):
+            norm = np.sqrt(np.einsum("ij,ij->i", q, q))
+            good = known & np.isfinite(q).all(axis=1) & (norm > 0.5) & (norm < 1.5)
+        self.stats.bad_samples += int((known & ~good).sum())
+        older = good & (s0 < self.last_ns[np.where(known, idx, 0)])
+        self.stats.out_of_order += int(older.sum())
+        take = good & ~older
+        if not take.any():
+            return out
+        idx, euler = idx[take], quats_to_euler_zyx(q[take])
+        self.estimator.push_eulers(idx, euler, s0)
+        self.last_ns[idx] = s0
+        self.latest_ns = max(self.latest_ns, s0)
+        in_window = self._cal_start is not None and self._cal_end is not None
+        if not self.calibrated and in_window and self._cal_start <= s0 < self._cal_end:  # type: ignore[operator]
+            rows = np.column_stack([euler[:, 0], euler[:, 1], np.cos(euler[:, 2]), np.sin(euler[:, 2])])
+            np.add.at(self._cal_sum, idx, rows)
+            np.add.at(self._cal_count, idx, 1)
+        return out
 
     def push_imu(self, sample: ImuSample, index: int | None = None) -> list[RigidModuleEstimate]:
         """Add one platform's reading (index from the argument or the sample's frame id)."""

@@ -81,7 +81,6 @@ NAME = "vine-imu"
 #: custom_data keys of a bag's straight reference (YAML of StraightReference) and how it was taken.
 REFERENCE_KEY = "shape_sensing.straight_reference.hinge_arc_estimator"
 REFERENCE_HOW_KEY = REFERENCE_KEY + ".how"
-ORIENTATION_UNKNOWN = -1.0  # first element of a covariance block that is not estimated (REP-145)
 
 
 @dataclass
@@ -381,6 +380,38 @@ class VineImuTracker:
             self.latest_ns = stamp_ns
         return out
 
+    def push_orientations(self, stamps_ns: np.ndarray, quats: FloatArray, usable: np.ndarray) -> list[ShapeEstimate]:
+        """The unit orientations of one sweep (row i: IMU i; ``usable`` false: absent or bad), e.g. of an ImuArray.
+
+        The same as :meth:`push_orientation` for each IMU in stamp order (index order among equal stamps),
+        in one vectorised step when the sweep shares one stamp; sensors beyond the tracker's IMUs are ignored.
+        """
+        n = min(len(stamps_ns), self.n)
+        if n == 0:
+            return []
+        stamps = np.asarray(stamps_ns[:n], dtype=np.int64)
+        s0 = int(stamps[0])
+        if not bool((stamps == s0).all()):
+            out: list[ShapeEstimate] = []
+            for i in np.argsort(stamps, kind="stable"):
+                out += self.push_orientation(int(i), int(stamps[i]), quats[i] if usable[i] else None)
+            return out
+        ticker = self.ticker
+        out = self._advance(s0) if ticker.next_tick is None or ticker.next_tick < s0 else []
+        ok = np.asarray(usable[:n], dtype=bool)
+        self.stats.bad_samples += int(n - ok.sum())
+        older = ok & (s0 < self.last_ns[:n])
+        self.stats.out_of_order += int(older.sum())
+        take = ok & ~older
+        if take.any():
+            self.quats[:n][take] = quats[:n][take]
+            self.last_ns[:n][take] = s0
+            if self.first_ns < 0:
+                self.first_ns = s0
+            if s0 > self.latest_ns:
+                self.latest_ns = s0
+        return out
+
     def push_length(self, stamp_ns: int, length: float) -> list[ShapeEstimate]:
         """Add a robot length reading (m); returns the estimates that became due."""
         out = self._advance(stamp_ns)
@@ -426,8 +457,13 @@ class ShapeMessages:
     stamps, see :class:`DiagnosticsThrottle`).
 
     The tip pose's covariance has the position block of the estimate; the
-    orientation is not estimated, so its block is marked unknown as REP-145
-    does for sensor_msgs/Imu: element (3, 3) is -1, the rest of the block zero.
+    orientation is not estimated, so its block is a diagonal of
+    :data:`~shape_sensing.messages.common.UNOBSERVED_VARIANCE` (1e6 rad^2: no
+    information, and a positive definite matrix, as robot_localization, nav2
+    and RViz read it), the position-orientation blocks zero. The position block
+    is floored to :data:`~shape_sensing.messages.common.VARIANCE_FLOOR` along
+    every axis (a straight body has none along its length), so the matrix is
+    positive definite.
 
     Args:
         factory: builds the messages (rosbags for bags, rclpy in nodes).
@@ -446,9 +482,9 @@ class ShapeMessages:
         """``(topic, message)`` pairs of one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
         f, stamp = self.factory, shape.stamp_ns
         cov6 = np.zeros((6, 6))
-        cov6[3, 3] = ORIENTATION_UNKNOWN  # orientation is not estimated (REP-145's mark for an unknown block)
+        cov6[3:, 3:] = np.eye(3) * msgs.UNOBSERVED_VARIANCE  # orientation is not estimated: no information
         if shape.position_covariance is not None:
-            cov6[:3, :3] = shape.position_covariance[-1]
+            cov6[:3, :3] = msgs.positive_definite(shape.position_covariance[-1])
         out = [
             ("/tf", msgs.tf_message(msgs.shape_transforms(shape), f)),
             ("shape/path", msgs.path_msg(stamp, shape.parent_frame, shape.backbone, f)),
