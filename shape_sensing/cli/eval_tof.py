@@ -166,7 +166,8 @@ def _convention(config: Path | None) -> str:
     from shape_sensing.config import load_node_params
     from shape_sensing.estimators.continuum.online import SCHEMA
 
-    return str(load_node_params(Path(config), SCHEMA)["tof_range_convention"])
+    # the file's value (checked against the node's choices), else the node's default
+    return str({**SCHEMA.defaults(), **load_node_params(Path(config), SCHEMA)}["tof_range_convention"])
 
 
 def _watched() -> bool:

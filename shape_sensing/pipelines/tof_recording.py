@@ -160,7 +160,7 @@ def _from_config(path: Path, config: Path, still: float | None) -> SensorData:
 
     if not Path(config).is_file():
         raise ValueError(f"parameter file {config} does not exist")
-    p = load_node_params(Path(config), SCHEMA)
+    p = {**SCHEMA.defaults(), **load_node_params(Path(config), SCHEMA)}  # what the file leaves out: the node's defaults
     ns = CONTINUUM_NAMESPACE  # relative topic names, as replay resolves them
     tof_topics = [resolve_topic(t, ns) for t in p["tof_topics"]]
     gyro_s = {resolve_topic(t, ns): float(s) for t, s in zip(p["gyro_topics"], p["gyro_arc_lengths"], strict=True)}
