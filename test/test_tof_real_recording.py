@@ -120,7 +120,7 @@ def test_real_style_recording_reestimated_to_the_demos_accuracy(
                  "--json"]) == 0  # fmt: skip
     capsys.readouterr()
     assert main(["eval-tof", str(real), "--reestimate", str(out / "prior_map.ply"), "--config",
-                 str(out / "nope.yaml")]) == 1  # fmt: skip
+                 str(out / "nope.yaml")]) == 2  # fmt: skip  (a bad argument: the CLI's usage error code)
     assert "nope.yaml" in capsys.readouterr().err
 
 
