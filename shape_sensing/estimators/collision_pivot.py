@@ -49,9 +49,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from shape_sensing.config import ConfigError, Param, Schema
+from shape_sensing.config import LIVE_PARAMS, ConfigError, Param, Schema
 from shape_sensing.estimators.heading_drift import HeadingDriftEstimator
-from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 
 __all__ = [
     "EVENT_CONTACT_END",
