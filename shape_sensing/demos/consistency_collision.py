@@ -51,7 +51,7 @@ def collision_nees(runs: int, seed0: int = 0, filters: tuple[str, ...] = ("impro
     """
     faults = SensorFaults.all_faults(burst_fraction, drift_deg_per_m)
     params = {"pressure_drop_per_metre": faults.pressure_drop_per_metre, "heading_drift_per_metre": 0.0,
-              "force_noise": faults.force_noise, "pressure_noise": faults.pressure_noise}  # fmt: skip
+              "force_noise": faults.force_noise, "pressure_noise": faults.pressure_noise, "force_slip": faults.force_slip}  # fmt: skip
     res: dict[str, dict[str, Any]] = {f: {"pivot": [], "tip": {"+".join(t): [] for t in CUMULATIVE_TERMS}}
                                       for f in filters}  # fmt: skip
     for seed in range(seed0, seed0 + runs):

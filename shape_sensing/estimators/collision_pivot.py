@@ -414,6 +414,7 @@ class CollisionPivotConfig:
     heading_drift_per_metre: float = 0.0
     force_min: float = 0.1
     force_noise: float = 0.05
+    force_slip: float = 0.12
     pressure_noise: float = 100.0
     contact_angle_noise: float = 0.05
     pivot_process_noise: float = 1e-4
@@ -617,7 +618,10 @@ class CollisionPivotEstimator:
                 c["buckling_violations"] += 1
             z = s.total_length - min(max(l_free_meas, 0.0), s.total_length)
             if self.pivot_events:
-                used = self._constant_update(z, l_free_meas, theta_c, f_avg, p_avg, n_avg, met, dt)
+                # unclipped: clipping L_free to [0, L_total] biases a pivot at the base (or behind the last fixed
+                # one) forward; the estimate is clamped instead
+                z_raw = s.total_length - l_free_meas if math.isfinite(l_free_meas) else z
+                used = self._constant_update(z_raw, l_free_meas, theta_c, f_avg, p_avg, n_avg, met, dt)
             else:
                 self.kf.update(z, dt)
                 used = True
@@ -712,8 +716,10 @@ class CollisionPivotEstimator:
         cfg = self.config
         if not met or not math.isfinite(l_free):
             return False
-        n = max(n, 1)
-        rel = ((cfg.force_noise / max(f_avg, 1e-9)) ** 2 + (cfg.pressure_noise / max(p_avg, 1e-9)) ** 2) / n
+        # Each sample's relative error of L_free: the force's additive noise and stick-slip, the pressure's noise,
+        # the contact angle's. Not divided by the moving average's n: successive averages share n - 1 samples, so
+        # each brings about one sample's information (dividing by n counted every sample n times).
+        rel = (cfg.force_noise / max(f_avg, 1e-9)) ** 2 + cfg.force_slip**2 + (cfg.pressure_noise / max(p_avg, 1e-9)) ** 2
         rel += (math.tan(theta_c) * cfg.contact_angle_noise) ** 2
         r = l_free * l_free * rel + 1e-6
         innov = z - self._mean
@@ -760,6 +766,9 @@ SCHEMA = Schema(
         Param("force_min", float, 0.1, "improved: a contact reading below this force is a dropout", min=0.0,
               unit="N"),
         Param("force_noise", float, 0.05, "improved: force sensor noise (1 sigma)", min=0.0, unit="N"),
+        Param("force_slip", float, 0.12, "improved: force sensor stick-slip, relative (1 sigma)", min=0.0),
+        Param("length_noise", float, 1e-4, "improved: grown length noise (1 sigma; the tip covariance's along-track "
+              "part)", min=0.0, unit="m"),
         Param("pressure_noise", float, 100.0, "improved: pressure sensor noise (1 sigma)", min=0.0, unit="Pa"),
         Param("contact_angle_noise", float, 0.05, "improved: contact angle noise (1 sigma)", min=0.0, unit="rad"),
         Param("pivot_process_noise", float, 1e-4, "improved: pivot random walk", min=0.0, unit="m/sqrt(s)"),
