@@ -480,6 +480,7 @@ class CollisionPivotEstimator:
         self._mean = 0.0  # constant-pivot filter (pivot_events)
         self._var = 0.0
         self._accepted = 0
+        self._slope = 0.0  # d L_free / d theta_contact / L_free at the last accepted sample: tan(theta_contact)
         self.counts = {"samples": 0, "contact_samples": 0, "held_samples": 0, "measurements": 0,
                        "dropouts_skipped": 0, "buckling_violations": 0, "gated": 0, "pivots": 0, "candidates": 0,
                        "merged": 0, "withdrawn": 0}  # fmt: skip
@@ -629,7 +630,10 @@ class CollisionPivotEstimator:
         if self.pivot_events:
             if contact:
                 self._var += cfg.pivot_process_noise**2 * max(dt, 0.0)
-            l_pivot, rate, cov = self._mean, 0.0, (self._var, 0.0, 0.0, 0.0)
+            # the contact angle comes from the cap's switches: its error is the same over many samples (the same
+            # switches pressed) and does not average down; it bounds the pivot's variance from below
+            floor = (max(s.total_length - self._mean, 0.0) * self._slope * cfg.contact_angle_noise) ** 2
+            l_pivot, rate, cov = self._mean, 0.0, (self._var + floor, 0.0, 0.0, 0.0)
         else:
             u = cfg.kf_unit
             k = self.kf
@@ -731,6 +735,7 @@ class CollisionPivotEstimator:
         self._mean += k * innov
         self._var *= 1.0 - k
         self._accepted += 1
+        self._slope = math.tan(theta_c)
         return True
 
 
