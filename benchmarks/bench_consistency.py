@@ -6,6 +6,8 @@ averages 3. Each figure is printed with the 95 % band of the mean of ``M`` indep
 
 * hinge-arc (vine robot, simulator, passive scenario, seeds 0..M-1);
 * rigid-module (hyper-redundant robot, simulator, both heading modes, seeds 0..M-1);
+* collision-pivot (vine robot, collision simulator, three-obstacle course, every fault on, seeds 0..M-1): the
+  pivot length (1 DoF) and the tip (2 DoF) of both filters, the tip with the covariance's terms added one by one;
 * continuum (real dataset, tip Laplace covariance against the Vicon marker at the tip, batch; skipped without the
   dataset).
 """
@@ -72,6 +74,25 @@ def rigid_module(runs: int, duration: float) -> None:
               f"{np.round(per_run, 2).tolist()}; {band(runs)}")  # fmt: skip
 
 
+def collision_pivot(runs: int) -> None:
+    import time
+
+    from shape_sensing.demos.consistency_collision import collision_nees, nees_band
+
+    t0 = time.process_time()
+    res = collision_nees(runs)
+    cpu = time.process_time() - t0
+    for f, r in res.items():
+        lo, hi = nees_band(runs, 1)
+        print(f"collision-pivot ({f}, three obstacles, all faults): pivot NEES (1 DoF) mean {np.mean(r['pivot']):.2f}, "
+              f"runs {np.round(r['pivot'], 2).tolist()}; 95 % band for {runs} run(s): [{lo:.2f}, {hi:.2f}]")
+        lo, hi = nees_band(runs, 2)
+        for terms, v in r["tip"].items():
+            print(f"collision-pivot ({f}): tip NEES (2 DoF) with {terms}: mean {np.mean(v):.2f}, runs "
+                  f"{np.round(v, 2).tolist()}; 95 % band for {runs} run(s): [{lo:.2f}, {hi:.2f}]")
+    print(f"collision-pivot: {cpu:.1f} s CPU, load average {open('/proc/loadavg').read().split()[0]}")
+
+
 def continuum(dataset: Path | None) -> None:
     from shape_sensing.estimators.continuum import lie
     from shape_sensing.eval_continuum import evaluate_trial
@@ -108,6 +129,7 @@ def main() -> None:
         dataset = next((p / rel for p in Path(__file__).resolve().parents if (p / rel).is_dir()), None)
     hinge_arc(args.runs, 20.0)
     rigid_module(args.runs, 8.0)
+    collision_pivot(args.runs)
     continuum(dataset)
 
 
