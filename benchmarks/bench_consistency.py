@@ -8,6 +8,8 @@ averages 3. Each figure is printed with the 95 % band of the mean of ``M`` indep
 * rigid-module (hyper-redundant robot, simulator, both heading modes, seeds 0..M-1);
 * collision-pivot (vine robot, collision simulator, three-obstacle course, every fault on, seeds 0..M-1): the
   pivot length (1 DoF) and the tip (2 DoF) of both filters, the tip with the covariance's terms added one by one;
+* continuum (synthetic robot, batch, Laplace tip covariance, measurement noise as the weights state, seeds
+  0..M-1);
 * continuum (real dataset, tip Laplace covariance against the Vicon marker at the tip, batch; skipped without the
   dataset).
 """
@@ -93,6 +95,20 @@ def collision_pivot(runs: int) -> None:
     print(f"collision-pivot: {cpu:.1f} s CPU, load average {open('/proc/loadavg').read().split()[0]}")
 
 
+def continuum_synthetic(runs: int) -> None:
+    import time
+
+    from shape_sensing.demos.consistency_collision import nees_band
+    from shape_sensing.demos.consistency_continuum import continuum_nees
+
+    t0 = time.process_time()
+    per_run = continuum_nees(runs)
+    lo, hi = nees_band(runs, 3)
+    print(f"continuum (synthetic bending robot, batch, poses at s 0/0.2, gyros at 0.2/0.4): tip NEES mean "
+          f"{np.mean(per_run):.2f}, runs {np.round(per_run, 2).tolist()}; 95 % band for {runs} run(s): "
+          f"[{lo:.2f}, {hi:.2f}] ({time.process_time() - t0:.1f} s CPU)")
+
+
 def continuum(dataset: Path | None) -> None:
     from shape_sensing.estimators.continuum import lie
     from shape_sensing.eval_continuum import evaluate_trial
@@ -130,6 +146,7 @@ def main() -> None:
     hinge_arc(args.runs, 20.0)
     rigid_module(args.runs, 8.0)
     collision_pivot(args.runs)
+    continuum_synthetic(args.runs)
     continuum(dataset)
 
 
