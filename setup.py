@@ -70,6 +70,8 @@ setup(
             "adafruit-circuitpython-bno055>=5.4,<6", "adafruit-circuitpython-tca9548a>=0.8,<0.9",
             "adafruit-circuitpython-busdevice>=5.2,<6", "adafruit-circuitpython-register>=1.13,<2",
             "Adafruit-Blinka>=10,<11", "witmotion==0.0.1.dev0",
+            # oracle: PyPI's port of ST's VL53L5CX ULD boots and ranges on our simulated chip (tested 1.0.1)
+            "vl53l5cx>=1.0.1,<1.1",
         ],
         # the physical simulator of the ToF continuum robot (sim/tof_mujoco.py, demo tof-continuum --sim mujoco);
         # optional: ~100 MB installed with its viewer's dependencies, not needed on a robot. Tested 4.0.0

@@ -140,12 +140,18 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     tof, gyro, strain = VARIANTS[job["variant"]]
     sim = simulate(job["simulator"], job["scene"], job["duration"], job["trajectory"], job["seed"], job["reach"])
     tof_map = prior_map(job["map_scene"], job.get("map_seed", 0), job.get("map_spacing"))
+    window: dict[str, Any] = {}
+    if job.get("window"):
+        window = {"window": job["window"], "rate": 10.0}
+        if job.get("window_iterations"):
+            window["window_iterations"] = job["window_iterations"]
     cfg = LocaliseConfig(
         use_tof=tof,
         use_gyro=gyro,
         use_strain=strain,
         gyro_bias=job.get("gyro_bias", "joint"),
         tof_noise=job.get("tof_noise", "estimate"),
+        **window,
     )
     data = sensor_data(sim)
     res = localise(data, tof_map, cfg)
@@ -154,6 +160,9 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
             "tof_noise", "map_seed")  # fmt: skip
     out: dict[str, Any] = {k: job[k] for k in keys}
     out["map_spacing"] = spacing_of(job.get("map_spacing"))
+    if job.get("window"):
+        out["window"] = job["window"]
+        out["window_iterations"] = cfg.window_iterations
     out["duration_s"] = job["duration"]
     out.update({k: float(v) for k, v in summarise_errors(dp, ang).items()})
     out["ring_trans_mae_cm"] = [round(float(v), 4) for v in dp.mean(axis=0) * 100]
@@ -225,6 +234,16 @@ def main() -> int:
         help="ToF point noise: scaled by the whitened residuals' robust scale at the estimate when below 1 "
         "(estimate, the default), or Table I plus the extra as configured (fixed)",
     )
+    ap.add_argument(
+        "--window",
+        type=int,
+        default=0,
+        help="localise with the sliding window of this many slices at 10 Hz (the live estimator) instead of the "
+        "batch (default 0: the batch, as Table II)",
+    )
+    ap.add_argument(
+        "--window-iterations", type=int, default=0, help="with --window: iterations per step (0: the default)"
+    )
     ap.add_argument("--jobs", type=int, default=1, help="trials run in parallel (processes)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append each trial's metrics here")
     ap.add_argument("--tables-from", type=Path, default=None, help="only print the tables of --jsonl files")
@@ -233,7 +252,8 @@ def main() -> int:
     if a.tables_from is not None:
         loaded = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
         key = ("simulator", "association", "variant", "scene", "trajectory", "seed", "duration_s", "map_scene",
-               "reach", "gyro_bias", "tof_noise", "map_seed", "map_spacing")  # fmt: skip
+               "reach", "gyro_bias", "tof_noise", "map_seed", "map_spacing", "window",
+               "window_iterations")  # fmt: skip
         unique = {tuple(r.get(k) for k in key): r for r in loaded}  # the last run of a trial wins
         print_tables(list(unique.values()))
         return 0
@@ -253,7 +273,8 @@ def main() -> int:
                         {"simulator": a.simulator, "association": a.association, "variant": variant,
                          "scene": scene, "trajectory": traj, "seed": seed, "duration": a.duration,
                          "map_scene": a.map_scene, "reach": a.reach, "gyro_bias": a.gyro_bias,
-                         "tof_noise": a.tof_noise, "map_seed": map_seed, "map_spacing": a.map_spacing}
+                         "tof_noise": a.tof_noise, "map_seed": map_seed, "map_spacing": a.map_spacing,
+                         "window": a.window, "window_iterations": a.window_iterations}
                     )  # fmt: skip
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -289,7 +310,7 @@ def _pooled(sel: list[dict[str, Any]], key: str) -> tuple[float, float]:
 def print_tables(rows: list[dict[str, Any]]) -> None:
     """Table II per (simulator, association, variant, map), paired degradation against S0, anomaly detection."""
 
-    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any, str, str, float]:
+    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any, str, str, float, Any]:
         return (
             r.get("simulator", "kinematic"),
             r.get("association", "visible"),
@@ -299,11 +320,14 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
             r.get("gyro_bias", "still"),  # runs recorded before the joint bias held it at the still mean
             r.get("tof_noise", "fixed"),
             r.get("map_spacing", 0.01),  # runs recorded before the option had the 1 cm map
+            (r.get("window"), r.get("window_iterations")) if r.get("window") else None,
         )
 
-    for sim, assoc, variant, map_scene, reach, gbias, tnoise, spacing in dict.fromkeys(group(r) for r in rows):
-        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene, reach, gbias, tnoise, spacing)]
+    for sim, assoc, variant, map_scene, reach, gbias, tnoise, spacing, win in dict.fromkeys(group(r) for r in rows):
+        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene, reach, gbias, tnoise, spacing, win)]
         at = "" if reach is None else f", reach {reach} m"
+        if win is not None:
+            at += f", sliding window of {win[0]} slices at 10 Hz, {win[1]} iterations per step"
         print(
             f"\n## {variant} ({sim} simulator, {assoc} association, {map_scene} map of {1000 * spacing:g} mm{at}, "
             f"{gbias} gyro bias, {tnoise} ToF noise)"

@@ -141,6 +141,13 @@ print("shape_sensing and shape_sensing.msg from", where)'
     expected="$(grep -cE '^\s+[A-Za-z0-9_-]+ = shape_sensing\.' setup.cfg)"
     [ "$exes" -eq "$expected" ] || { echo "ros2 pkg executables: $exes executables, setup.cfg declares $expected" >&2; exit 1; }
     command -v shape-sensing >/dev/null || { echo "shape-sensing is not on PATH in the sourced workspace" >&2; exit 1; }
+    # every node starts on the distribution's packages alone: the system Python (no venv, so no rosbags, mcap,
+    # trimesh, ...) imports each installed node executable (-h exits after the imports, before rclpy.init)
+    for exe in $(grep -E '^\s+[a-z0-9_]+ = shape_sensing\.nodes\.' setup.cfg | awk '{print $1}'); do
+      "$SYS_PY" -P "$base/install/shape_sensing/lib/shape_sensing/$exe" -h > /dev/null \
+        || { echo "$exe does not start on $SYS_PY with the distribution's packages alone" >&2; exit 1; }
+    done
+    note "every node imports on $SYS_PY alone ($mode)"
     if [ "$mode" = plain ]; then
       run_pytest "$mode-all" test/
     else

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "figure4": ("shape_sensing.figure4", "growth planner: the seed paper's Figure 4 (robot A), open and closed loop"),
     "reanalyse": ("shape_sensing.reanalyse", "vine-IMU recording: tip error per sensor subset, drift, error vs length"),
     "probe": ("shape_sensing.probe", "find the sensors: I2C trees behind TCA9548A switches, serial ports, CAN"),
+    "play-bag": ("shape_sensing.play_bag", "ros2 bag play once a node subscribes (launch files' bag:= argument)"),
     "calibrate-base-station": (
         "shape_sensing.calibrate_base_station",
         "vine robot base station: metres per encoder count from tape-measured growth trials",

@@ -19,7 +19,7 @@ NODE_SCHEMAS: dict[str, str] = {
     "rigid_module_estimator": "shape_sensing.estimators.rigid_module:SCHEMA",
     "hyper_redundant_simulator": "shape_sensing.sim.hyper_redundant:SCHEMA",
     "bno055_chain": "shape_sensing.drivers.bno055_chain:SCHEMA",
-    "continuum_estimator": "shape_sensing.estimators.continuum.online:SCHEMA",
+    "continuum_estimator": "shape_sensing.pipelines.continuum:NODE_SCHEMA",
     "growth_planner": "shape_sensing.planning.growth_planner:SCHEMA",
     "tof_ring": "shape_sensing.drivers.tof_ring:SCHEMA",
     "base_station": "shape_sensing.drivers.base_station:SCHEMA",

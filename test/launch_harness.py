@@ -181,7 +181,8 @@ def _msg_class(type_name: str) -> Any:
 
 
 def check_topics(
-    p: Probe, topics: Mapping[str, tuple[str, float | None]], *, window: float = WINDOW_S
+    p: Probe, topics: Mapping[str, tuple[str, float | None]], *, window: float = WINDOW_S,
+    discovery: float = DISCOVERY_S,
 ) -> dict[str, float]:
     """Every topic is advertised with its type; the ones with a rate deliver about it. Returns the measured rates.
 
@@ -189,11 +190,11 @@ def check_topics(
     are best effort, so they match both sensor-data and reliable publishers.
     """
     missing: list[str] = []
-    ok = p.spin_until(lambda: all(t in p.topic_types() for t in topics))
+    ok = p.spin_until(lambda: all(t in p.topic_types() for t in topics), timeout=discovery)
     graph = p.topic_types()
     if not ok:
         missing = sorted(t for t in topics if t not in graph)
-        raise AssertionError(f"topics not advertised within {DISCOVERY_S:g} s: {missing}; graph has {sorted(graph)}")
+        raise AssertionError(f"topics not advertised within {discovery:g} s: {missing}; graph has {sorted(graph)}")
     wrong = {t: graph[t] for t, (typ, _) in topics.items() if typ not in graph[t]}
     assert not wrong, f"topics with another type than documented: {wrong}"
     counts: dict[str, int] = {}
@@ -234,12 +235,12 @@ def check_topics(
     return rates
 
 
-def check_frames(p: Probe, frames: Sequence[str], root: str = "world") -> None:
+def check_frames(p: Probe, frames: Sequence[str], root: str = "world", discovery: float = DISCOVERY_S) -> None:
     """tf2 resolves ``root`` to every frame in ``frames`` (latest transforms)."""
     from rclpy.time import Time
 
     buffer = p.tf_buffer()
-    p.spin_until(lambda: all(buffer.can_transform(root, f, Time()) for f in frames))
+    p.spin_until(lambda: all(buffer.can_transform(root, f, Time()) for f in frames), timeout=discovery)
     unresolved = [f for f in frames if not buffer.can_transform(root, f, Time())]
     assert not unresolved, f"tf2 cannot resolve {root} -> {unresolved}; known frames:\n{buffer.all_frames_as_string()}"
     for f in frames:
@@ -344,3 +345,133 @@ def check_clean_shutdown(proc_info: Any, proc_output: Any) -> None:
 def python() -> str:
     """The interpreter the ROS 2 tools use."""
     return sys.executable
+
+
+# -- whole launches as a user starts them (ros2 launch in a subprocess) ----------------------------------------------
+
+
+def prefix_without(packages: Sequence[str], where: Path) -> dict[str, str]:
+    """An environment whose ament index lacks ``packages`` (as on a machine without them installed).
+
+    Every prefix of ``AMENT_PREFIX_PATH`` holding one of them is replaced by a mirror under ``where``: symbolic links
+    to all of the prefix but those packages' index entries, share and lib folders.
+    """
+    env = dict(os.environ)
+    prefixes = []
+    hidden = set(packages)
+    for i, prefix in enumerate(p for p in env.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p):
+        index = Path(prefix, "share", "ament_index", "resource_index")
+        if not any((index / "packages" / name).exists() for name in hidden):
+            prefixes.append(prefix)
+            continue
+        mirror = where / f"prefix{i}"
+        (mirror / "share" / "ament_index" / "resource_index").mkdir(parents=True)
+        for kind in index.iterdir():
+            target = mirror / "share" / "ament_index" / "resource_index" / kind.name
+            target.mkdir()
+            for entry in kind.iterdir():
+                if entry.name not in hidden:
+                    (target / entry.name).symlink_to(entry)
+        for top in Path(prefix).iterdir():
+            if top.name in ("share", "lib"):
+                (mirror / top.name).mkdir(exist_ok=True)
+                for item in top.iterdir():
+                    if item.name not in hidden and not (top.name == "share" and item.name == "ament_index"):
+                        (mirror / top.name / item.name).symlink_to(item)
+            else:
+                (mirror / top.name).symlink_to(top)
+        prefixes.append(str(mirror))
+    env["AMENT_PREFIX_PATH"] = os.pathsep.join(prefixes)
+    return env
+
+
+def processes_with(marker: str) -> list[str]:
+    """Command lines of the running processes that contain ``marker`` (e.g. a launch's unique namespace)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in cmdline and str(os.getpid()) != proc.name:
+            found.append(f"{proc.name}: {cmdline.strip()}")
+    return found
+
+
+def stop_processes_with(marker: str) -> None:
+    """SIGTERM what :func:`processes_with` finds (a failed check must not leave them to the next test)."""
+    import signal
+
+    for line in processes_with(marker):
+        with contextlib.suppress(OSError):
+            os.kill(int(line.split(":", 1)[0]), signal.SIGTERM)
+
+
+def side_by_side(launches: Sequence[tuple[str, Mapping[str, str]]]) -> Any:
+    """``LaunchDescription`` of several installed launch files, each with its arguments in its own scope (a
+    ``GroupAction``: one include's arguments and defaults do not leak into the next), then ReadyToTest."""
+    import launch_testing.actions
+    from launch.actions import GroupAction, IncludeLaunchDescription
+    from launch.launch_description_sources import AnyLaunchDescriptionSource
+
+    import launch
+
+    groups = [
+        GroupAction(
+            [IncludeLaunchDescription(AnyLaunchDescriptionSource(str(share("launch", f))), launch_arguments=a.items())]
+        )
+        for f, a in launches
+    ]
+    return launch.LaunchDescription([*groups, launch_testing.actions.ReadyToTest()])
+
+
+def check_nodes(p: Probe, fq_names: Sequence[str], discovery: float = DISCOVERY_S) -> None:
+    """Every node of ``fq_names`` (``/ns/name``) is in the ROS graph, once."""
+
+    def graph() -> list[str]:
+        return [f"{ns.rstrip('/')}/{name}" for name, ns in p.node.get_node_names_and_namespaces()]
+
+    p.spin_until(lambda: set(fq_names) <= set(graph()), timeout=discovery)
+    names = graph()
+    missing = sorted(set(fq_names) - set(names))
+    twice = sorted(n for n in set(fq_names) if names.count(n) > 1)
+    assert not missing and not twice, f"nodes missing {missing}, twice {twice}; graph: {sorted(names)}"
+
+
+SIDE_BY_SIDE_DISCOVERY_S = 60.0  # many nodes starting at once on 2 shared cores
+
+
+class SideBySideChecks:
+    """Checks of a :func:`side_by_side` launch, mixed into a ``unittest.TestCase`` of the test module, which sets:
+    ``NODES`` (fully qualified names, each expected once), ``TOPICS`` (as :func:`check_topics`), ``FRAMES``
+    (resolved from ``world``) and ``BARE`` (frame names that must not appear unprefixed)."""
+
+    NODES: Sequence[str] = ()
+    TOPICS: Mapping[str, tuple[str, float | None]] = {}
+    FRAMES: Sequence[str] = ()
+    BARE: Sequence[str] = ()
+    probe: Probe
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.probe = Probe("side_by_side_probe")
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.probe.close()
+
+    def test_1_every_node_once_under_its_own_name(self) -> None:
+        check_nodes(self.probe, self.NODES, SIDE_BY_SIDE_DISCOVERY_S)
+
+    def test_2_each_robots_topics_in_its_namespace(self) -> None:
+        check_topics(self.probe, self.TOPICS, discovery=SIDE_BY_SIDE_DISCOVERY_S)
+
+    def test_3_each_robots_frames_resolve_from_world_under_their_own_names(self) -> None:
+        if not self.FRAMES:
+            return
+        check_frames(self.probe, self.FRAMES, discovery=SIDE_BY_SIDE_DISCOVERY_S)
+        known = set(yaml.safe_load(self.probe.tf_buffer().all_frames_as_yaml()) or {})
+        assert set(self.FRAMES) <= known
+        assert not known & set(self.BARE), f"unprefixed frames in the tree: {sorted(known & set(self.BARE))}"

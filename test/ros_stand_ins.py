@@ -8,6 +8,8 @@ Messages come from the rosbags backend of the same conversion layer (the real RO
 
 from __future__ import annotations
 
+import functools
+import inspect
 import sys
 import types
 from typing import Any, ClassVar
@@ -66,6 +68,10 @@ class StandInTfBuffer:
             raise LookupError(f'"{source}" passed to lookupTransform argument source_frame does not exist.') from None
 
 
+def _with_info(callback: Any, msg: Any) -> Any:
+    return callback(msg, {"source_timestamp": 0, "received_timestamp": 0})
+
+
 class FakeNode:
     """Records what a node object is asked to create."""
 
@@ -77,6 +83,7 @@ class FakeNode:
         self.subscriptions: dict[str, tuple[Any, Any, Any]] = {}  # topic -> (class, callback, qos)
         self.services: dict[str, Any] = {}
         self.timers: list[tuple[float, Any]] = []
+        self.steady_timers: list[tuple[float, Any]] = []  # those on the steady clock (heartbeats)
         self.now_ns = 1_000_000_000
         self.logger = Logger()
 
@@ -102,13 +109,19 @@ class FakeNode:
         return self.publishers[topic]
 
     def create_subscription(self, cls: Any, topic: str, callback: Any, qos: Any) -> None:
+        try:  # as rclpy: a callback taking two arguments gets the message info too (no source timestamp here)
+            inspect.signature(callback).bind(object())
+        except TypeError:
+            callback = functools.partial(_with_info, callback)
         self.subscriptions[topic] = (cls, callback, qos)
 
     def create_service(self, srv: Any, name: str, callback: Any) -> None:
         self.services[name] = callback
 
-    def create_timer(self, period: float, callback: Any) -> None:
+    def create_timer(self, period: float, callback: Any, clock: Any = None) -> None:
         self.timers.append((period, callback))
+        if clock is not None:
+            self.steady_timers.append((period, callback))
 
     def get_clock(self) -> Any:
         return types.SimpleNamespace(now=lambda: types.SimpleNamespace(nanoseconds=self.now_ns))
@@ -138,9 +151,10 @@ def install(
     module("rclpy.qos", qos_profile_sensor_data="sensor_data", QoSProfile=lambda **kw: kw,
            DurabilityPolicy=types.SimpleNamespace(VOLATILE="volatile", TRANSIENT_LOCAL="transient_local"),
            HistoryPolicy=types.SimpleNamespace(KEEP_LAST="keep_last"),
-           ReliabilityPolicy=types.SimpleNamespace(RELIABLE="reliable"))  # fmt: skip
+           ReliabilityPolicy=types.SimpleNamespace(RELIABLE="reliable", BEST_EFFORT="best_effort"))  # fmt: skip
     module("rclpy.duration", Duration=lambda **kw: kw)
     module("rclpy.time", Time=lambda **kw: kw)
+    module("rclpy.clock", Clock=lambda **kw: kw, ClockType=types.SimpleNamespace(STEADY_TIME="steady_time"))
     StandInTfBuffer.instances.clear()
     module("tf2_ros", Buffer=StandInTfBuffer, TransformListener=lambda *args, **kwargs: None)
     module("rcl_interfaces")

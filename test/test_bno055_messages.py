@@ -57,11 +57,19 @@ def test_magnetic_field_and_temperature_round_trip():
 
 
 def test_calibration_status_round_trip():
+    """The package's Bno055Calibration (defined in msg/, unused before: the levels went out as a UInt8MultiArray)."""
     status = CalibrationStatus(3, 2, 1, 0)
-    back = cdr(calibration_status_msg(status), "std_msgs/msg/UInt8MultiArray")
+    msg = calibration_status_msg(status, stamp_ns=1_500_000_000, frame_id="vine_imu_05", sensor="imu_05",
+                                 profile_restored=True)  # fmt: skip
+    back = cdr(msg, "shape_sensing/msg/Bno055Calibration")
     assert calibration_from_msg(back) == status
-    assert back.layout.dim[0].label == "system,gyro,accel,mag"
-    back.data = np.array([4, 0, 0, 0], dtype=np.uint8)
+    assert (back.sensor, back.header.frame_id, back.header.stamp.sec, back.header.stamp.nanosec) == (
+        "imu_05", "vine_imu_05", 1, 500_000_000)  # fmt: skip
+    assert (back.system, back.gyroscope, back.accelerometer, back.magnetometer) == (3, 2, 1, 0)
+    assert back.profile_restored and not back.fully_calibrated
+    full = cdr(calibration_status_msg(CalibrationStatus(3, 3, 3, 3)), "shape_sensing/msg/Bno055Calibration")
+    assert calibration_from_msg(full) == CalibrationStatus(3, 3, 3, 3) and full.fully_calibrated
+    back.system = 4
     with pytest.raises(MessageError, match="expected 4 levels 0-3"):
         calibration_from_msg(back)
 
@@ -98,7 +106,7 @@ def test_chain_messages_of_a_sweep_match_the_readings():
         if typename == "sensor_msgs/msg/Imu":
             assert back.header.frame_id.startswith("r1/vine_imu_")
             np.testing.assert_allclose(back.orientation_covariance.reshape(3, 3), np.diag([3e-4] * 3))
-        if typename == "std_msgs/msg/UInt8MultiArray":
+        if typename == "shape_sensing/msg/Bno055Calibration":
             assert calibration_from_msg(back) == CalibrationStatus(3, 3, 2, 1)
     # Over 2.5 s (status read at 1 Hz) each sensor's levels are published once: only changes are published.
     later = list(topics)

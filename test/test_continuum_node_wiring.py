@@ -58,7 +58,8 @@ def test_straight_robot_in_tf_path_and_tip_out(stand_ins: None) -> None:
     node = FakeNode("continuum_estimator", _shipped_config())
     app = ContinuumEstimatorNode(node)
     assert set(node.subscriptions) == {"gyro_mid/data", "gyro_tip/data", "base_pose", "tip_pose"}
-    assert all(qos == "sensor_data" for _, _, qos in node.subscriptions.values())
+    # best effort, deep enough for a stall (input_queue_depth)
+    assert all(qos["reliability"] == "best_effort" and qos["depth"] == 200 for _, _, qos in node.subscriptions.values())
     assert set(node.publishers) == set(CONTINUUM_TOPICS)
     assert node.publishers["shape/path"].qos["reliability"] == "reliable"
     gyro_mid, gyro_tip, base, tip = (node.subscriptions[t][1] for t in ("gyro_mid/data", "gyro_tip/data",
@@ -69,6 +70,7 @@ def test_straight_robot_in_tf_path_and_tip_out(stand_ins: None) -> None:
         tip(_pose_msg(stamp, LENGTH))
         gyro_mid(_gyro_msg(stamp + 7_000_000))
         gyro_tip(_gyro_msg(stamp + 9_000_000))
+    app.inputs.flush()  # the inputs the stamp-ordered stage still holds for the next ones
     tfs = node.publishers["/tf"].sent
     assert len(tfs) > 20, "about one estimate per slice at 30 Hz once the window is full"
     last = tfs[-1].transforms
@@ -88,12 +90,13 @@ def test_straight_robot_in_tf_path_and_tip_out(stand_ins: None) -> None:
     assert 5_000_000_000 < stamp < 5_000_000_000 + 20_000_000 * 60
     assert node.publishers["shape/markers"].sent, "markers at marker_rate"
     # the status timer reports the counts
-    (period, status), = node.timers  # fmt: skip
+    period, status = node.timers[-1]  # after the input stage's release timer
     assert period == pytest.approx(1.0)
     status()
-    diag = node.publishers["/diagnostics"].sent[-1].status[-1]
+    diag, inputs = node.publishers["/diagnostics"].sent[-1].status  # the estimator's and its inputs' status
     values = {kv.key: kv.value for kv in diag.values}
     assert diag.message == "estimating" and values["pose"] == "120" and values["gyro"] == "120"
+    assert inputs.name == "/continuum_estimator: inputs" and inputs.message.startswith("keeping up")
     assert app.tracker.stats.skipped_bad == 0
 
 
@@ -107,11 +110,13 @@ def test_bad_messages_are_counted_and_skipped(stand_ins: None) -> None:
     base(_pose_msg(5_000_000_000, 0.0, quat=(0.0, 0.0, 0.0, 0.0)))  # the all-zero quaternion of a default message
     base(_pose_msg(5_010_000_000, 0.0, quat=(0.0, 0.0, 0.0, math.nan)))
     gyro(_gyro_msg(5_020_000_000, (math.nan, 0.0, 0.0)))
+    app.inputs.flush()
     assert app.tracker.stats.skipped_bad == 3
     assert app.tracker.stats.pose == 0 and app.tracker.stats.gyro == 0
     assert any("skipped a bad pose" in line for line in node.logger.lines)
     base(_pose_msg(5_030_000_000, 0.0))
+    app.inputs.flush()
     assert app.tracker.stats.pose == 1
-    status = node.timers[0][1]
+    status = node.timers[-1][1]
     status()
-    assert node.publishers["/diagnostics"].sent[-1].status[-1].message == "no estimate in the last second"
+    assert node.publishers["/diagnostics"].sent[-1].status[0].message == "no estimate in the last second"

@@ -34,7 +34,8 @@ else:
     }
     TOPICS |= {f"/vine/imu_{i:02d}/mag": ("sensor_msgs/msg/MagneticField", None) for i in range(N_IMUS)}
     TOPICS |= {f"/vine/imu_{i:02d}/temperature": ("sensor_msgs/msg/Temperature", None) for i in range(N_IMUS)}
-    TOPICS |= {f"/vine/imu_{i:02d}/calibration_status": ("std_msgs/msg/UInt8MultiArray", None) for i in range(N_IMUS)}
+    CALIBRATION = "shape_sensing/msg/Bno055Calibration"
+    TOPICS |= {f"/vine/imu_{i:02d}/calibration_status": (CALIBRATION, None) for i in range(N_IMUS)}
     TOPICS["/vine/imu_05/mag"] = ("sensor_msgs/msg/MagneticField", 5.0)
     TOPICS["/vine/imu_05/temperature"] = ("sensor_msgs/msg/Temperature", 1.0)
     TOPICS["/diagnostics"] = ("diagnostic_msgs/msg/DiagnosticArray", 1.0)

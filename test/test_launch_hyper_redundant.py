@@ -86,7 +86,7 @@ else:
         f"{NS}/shape/end_effector": ("geometry_msgs/msg/PoseWithCovarianceStamped", 20.0),
         f"{NS}/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
         "/tf": ("tf2_msgs/msg/TFMessage", 20.0),
-        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # driver's and estimator's, 1 Hz each
+        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 3.0),  # driver, estimator, estimator's heartbeat
     }
     FRAMES = ["base_link", "end_effector"] + [f"platform_{i}" for i in range(N_SENSORS)]
 

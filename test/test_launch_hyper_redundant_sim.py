@@ -32,6 +32,7 @@ else:
         for i in range(N_MODULES + 1)
     }
     TOPICS |= {
+        f"{NS}/imu/array": ("shape_sensing/msg/ImuArray", 100.0),  # the bus cycles the estimator reads
         f"{NS}/truth/joint_states": ("sensor_msgs/msg/JointState", 100.0),
         f"{NS}/truth/end_effector": ("geometry_msgs/msg/PoseStamped", 100.0),
         f"{NS}/joint_states": ("sensor_msgs/msg/JointState", 20.0),
@@ -40,7 +41,7 @@ else:
         f"{NS}/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
         "/tf": ("tf2_msgs/msg/TFMessage", 20.0),
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
-        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 1.0),
+        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # the estimator's and its heartbeat
     }
     FRAMES = ["base_link", "end_effector"] + [f"platform_{i}" for i in range(N_MODULES + 1)]
 
@@ -66,10 +67,11 @@ else:
         def test_3_parameters_equal_the_files(self) -> None:
             config = h.share("config", "hyper_redundant.yaml")
             launch = {"n_modules": N_MODULES, "heading_mode": "roll_pitch", "calibrate_on_start": True,
-                      "calibration_duration": 1.0}  # fmt: skip
+                      "calibration_duration": 1.0, "imu_array_topic": "imu/array"}  # fmt: skip
             h.check_param_dump(f"{NS}/rigid_module_estimator",
                                h.expected_parameters("rigid_module_estimator", config, launch))  # fmt: skip
-            sim = {"n_modules": N_MODULES, "d1": 0.04, "d2": 0.04, "rate": 100.0, "rods_seconds": 3.0}
+            sim = {"n_modules": N_MODULES, "d1": 0.04, "d2": 0.04, "rate": 100.0, "rods_seconds": 6.0,
+                   "imu_array_topic": "imu/array"}  # fmt: skip
             h.check_param_dump(f"{NS}/hyper_redundant_simulator",
                                h.expected_parameters("hyper_redundant_simulator", None, sim))  # fmt: skip
 

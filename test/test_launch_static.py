@@ -146,7 +146,10 @@ def resolve(text: str, args: dict[str, str | None]) -> str | None:
 
 
 def ros_value(text: str) -> Any:
-    """A launch ``<param value=...>`` as ROS 2 types it (YAML rules, as launch_ros does)."""
+    """A launch ``<param value=...>`` as ROS 2 types it (YAML rules, as launch_ros does; an empty value stays the
+    empty string, as launch_ros writes it: ``frame_prefix: ''``)."""
+    if text == "":
+        return ""
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError:
@@ -187,8 +190,8 @@ def value_problems(schema: Schema, values: dict[str, Any], where: str) -> list[s
 
 
 def launch_args(root: ET.Element) -> dict[str, str | None]:
-    """``<arg name default>`` of a launch file (``None``: no default)."""
-    return {a.get("name", ""): a.get("default") for a in root.iter("arg")}
+    """``<arg name default>`` of a launch file (``None``: no default); not the ``<arg>`` an ``<include>`` passes."""
+    return {a.get("name", ""): a.get("default") for a in root.findall("arg")}
 
 
 def _join_ns(outer: str | None, inner: str | None) -> str | None:
@@ -490,9 +493,10 @@ def test_vine_config_is_the_seed_robot() -> None:
 
 
 def _record_topics(path: Path) -> set[str]:
-    cmds = [e.get("cmd", "") for e in ET.parse(path).getroot().iter("executable") if "bag record" in e.get("cmd", "")]
+    root = ET.parse(path).getroot()
+    cmds = [e.get("cmd", "") for e in root.iter("executable") if "bag record" in e.get("cmd", "")]
     assert len(cmds) == 1, f"{path.name}: expected one ros2 bag record"
-    words = cmds[0].split()
+    words = (resolve(cmds[0], launch_args(root)) or "").split()
     assert words[:5] == ["ros2", "bag", "record", "-s", "mcap"], f"{path.name}: record with MCAP storage"
     return {w for w in words if w.startswith("/")}
 
@@ -714,14 +718,12 @@ ROSDEP_KEYS = {
     "scipy": "python3-scipy",
     "matplotlib": "python3-matplotlib",
     "yaml": "python3-yaml",
-    "rosbags": "python3-rosbags-pip",
-    "mcap": "python3-mcap-pip",
     "can": "python3-can",
     "serial": "python3-serial",
     "smbus2": "python3-smbus2",
-    "threadpoolctl": "python3-threadpoolctl",
-    "trimesh": "python3-trimesh",
     "tqdm": "python3-tqdm",
+    # the Python tf2_ros module is the package tf2_ros_py (tf2_ros is the C++ one with static_transform_publisher)
+    "tf2_ros": "tf2_ros_py",
 }
 
 _TYPE_NAME = re.compile(r"([a-z][a-z0-9_]*)/(?:msg|srv|action)/[A-Z][A-Za-z0-9]*")
@@ -763,13 +765,22 @@ def used_by_source(source: str) -> dict[str, str]:
 
 
 def used_by_launch(launch_xml: str) -> dict[str, str]:
-    """Packages whose executables a launch file starts -> what showed it."""
+    """Packages a launch file needs -> what showed it: the XML front end and ``ros2 launch`` for any XML launch
+    file, the packages whose executables it starts, ``ros2bag`` (and the MCAP storage) for a ``ros2 bag`` command."""
     root = ET.fromstring(launch_xml)
-    return {
+    used = {"launch_xml": "an XML launch file", "ros2launch": "an XML launch file (ros2 launch)"}
+    used |= {
         e.get("pkg", ""): f"{e.get('pkg')} {e.get('exec')}"
         for e in root.iter("node")
         if e.get("pkg") and e.get("pkg") != PACKAGE
     }
+    for e in root.iter("executable"):
+        cmd = e.get("cmd", "")
+        if cmd.startswith("ros2 bag"):
+            used["ros2bag"] = cmd[:40]
+            if " -s mcap" in cmd or ".mcap" in cmd:
+                used["rosbag2_storage_mcap"] = cmd[:40]
+    return used
 
 
 def undeclared(package_xml: str, used: dict[str, str]) -> list[str]:
@@ -778,11 +789,11 @@ def undeclared(package_xml: str, used: dict[str, str]) -> list[str]:
     return sorted(f"{dep} ({why})" for dep, why in used.items() if dep not in have)
 
 
-# Optional Python extras (setup.py extras_require), imported only inside the functions that need them, with a
-# fallback where they are missing: not dependencies of the package on a robot, so not in package.xml.
-#   mujoco: the [sim] extra, the physical ToF continuum simulator (sim/tof_mujoco.py; the demo falls back to the
-#   kinematic simulator without it)
-OPTIONAL_EXTRAS = {"mujoco"}
+# Python packages without a distribution package (no rosdep key, or only a *-pip one: see package.xml's comment and
+# docs/guides/install.md), imported only inside the functions that need them (bags, meshes, the physical simulator,
+# BLAS thread limits), so the nodes run without them (test/test_rosdep_keys.py imports every node with them blocked).
+# Not in package.xml; in requirements-ros.txt. RViz is optional (rviz:=true says so when it is absent).
+OPTIONAL_EXTRAS = {"mujoco", "rosbags", "mcap", "mcap_ros2", "trimesh", "threadpoolctl", "rviz2"}
 
 
 def used_by_package() -> dict[str, str]:
@@ -794,14 +805,16 @@ def used_by_package() -> dict[str, str]:
             used.setdefault(dep, f"{path.relative_to(ROOT)}: {why}")
     for path in sorted((ROOT / "launch").glob("*.launch.xml")):
         for dep, why in used_by_launch(path.read_text()).items():
-            used.setdefault(dep, f"{path.relative_to(ROOT)}: {why}")
+            if dep not in OPTIONAL_EXTRAS:
+                used.setdefault(dep, f"{path.relative_to(ROOT)}: {why}")
     return used
 
 
 def test_everything_used_is_declared() -> None:
     used = used_by_package()
     # The scan finds what the nodes and launch files are known to need (guards against a scan that finds nothing).
-    assert {"rclpy", "rcl_interfaces", "std_srvs", "tf2_ros", "rviz2", "geometry_msgs", "python3-numpy"} <= set(used)
+    assert {"rclpy", "rcl_interfaces", "std_srvs", "tf2_ros", "tf2_ros_py", "geometry_msgs", "python3-numpy",
+            "launch_xml", "ros2launch", "ros2bag"} <= set(used)
     assert undeclared((ROOT / "package.xml").read_text(), used) == []
 
 
@@ -815,11 +828,92 @@ def f():
 """
     launch = '<launch><node pkg="tf2_ros" exec="static_transform_publisher"/><node pkg="shape_sensing"/></launch>'
     used = used_by_source(source) | used_by_launch(launch)
-    assert set(used) == {"rcl_interfaces", "python3-numpy", "rosidl_runtime_py", "visualization_msgs", "tf2_ros"}
+    assert set(used) == {"rcl_interfaces", "python3-numpy", "rosidl_runtime_py", "visualization_msgs", "tf2_ros",
+                         "launch_xml", "ros2launch"}
     package_xml = """<package format="3"><name>p</name>
       <depend>python3-numpy</depend><exec_depend>rosidl_runtime_py</exec_depend>
-      <exec_depend>visualization_msgs</exec_depend><exec_depend>tf2_ros_py</exec_depend></package>"""
+      <exec_depend>visualization_msgs</exec_depend><exec_depend>tf2_ros_py</exec_depend>
+      <exec_depend>launch_xml</exec_depend><exec_depend>ros2launch</exec_depend></package>"""
     assert undeclared(package_xml, used) == [
         "rcl_interfaces (import rcl_interfaces.msg)",
         "tf2_ros (tf2_ros static_transform_publisher)",
     ]
+
+
+# -- composing robots and failing as a whole ---------------------------------------------------------------------------
+
+# launch files without a transform of their own to a world frame (the driver's frames are placed by the estimator)
+NO_WORLD_TF = {"bno055_chain.launch.xml"}
+
+
+@pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
+def test_launch_file_composes_and_fails_as_a_whole(path: Path) -> None:
+    """Every launch file: namespace, frame_prefix, use_sim_time (and world_frame, world_tf where it places the
+    robot) arguments, passed to every node; its argument checks included before any process; every process but RViz
+    and a bag player ends the launch when it exits (on_exit shutdown, no respawn: see the launch file's header)."""
+    root = ET.parse(path).getroot()
+    args = launch_args(root)
+    wanted = {"namespace", "frame_prefix", "use_sim_time"} | (set() if path.name in NO_WORLD_TF else
+                                                              {"world_frame", "world_tf"})
+    assert wanted <= set(args), f"{path.name}: missing arguments {sorted(wanted - set(args))}"
+    assert args["frame_prefix"] == "" and args["use_sim_time"] == "false"
+    first = next(e for e in root if e.tag not in ("arg",))
+    assert first.tag == "include" and first.get("file", "").endswith("/launch/checks.launch.py"), (
+        f"{path.name}: the first action must be the argument checks (before any process starts)")
+    passed = {a.get("name"): a.get("value", "") for a in first.findall("arg")}
+    for flag in ("rviz", "record", "use_sim_time", "world_tf", "driver", "drivers", "simulate"):
+        if flag in args:
+            assert re.search(rf"(^| ){flag}=\$\(var {flag}\)( |$)", passed["flags"]), f"{path.name}: {flag} unchecked"
+    assert "config=$(var config)" in passed["files"].split(";")
+    if "rviz" in args:
+        assert passed["rviz"] == "$(var rviz)"
+    for node in root.iter("node"):
+        where = f"{path.name}: {node.get('pkg')} {node.get('exec')}"
+        assert node.get("respawn") is None, where
+        if node.get("pkg") == "rviz2":
+            assert node.get("on_exit") is None, f"{where}: closing RViz must leave the robot running"
+            continue
+        assert node.get("on_exit") == "shutdown", f"{where}: a process that exits must end the launch"
+        if node.get("pkg") == PACKAGE:
+            params = {p.get("name"): p.get("value") for p in node.findall("param") if p.get("name")}
+            assert params.get("frame_prefix") == "$(var frame_prefix)", f"{where}: frame_prefix not passed"
+            if "use_sim_time" in params:
+                assert params["use_sim_time"] == "$(var use_sim_time)"
+        if node.get("exec") == "static_transform_publisher":  # world_frame -> a robot frame, or robot -> robot
+            a = node.get("args", "")
+            assert "--child-frame-id $(var frame_prefix)" in a, where
+            if "--frame-id $(var world_frame)" in a:
+                guarded = {id(n) for g in root.iter("group") if "world_tf" in g.get("if", "") for n in g.iter("node")}
+                assert "world_tf" in node.get("if", "") or id(node) in guarded, f"{where}: world_tf:=false keeps it"
+            else:
+                assert "--frame-id $(var frame_prefix)" in a, where
+    for exe in root.iter("executable"):
+        if "bag record" in exe.get("cmd", ""):
+            assert exe.get("on_exit") == "shutdown", f"{path.name}: a recorder that dies must end the launch"
+            assert "$(var namespace)" in exe.get("cmd", ""), f"{path.name}: recorded topics ignore namespace:="
+
+
+def _checks_module() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("checks_launch", ROOT / "launch" / "checks.launch.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except ImportError as exc:  # launch (ROS 2) not installed here
+        pytest.skip(f"launch/checks.launch.py needs ROS 2's launch package: {exc}")
+    return module
+
+
+def test_argument_checks_name_what_is_wrong(tmp_path: Path) -> None:
+    checks = _checks_module()
+    config = tmp_path / "c.yaml"
+    config.write_text("{}\n")
+    assert checks.problems(f"config={config}", "rviz=false record=true world_tf=0", "false",
+                           "namespace=vine frame_prefix= world_frame=world") == []
+    found = checks.problems(f"config={tmp_path / 'missing.yaml'};map=", "record=yes rviz=False", "false",
+                            "namespace=/vine frame_prefix=a-b world_frame=")
+    assert found[0] == "record:='yes': expected true or false"
+    assert found[1].endswith("missing.yaml: no such file") and found[2] == "map:= is empty: expected a file"
+    assert [f.split(":=")[0] for f in found[3:]] == ["namespace", "frame_prefix", "world_frame"]

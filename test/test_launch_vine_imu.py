@@ -34,13 +34,13 @@ else:
     TOPICS |= {
         "/vine/imu_00/mag": ("sensor_msgs/msg/MagneticField", 5.0),
         "/vine/imu_17/temperature": ("sensor_msgs/msg/Temperature", 1.0),
-        "/vine/imu_17/calibration_status": ("std_msgs/msg/UInt8MultiArray", None),
+        "/vine/imu_17/calibration_status": ("shape_sensing/msg/Bno055Calibration", None),
         "/vine/shape/path": ("nav_msgs/msg/Path", 30.0),
         "/vine/shape/tip": ("geometry_msgs/msg/PoseWithCovarianceStamped", 30.0),
         "/vine/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
         "/tf": ("tf2_msgs/msg/TFMessage", 30.0),
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
-        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # the driver's and the estimator's, 1 Hz each
+        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 3.0),  # driver, estimator, its heartbeat: 1 Hz each
     }
     FRAMES = ["vine_base", "vine_imu_base", "vine_imu_tip"] + [f"vine_imu_{i:02d}" for i in range(N_IMUS)]
 

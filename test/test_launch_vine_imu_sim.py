@@ -30,6 +30,7 @@ else:
         for i in range(N_IMUS)
     }
     TOPICS |= {
+        "/vine/imus": ("shape_sensing/msg/ImuArray", 100.0),  # the sweep the estimator reads
         "/vine/base/length": ("sensor_msgs/msg/JointState", 100.0),
         "/vine/truth/tip": ("geometry_msgs/msg/PoseStamped", 100.0),
         "/vine/truth/path": ("nav_msgs/msg/Path", 10.0),
@@ -39,7 +40,7 @@ else:
         "/vine/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
         "/tf": ("tf2_msgs/msg/TFMessage", 30.0),
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
-        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 1.0),
+        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # the estimator's and its heartbeat
     }
     FRAMES = ["vine_base", "vine_imu_base", "vine_imu_tip"] + [f"vine_imu_{i:02d}" for i in range(N_IMUS)]
 
@@ -64,8 +65,11 @@ else:
 
         def test_3_parameters_equal_the_files(self) -> None:
             config = h.share("config", "vine_imu.yaml")
-            h.check_param_dump("/vine/hinge_arc_estimator", h.expected_parameters("hinge_arc_estimator", config))
-            sim = {"scenario": "passive", "duration": 60.0, "seed": 0}
+            launch = {"imu_array_topic": "imus"}  # the launch file's: one ImuArray per sweep
+            h.check_param_dump(
+                "/vine/hinge_arc_estimator", h.expected_parameters("hinge_arc_estimator", config, launch)
+            )
+            sim = {"scenario": "passive", "duration": 60.0, "seed": 0, "imu_array_topic": "imus"}
             h.check_param_dump("/vine/vine_imu_simulator", h.expected_parameters("vine_imu_simulator", None, sim))
 
         def test_4_offset_service_answers(self) -> None:

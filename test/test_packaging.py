@@ -68,5 +68,4 @@ def test_package_xml_is_an_ament_cmake_interface_package_with_its_test_deps() ->
     for msg in (ROOT / "msg").glob("*.msg"):
         used |= set(re.findall(r"^\s*([a-z_]+)/\w+", msg.read_text(encoding="utf-8"), flags=re.MULTILINE))
     assert used <= tags["depend"] | {"builtin_interfaces"}
-    assert {"launch_testing", "launch_testing_ros", "launch_pytest", "python3-hypothesis",
-            "python3-easydubins-pip"} <= tags["test_depend"]
+    assert {"launch_testing", "launch_testing_ros", "launch_pytest", "python3-hypothesis"} <= tags["test_depend"]

@@ -49,6 +49,20 @@ def test_demo_writes_bag_and_picture_with_small_error(demo: tuple[Path, dict]) -
     assert matches(topics)
 
 
+def test_demo_parameter_file_carries_the_rods_calibration_it_made(demo: tuple[Path, dict]) -> None:
+    """The node run on the demo's .params.yaml (config:=) starts calibrated as the demo was after its rods hold;
+    the bag keeps the starting parameters (replay calibrates again on the same hold)."""
+    from shape_sensing.io.bag import bag_parameters
+
+    out, _ = demo
+    params = schema_for("rigid_module_estimator").load_yaml(out / "hyper-redundant.params.yaml")
+    bias = np.asarray(params["calibration_bias"]).reshape(-1, 3)
+    assert bias.shape == (5, 3) and not bias[0].any() and 0.0 < np.degrees(np.linalg.norm(bias, axis=1)).max() < 3.0
+    assert params["calibrate_on_start"] is False
+    recorded = bag_parameters(out / "hyper-redundant.mcap", "rigid_module_estimator")
+    assert recorded is not None and "calibration_bias: []" in recorded
+
+
 def test_replay_reproduces_demo(demo: tuple[Path, dict], tmp_path: Path) -> None:
     out, m = demo
     args = argparse.Namespace(hr_namespace="/hyper_redundant", hr_rods_seconds=1.0)

@@ -53,7 +53,7 @@ def test_launch_files_start_rviz_with_their_config(launch: str, rviz: str, fixed
 def test_hyper_redundant_launch_files_record_and_place_the_base(launch: str) -> None:
     path = ROOT / "launch" / launch
     root = ET.parse(path).getroot()
-    args = {a.get("name"): a.get("default") for a in root.iter("arg")}
+    args = {a.get("name"): a.get("default") for a in root.findall("arg")}
     assert args["record"] == "false"
     (cmd,) = [e.get("cmd", "") for e in root.iter("executable") if "bag record" in e.get("cmd", "")]
     assert next(e for e in root.iter("executable") if "bag record" in e.get("cmd", "")).get("if") == "$(var record)"
@@ -63,7 +63,10 @@ def test_hyper_redundant_launch_files_record_and_place_the_base(launch: str) -> 
     assert {"/tf", "/tf_static", "/diagnostics"} <= topics
     assert {f"/hyper_redundant/{t}" for t in ("shape/path", "shape/end_effector", "imu/platform_0")} <= topics
     static = [n for n in root.iter("node") if n.get("exec") == "static_transform_publisher"]
-    assert len(static) == 1 and "--frame-id world --child-frame-id base_link" in static[0].get("args", "")
+    placement = static[0].get("args", "").replace("$(var world_frame)", args["world_frame"])
+    placement = placement.replace("$(var frame_prefix)", args["frame_prefix"])
+    assert len(static) == 1 and "--frame-id world --child-frame-id base_link" in placement
+    assert static[0].get("if") == "$(var world_tf)" and args["world_tf"] == "true"
 
 
 def test_motions_per_calibration_level() -> None:

@@ -48,14 +48,14 @@ def test_st_buffers_have_the_uld_sizes(buffers):
 
 
 def test_block_headers_and_frame_sizes_by_hand():
-    """Sizes summed by hand from the ULD's block headers: 4-byte header + type * zones per enabled block, + 24."""
+    """Sizes summed by hand from ULD 1.1.2's block headers: 4-byte header + type * zones per enabled block, + 20."""
     assert (BH.DISTANCE & 0xF, (BH.DISTANCE >> 4) & 0xFFF, BH.DISTANCE >> 16) == (2, 0x40, 0xD33C)
     # 8x8: start 4, metadata 16, common 8, ambient 4+256, targets 4+64, signal 4+256, sigma 4+128, distance
-    # 4+128, status 4+64, + 24
-    assert frame_size(64) == 4 + 16 + 8 + 260 + 68 + 260 + 132 + 132 + 68 + 24 == 972
-    assert frame_size(16) == 4 + 16 + 8 + 68 + 20 + 68 + 36 + 36 + 20 + 24 == 300
+    # 4+128, status 4+64, + 20
+    assert frame_size(64) == 4 + 16 + 8 + 260 + 68 + 260 + 132 + 132 + 68 + 20 == 968
+    assert frame_size(16) == 4 + 16 + 8 + 68 + 20 + 68 + 36 + 36 + 20 + 20 == 296
     everything = (*DEFAULT_OUTPUTS, "SPAD_COUNT", "REFLECTANCE", "MOTION_DETECT")
-    assert frame_size(64, everything) == 972 + 260 + 68 + 144
+    assert frame_size(64, everything) == 968 + 260 + 68 + 144
     _, enables, _ = output_list(64)
     assert enables == [0x7 | 8 | 32 | 64 | 128 | 256 | 1024, 0, 0, 0xC0000000]
     with pytest.raises(DriverConfigError, match="outputs \\['COLOUR'\\] invalid"):
@@ -90,7 +90,7 @@ def test_boot_settings_and_frames_round_trip(buffers):
         status[7] = 4
         chip.set_zones(truth, status=status)
         run_steps(tof.start_ranging(), bus.sleep)
-        assert tof.data_read_size == 972
+        assert tof.data_read_size == 968
         got = []
         while len(got) < 5:
             bus.sleep(0.005)
@@ -118,7 +118,7 @@ def test_four_by_four_and_bad_settings(buffers):
         run_steps(tof.set_ranging_frequency_hz(60), bus.sleep)  # 4x4 after init: up to 60 Hz
         chip.set_zones(np.full(16, 0.8))
         run_steps(tof.start_ranging(), bus.sleep)
-        assert tof.data_read_size == 300
+        assert tof.data_read_size == 296
         while not tof.check_data_ready():
             bus.sleep(0.002)
         r = tof.get_ranging_data()
@@ -169,7 +169,7 @@ def test_boot_handshake_faults_as_a_real_chip(buffers, monkeypatch, fault, match
     assert not chip.booted
 
 
-def test_new_address_and_corrupted_frame(buffers):
+def test_new_address_and_malformed_frame(buffers):
     bus, chip = _rig(buffers)
     with RealSMBus([bus]) as (sb,):
         tof = Vl53l5cx(sb, 0x29, buffers, clock=bus.clock)
@@ -179,9 +179,8 @@ def test_new_address_and_corrupted_frame(buffers):
         with pytest.raises(OSError, match="Remote I/O error"):
             Vl53l5cx(sb, 0x29, buffers, clock=bus.clock).is_alive()
     host = bytearray(16 + 8)
-    host[8:10] = b"\x12\x34"
-    host[-4:-2] = b"\x12\x35"
-    with pytest.raises(Vl53l5cxError, match="corrupted frame: header id 0x1234 != footer id 0x1235"):
+    host[16:20] = struct.pack("<I", (0xD33C << 16) | (64 << 4) | 2)  # a distance block the 24 bytes cannot hold
+    with pytest.raises(Vl53l5cxError, match="malformed frame"):
         parse_frame(swap_words(bytes(host)), 64)
 
 
@@ -193,14 +192,13 @@ def test_parse_frame_of_hand_packed_blocks():
     blocks += struct.pack("<I", (0xD47C << 16) | (z << 4) | 1) + bytes([5] * z)
     blocks += struct.pack("<I", (0x54B4 << 16) | (12 << 4)) + bytes([0] * 8 + [0xFB, 0, 0, 0])  # -5 degC
     host = bytearray(16) + blocks + bytearray(8)
-    host[8:10] = host[-4:-2] = b"\x00\x07"
     r = parse_frame(swap_words(bytes(host)), z)
     np.testing.assert_allclose(r.distance_mm, dist / 4.0)
     assert r.silicon_temp_degc == -5.0 and list(r.target_status) == [5] * z
 
 
 def test_random_frames_never_raise_anything_but_a_frame_error():
-    """Bytes off a noisy bus (ids matching, so the block walk runs): a reading or Vl53l5cxError, nothing else."""
+    """Bytes off a noisy bus: a reading or Vl53l5cxError, nothing else."""
     rng = np.random.default_rng(11)
     outcomes = {"ok": 0, "error": 0}
     for _ in range(300):
@@ -208,7 +206,6 @@ def test_random_frames_never_raise_anything_but_a_frame_error():
         if rng.random() < 0.5:  # a block skipping to 8 bytes before the end, where a distance block starts
             host[16:20] = struct.pack("<I", (0x0000 << 16) | ((972 - 8 - 20) << 4) | 0)
             host[972 - 8 : 972 - 4] = struct.pack("<I", (0xD33C << 16) | (64 << 4) | 2)
-        host[-4:-2] = host[8:10]
         try:
             r = parse_frame(swap_words(bytes(host)), 64)
             assert r.distance_mm.shape == (64,) and np.all(r.distance_mm >= 0)
@@ -217,3 +214,49 @@ def test_random_frames_never_raise_anything_but_a_frame_error():
             assert "malformed frame" in str(exc)
             outcomes["error"] += 1
     assert outcomes["ok"] > 0 and outcomes["error"] > 0
+
+
+@pytest.mark.parametrize(("report", "error", "match"), [
+    ("uld1.1", 0, None),  # ULD 1.1.2's answer: GO2 status 0 back to 0x00
+    ("uld1.2", 0, None),  # ULD 1.2-2.0.1's answer: bit 7 with GO2 status 1 = 0
+    # an MCU error code in GO2 status 1: ULD 1.1.2's handshake is past the boot when the MCU reports it, so the
+    # error shows in the next command's status (byte 2 >= 0x7F)
+    ("uld1.2", 0x42, "MCU error 0xff while reading the NVM"),
+    ("uld1.1", 0x42, "MCU error 0xff while reading the NVM"),
+])  # fmt: skip
+def test_mcu_boot_answered_either_of_sts_ways(buffers, report, error, match):
+    bus, chip = _rig(buffers, boot_report=report)
+    chip.mcu_boot_error = error
+    with RealSMBus([bus]) as (sb,):
+        tof = Vl53l5cx(sb, 0x29, buffers, clock=bus.clock, poll_timeout=0.3)
+        if match is None:
+            run_steps(tof.init_steps(), bus.sleep)
+            assert chip.booted and chip.refused == []
+        else:
+            with pytest.raises(Vl53l5cxError, match=match):
+                run_steps(tof.init_steps(), bus.sleep)
+
+
+def test_the_firmware_refuses_another_releases_dci_index_and_the_driver_says_so(buffers):
+    """ULD 1.3.9's pipe control 0xDB80 is no variable of the 1.1.2 firmware: the chip answers an MCU error."""
+    bus, chip = _rig(buffers)
+    with RealSMBus([bus]) as (sb,):
+        tof = Vl53l5cx(sb, 0x29, buffers, clock=bus.clock)
+        run_steps(tof.init_steps(), bus.sleep)
+        with pytest.raises(Vl53l5cxError, match="MCU error 0xff while writing DCI 0xdb80"):
+            run_steps(tof.dci_write(0xDB80, bytes([1, 0, 1, 0])), bus.sleep)
+    assert chip.refused and "0xdb80" in chip.refused[-1]
+
+
+def test_a_firmware_directory_of_another_release_is_refused(buffers, tmp_path):
+    files = {
+        "firmware.bin": bytes(reversed(buffers.firmware)),
+        "default_configuration.bin": buffers.default_configuration,
+        "default_xtalk.bin": buffers.default_xtalk,
+        "get_nvm_cmd.bin": buffers.get_nvm_cmd,
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    with pytest.raises(DriverConfigError, match="not 0xd867a331 of ST's ULD 1.1.2 image"):
+        UldBuffers.from_dir(tmp_path)
+    assert zlib.crc32(buffers.firmware) == vl.FIRMWARE_CRC32

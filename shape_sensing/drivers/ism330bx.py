@@ -67,12 +67,14 @@ from shape_sensing.geometry import FloatArray
 __all__ = [
     "ACCEL_AXIS_ORDER",
     "ACCEL_FS",
+    "FIFO_GYRO_ORDERS",
     "GYRO_FS",
     "ISM330BX_ADDRESSES",
     "ISM330BX_ID",
     "ODR_CODES",
     "BiasEstimate",
     "FifoRead",
+    "GyroOrderCheck",
     "ImuFifoSample",
     "Ism330bx",
     "Ism330bxConfig",
@@ -92,6 +94,7 @@ TEMP_SENSITIVITY = 256.0  # LSB/degC
 TEMP_OFFSET_C = 25.0  # degC at 0 LSB
 FIFO_WORD = 7
 ACCEL_AXIS_ORDER = (2, 1, 0)  # FIFO/register words hold Z, Y, X: word k is axis ACCEL_AXIS_ORDER[k]
+FIFO_GYRO_ORDERS = {"xyz": (0, 1, 2), "zyx": (2, 1, 0)}  # gyroscope FIFO word k is axis ORDER[k]
 
 
 class Reg:
@@ -183,6 +186,12 @@ class Ism330bxConfig:
         bias_duration: seconds of stationary data averaged for the gyroscope bias (0: no bias estimate).
         stationary_gyro_std: per-axis gyroscope standard deviation (rad/s) above which the start is not still.
         stationary_accel_tol: tolerance (m/s^2) on | |a| - g | during the bias window.
+        fifo_gyro_order: order of the gyroscope axes in its FIFO words, ``"xyz"`` (default) or ``"zyx"``.
+            The datasheet's FIFO_DATA_OUT_TAG footnotes: gyroscope X, Y, Z; accelerometer Z, Y, X. ST's
+            LSM6DSV16BX FIFO example was corrected to that in 2026 (STMems_Standard_C_drivers issue #178, commit
+            02d3220: "Only accelerometer data should be reversed"); its ISM330BX FIFO example still reads the
+            gyroscope as Z, Y, X, the pattern fixed in the LSM6DSV16BX one. :meth:`Ism330bx.check_fifo_gyro_order`
+            tells a chip's order under motion.
     """
 
     odr: float = 120.0
@@ -191,8 +200,13 @@ class Ism330bxConfig:
     bias_duration: float = 2.0
     stationary_gyro_std: float = 0.01
     stationary_accel_tol: float = 0.5
+    fifo_gyro_order: str = "xyz"
 
     def __post_init__(self) -> None:
+        if self.fifo_gyro_order not in FIFO_GYRO_ORDERS:
+            raise DriverConfigError(
+                f"ISM330BX fifo_gyro_order {self.fifo_gyro_order!r} invalid: expected one of {list(FIFO_GYRO_ORDERS)}"
+            )
         if self.odr not in ODR_CODES:
             raise DriverConfigError(f"ISM330BX odr {self.odr!r} invalid: expected one of {sorted(ODR_CODES)} Hz")
         if self.gyro_fs not in GYRO_FS:
@@ -237,8 +251,18 @@ class BiasEstimate:
     restarts: int  # windows discarded because the sensor moved
 
 
+@dataclass(frozen=True)
+class GyroOrderCheck:
+    """Result of :meth:`Ism330bx.check_fifo_gyro_order`: the order found and the mean error of each hypothesis."""
+
+    order: str  # "xyz", "zyx" or "undecided"
+    readings: int  # register readings with enough motion to tell
+    mean_error_xyz: float  # rad/s, |FIFO word read as X, Y, Z - output registers|
+    mean_error_zyx: float  # rad/s, |FIFO word read as Z, Y, X - output registers|
+
+
 def decode_fifo(
-    raw: bytes, gyro_lsb: float, accel_lsb: float
+    raw: bytes, gyro_lsb: float, accel_lsb: float, gyro_order: str = "xyz"
 ) -> tuple[list[tuple[int | None, FloatArray, FloatArray]], int, int]:
     """Decode FIFO words into ``(timestamp ticks or None, gyro, accel)`` pairs.
 
@@ -247,6 +271,7 @@ def decode_fifo(
     follows it. Returns ``(pairs, bad_words, timestamp_words)``; a word with
     an unknown tag or a slot missing one of the two sensors counts as bad.
     """
+    g_axes = list(FIFO_GYRO_ORDERS[gyro_order])
     if len(raw) % FIFO_WORD:
         raise ProtocolError(f"FIFO data of {len(raw)} bytes is not a whole number of {FIFO_WORD}-byte words")
     words = np.frombuffer(raw, np.uint8).reshape(-1, FIFO_WORD)
@@ -288,7 +313,9 @@ def decode_fifo(
         if tag == Tag.GYRO:
             if gyro is not None:
                 flush()
-            gyro = vals[i] * gyro_lsb
+            g = np.empty(3)
+            g[g_axes] = vals[i]
+            gyro = g * gyro_lsb
         else:
             if accel is not None:
                 flush()
@@ -422,6 +449,46 @@ class Ism330bx:
         raw = int.from_bytes(self.read(Reg.OUT_TEMP_L, 2), "little", signed=True)
         return raw / TEMP_SENSITIVITY + TEMP_OFFSET_C
 
+    # -- self-check ----------------------------------------------------------------
+    def check_fifo_gyro_order(self, duration_s: float = 2.0, min_difference: float = 0.2) -> GyroOrderCheck:
+        """Which order the chip stores the gyroscope axes in its FIFO: run while the sensor is turned by hand.
+
+        Reads the FIFO (whose gyroscope words are decoded here in the order they come, word 0 first) and the
+        gyroscope output registers ``OUTX_L_G``..``OUTZ_H_G`` (X, Y, Z: not in doubt), every two sample periods
+        for ``duration_s``, and compares each register reading with the FIFO's latest gyroscope word read as X, Y,
+        Z and as Z, Y, X. Only readings where the X and Z rates differ by ``min_difference`` rad/s count (a still
+        sensor cannot tell). FIFO samples read here are consumed. Run after :meth:`start`. The verdict is ``"xyz"``,
+        ``"zyx"`` or ``"undecided"`` (too little motion). From a shell: ``python -m shape_sensing.drivers.ism330bx``.
+        """
+        period = 1.0 / self.config.odr
+        end = self.clock() + int(duration_s * 1e9)
+        err = {"xyz": 0.0, "zyx": 0.0}
+        used = 0
+        while self.clock() < end:
+            self.sleep(2.0 * period)
+            st = self.read(Reg.FIFO_STATUS1, 2)
+            n = min(st[0] | ((st[1] & 0x01) << 8), 1170)
+            raw = self.read(Reg.FIFO_DATA_OUT_TAG, n * FIFO_WORD) if n else b""
+            reg = np.frombuffer(self.read(Reg.OUTX_L_G, 6), "<i2").astype(float) * self.gyro_lsb
+            if not raw:
+                continue
+            pairs, _, _ = decode_fifo(raw, self.gyro_lsb, self.accel_lsb, "xyz")  # words as they come
+            if not pairs:
+                continue
+            words = pairs[-1][1]
+            if abs(reg[0] - reg[2]) < min_difference:
+                continue
+            used += 1
+            err["xyz"] += float(np.linalg.norm(words - reg))
+            err["zyx"] += float(np.linalg.norm(words[::-1] - reg))
+        if used == 0:
+            verdict = "undecided"
+        else:
+            verdict = min(err, key=lambda k: err[k])
+            if err[verdict] > 0.5 * max(err.values()):  # neither order explains the registers clearly
+                verdict = "undecided"
+        return GyroOrderCheck(verdict, used, err["xyz"] / max(used, 1), err["zyx"] / max(used, 1))
+
     # -- streaming ---------------------------------------------------------------
     def flush_fifo(self) -> None:
         """Empty the FIFO: bypass mode, then continuous again (clears the overrun flags)."""
@@ -443,7 +510,7 @@ class Ism330bx:
             raw = self.read(Reg.FIFO_DATA_OUT_TAG, n * FIFO_WORD)
             out.bytes_read = len(raw)
             out.words = n
-            pairs, bad, _ = decode_fifo(raw, self.gyro_lsb, self.accel_lsb)
+            pairs, bad, _ = decode_fifo(raw, self.gyro_lsb, self.accel_lsb, self.config.fifo_gyro_order)
             out.bad_words = bad
             self.bad_words += bad
             out.samples = self._stamp(pairs, read_ns)
@@ -521,3 +588,56 @@ class Ism330bx:
         self.bias = None
         self._bias_buf = []
         self._bias_restarts = 0
+
+
+def main(argv: list[str] | None = None, *, bus: Any = None, clock: Callable[[], int] | None = None,
+         sleep: Callable[[float], None] | None = None) -> int:  # fmt: skip
+    """``python -m shape_sensing.drivers.ism330bx``: tell a chip's FIFO gyroscope order (turn the sensor meanwhile).
+
+    Prints the verdict and the mean error of each order; exits 0 with a verdict, 2 when undecided (too little
+    motion), 1 on a bus or configuration error. ``bus``/``clock``/``sleep`` are injected by tests.
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(
+        prog="python -m shape_sensing.drivers.ism330bx",
+        description="Check the ISM330BX's gyroscope word order in its FIFO against its output registers. "
+        "Turn the sensor by hand (not only about its Y axis) while it runs.",
+    )
+    ap.add_argument("--bus", type=int, default=1, help="I2C adapter number (/dev/i2c-N)")
+    ap.add_argument("--address", type=lambda s: int(s, 0), default=0x6A, help="0x6a or 0x6b")
+    ap.add_argument("--mux", type=lambda s: int(s, 0), default=None, help="TCA9548A address in front of the IMU")
+    ap.add_argument("--channel", type=int, default=None, help="TCA9548A channel 0-7 of the IMU")
+    ap.add_argument("--duration", type=float, default=5.0, help="seconds of motion to compare")
+    args = ap.parse_args(argv)
+    if (args.mux is None) != (args.channel is None) or (args.channel is not None and not 0 <= args.channel <= 7):
+        print("error: --mux and --channel go together, channel 0-7", flush=True)
+        return 1
+    try:
+        if bus is None:
+            import smbus2
+
+            bus = smbus2.SMBus(args.bus)
+        if args.mux is not None:
+            bus.write_byte(args.mux, 1 << args.channel)
+        cfg = Ism330bxConfig(bias_duration=0.0)
+        imu = Ism330bx(bus, args.address, cfg, clock=clock or time.monotonic_ns, sleep=sleep or time.sleep)
+        imu.start()
+        print(f"ISM330BX at {args.address:#04x}: turn the sensor for {args.duration:g} s ...", flush=True)
+        res = imu.check_fifo_gyro_order(duration_s=args.duration)
+    except (OSError, DriverError) as exc:
+        print(f"error: {exc}", flush=True)
+        return 1
+    print(
+        f"FIFO gyroscope order: {res.order} ({res.readings} readings with motion; mean error as xyz "
+        f"{res.mean_error_xyz:.4f} rad/s, as zyx {res.mean_error_zyx:.4f} rad/s)"
+    )
+    if res.order == "undecided":
+        print("not enough rotation about X or Z: turn the sensor faster and run again")
+        return 2
+    print(f"set imu_fifo_gyro_order: {res.order}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

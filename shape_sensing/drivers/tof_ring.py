@@ -24,7 +24,7 @@ Faults never stop the set:
   again (``reinits``); gaps in its stream counter count missed frames;
 * an ISM330BX whose FIFO configuration is gone (reset) is configured again;
   FIFO overruns are counted and recovered by the driver;
-* a frame with mismatched header/footer ids is counted as bad and skipped.
+* a malformed frame (block headers that do not fit the frame) is counted as bad and skipped.
 """
 
 from __future__ import annotations
@@ -42,7 +42,15 @@ from shape_sensing.config import Param, Schema
 from shape_sensing.drivers.errors import DriverConfigError, DriverError
 from shape_sensing.drivers.i2c_topology import HOST, MuxError, MuxRouter, MuxSpec, SensorSpec, Topology
 from shape_sensing.drivers.ism330bx import ImuFifoSample, Ism330bx, Ism330bxConfig
-from shape_sensing.drivers.vl53l5cx import FIELD_OF_VIEW_RAD, TofReading, UldBuffers, Vl53l5cx, Vl53l5cxError
+from shape_sensing.drivers.vl53l5cx import (
+    FIELD_OF_VIEW_RAD,
+    RANGE_CONVENTIONS,
+    TofReading,
+    UldBuffers,
+    Vl53l5cx,
+    Vl53l5cxError,
+    to_perpendicular,
+)
 from shape_sensing.geometry import FloatArray
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
@@ -175,8 +183,25 @@ SCHEMA = Schema(
             "gyro_full_scale", int, 500, "gyroscope full scale", choices=(125, 250, 500, 1000, 2000, 4000), unit="dps"
         ),
         Param("accel_full_scale", int, 4, "accelerometer full scale", choices=(2, 4, 8), unit="g"),
+        Param(
+            "imu_fifo_gyro_order",
+            str,
+            "xyz",
+            "order of the gyroscope axes in the ISM330BX FIFO words (datasheet: xyz; "
+            "docs/hardware/vl53l5cx_ism330bx.md tells how to check a chip)",
+            choices=("xyz", "zyx"),
+        ),
         Param("bias_duration", float, 2.0, "stationary start averaged for the gyro bias (0: none)", min=0.0, unit="s"),
         Param("imu_read_period", float, 0.05, "FIFO burst read period", min=0.005, max=2.0, unit="s"),
+        Param(
+            "range_convention",
+            str,
+            "perpendicular",
+            "what a VL53L5CX zone distance measures: 'perpendicular' (along the boresight, to the plane through the "
+            "target; ST's answers on its forum: 'radial to perpendicular conversion is done on the chip') or "
+            "'radial' (along the zone's ray; converted here to perpendicular)",
+            choices=RANGE_CONVENTIONS,
+        ),
         Param("min_range", float, 0.025, "below this a distance is not trusted (seed paper)", min=0.0, unit="m"),
         Param("max_range", float, 4.0, "VL53L5CX maximum range", min=0.1, unit="m"),
         Param("retry_initial", float, 0.5, "first retry delay of a failed sensor", min=0.01, unit="s"),
@@ -394,7 +419,7 @@ class TofRingSet:
         self.buffers = buffers if buffers is not None else load_buffers(p["firmware_dir"])
         imu_cfg = Ism330bxConfig(
             odr=float(p["imu_odr"]), gyro_fs=int(p["gyro_full_scale"]), accel_fs=int(p["accel_full_scale"]),
-            bias_duration=float(p["bias_duration"]),
+            bias_duration=float(p["bias_duration"]), fifo_gyro_order=str(p["imu_fifo_gyro_order"]),
         )  # fmt: skip
         self.devices: list[_Dev] = []
         for m in self.layout.tofs:
@@ -539,8 +564,8 @@ class TofRingSet:
 
     def _tof_step(self, d: _Dev, now: int, out: PollResult) -> None:
         drv: Vl53l5cx = d.driver
+        previous = drv.stream_count  # check_data_ready takes the new count, as ST's does
         if drv.check_data_ready():
-            previous = drv.stream_count
             try:
                 reading = drv.get_ranging_data()
             except Vl53l5cxError as exc:
@@ -548,6 +573,8 @@ class TofRingSet:
                 d.last_error = str(exc)
                 d.wake_ns = self.clock() + self.tof_period_ns // 10
                 return
+            if self.params["range_convention"] == "radial":
+                reading = to_perpendicular(reading)
             if previous != 255:
                 d.missed_frames += max(0, (reading.stream_count - previous) % 255 - 1)
             d.frames += 1

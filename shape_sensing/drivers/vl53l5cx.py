@@ -10,7 +10,7 @@ from the stream counter, and the frame's block headers. What ST ships as
 binary data (the 84 kB firmware image, the 972-byte default configuration,
 the 776-byte default crosstalk and the 40-byte NVM command) is loaded by
 :class:`UldBuffers` from the pinned ``sparkfun-qwiic-vl53l5cx`` package (or a
-directory given by the user); see the README for that choice.
+directory given by the user); docs/hardware/vl53l5cx_ism330bx.md explains the choice.
 
 Every operation that waits on the chip is a *step generator*: it yields the
 seconds to wait before its next bus access, so a scheduler can interleave
@@ -18,24 +18,50 @@ several sensors (:mod:`shape_sensing.drivers.tof_ring`) and no sensor holds
 the bus longer than one transfer (firmware chunks are ``upload_chunk`` bytes).
 :func:`run_steps` runs one to the end with ``sleep`` for simple uses.
 
-Register facts used (vl53l5cx_api.h / .c):
+One ST release throughout: ULD 1.1.2 (``VL53L5CX_API_REVISION "VL53L5CX_1.1.2"``)
+-------------------------------------------------------------------------------
+The firmware image is the one in ``vl53l5cx_buffers.h`` of ST's ULD 1.1.1 and
+1.1.2 (86016 bytes, CRC-32 0xD867A331; the default configuration with
+``VL53L5CX_FW_NBTAR_RANGING`` = 2, CRC-32 0xA315E7F7). The pinned PyPI
+packages ``sparkfun-qwiic-vl53l5cx`` 2.0.0 (``vl53l5cx_bin/*.bin``) and
+``vl53l5cx`` 1.0.1 (``buffers.py``) ship these four buffers byte for byte.
+ULD 1.3.x and 2.0.x address their firmware through other DCI indices (for
+example pipe control 0xDB80, and the glare filter 0xE108 of 2.0.0), so they
+upload other images; none of that is used here, and :meth:`UldBuffers.from_dir` refuses an image of another release.
+Every constant below is from ULD 1.1.2 (``vl53l5cx_api.h``, ``vl53l5cx_api.c``):
 
-* page select 0x7FFF; page 0: device id 0x0000 = 0xF0, revision 0x0001 = 0x02,
-  I2C address 0x0004 (7-bit), GO2 status 0x0006/0x0007; page 1: 0x0021
-  firmware-access flag 0x10; firmware pages 0x09, 0x0A, 0x0B (0x8000,
-  0x8000, 0x5000 bytes); page 2: results from 0x0000, UI command area
-  0x2C00-0x2FFF (status 0x2C00, data from 0x2C04, a command ends at 0x2FFF).
-* DCI indices: zone config 0x5450, frequency 0x5458, integration time 0x545C,
-  ranging mode 0xAD30, DSS config 0xAD38, target order 0xAE64, sharpener
-  0xAED8, single range 0xD964, output config 0xD968, output enables 0xD970,
-  output list 0xD980, pipe control 0xDB80, glare filter 0xE108; range data
-  content 0x5440.
-* Block headers (type 4 bits, size 12 bits, index 16 bits): metadata
-  0x54B400C0, common 0x54C00040, ambient 0x54D00104, SPAD count 0x55D00404,
-  targets detected 0xCF7C0401, signal 0xCFBC0404, sigma 0xD2BC0402,
-  distance 0xD33C0402, reflectance 0xD43C0401, status 0xD47C0401, motion
-  0xCC5008C0. Units: distance /4 mm, sigma /128 mm, signal and ambient /2048
-  kcps per SPAD, silicon temperature int8 at byte 8 of the metadata block.
+* page select 0x7FFF; page 0: device id 0x0000 = 0xF0, revision 0x0001 = 0x02
+  (``vl53l5cx_is_alive``), I2C address 0x0004 (7-bit), GO2 status 0x0006;
+  page 1: 0x0021 firmware-access flag 0x10; firmware pages 0x09, 0x0A, 0x0B
+  (0x8000, 0x8000, 0x5000 bytes); page 2: results from 0x0000, UI command
+  area 0x2C00-0x2FFF (status 0x2C00, data from 0x2C04, a command ends at
+  0x2FFF) (``vl53l5cx_init``, ``VL53L5CX_UI_CMD_*``).
+* DCI indices (``VL53L5CX_DCI_*`` of 1.1.2): zone config 0x5450, frequency
+  0x5458, integration time 0x545C, FW number of targets 0x5478, ranging mode
+  0xAD30, DSS config 0xAD38, target order 0xAE64, sharpener 0xAED8, single
+  range 0xCD5C, output config 0xCD60, output enables 0xCD68, output list
+  0xCD78, pipe control 0xCF78. (1.1.2 has no glare filter and does not read
+  back the range-data content 0x5440 after the start command.)
+* Block headers for one target per zone (``VL53L5CX_*_BH`` of 1.1.2; type 4
+  bits, size 12 bits, index 16 bits): metadata 0x54B400C0, common
+  0x54C00040, ambient 0x54D00104, SPAD count 0x55D00404, targets detected
+  0xCF7C0401, signal 0xCFBC0404, sigma 0xD2BC0402, distance 0xD33C0402,
+  reflectance 0xD43C0401, status 0xD47C0401, motion 0xCC5008C0. Frame size:
+  the enabled blocks plus 20 bytes (``data_read_size += 20`` in
+  ``vl53l5cx_start_ranging``); 1.1.2 has no header/footer frame-id check.
+  Units: distance /4 mm, sigma /128 mm, signal and ambient /2048 kcps per
+  SPAD, silicon temperature int8 at byte 8 of the metadata block.
+* Handshakes (``_vl53l5cx_poll_for_answer``): read, wait 10 ms, up to 2 s;
+  on every read of 4 or more bytes a status byte 2 >= 0x7F is an MCU error.
+  MCU boot after 0x000B = 0x01: poll 0x0006 until it reads 0x00.
+* Data ready (``vl53l5cx_check_data_ready``): bytes 0-3 of page 2; a new
+  stream count (not 255), byte 1 = 0x05, byte 2 & 0x05, byte 3 & 0x10; the
+  stream count is taken there (and again by the frame read).
+
+Two host-side checks come from ST's later releases (1.2 onward) and only add
+a diagnosis: when 0x0006 bit 7 is set during the MCU boot, 0x0007 is read and
+a non-zero value reported as an MCU error; byte 3 bit 7 of the data-ready word
+reports the GO2 error status in byte 2.
 """
 
 from __future__ import annotations
@@ -45,8 +71,9 @@ import logging
 import os
 import struct
 import time
+import zlib
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,17 +86,24 @@ __all__ = [
     "BH",
     "DCI",
     "DEFAULT_OUTPUTS",
+    "FIRMWARE_CRC32",
     "FIRMWARE_PAGES",
     "FIRMWARE_SIZE",
+    "RANGE_CONVENTIONS",
+    "ULD_RELEASE",
     "VL53L5CX_DEFAULT_ADDRESS",
+    "RangeConventionCheck",
     "TofReading",
     "UldBuffers",
     "Vl53l5cx",
     "Vl53l5cxError",
     "frame_size",
     "parse_frame",
+    "range_convention_from_wall",
     "run_steps",
     "swap_words",
+    "to_perpendicular",
+    "zone_direction_norms",
 ]
 
 _log = logging.getLogger(__name__)
@@ -78,6 +112,9 @@ VL53L5CX_DEFAULT_ADDRESS = 0x29  # 0x52 in ST's 8-bit notation
 DEVICE_ID = 0xF0
 REVISION_ID = 0x02
 FIRMWARE_SIZE = 0x15000
+ULD_RELEASE = "1.1.2"  # VL53L5CX_API_REVISION of the sequence and constants below
+FIRMWARE_CRC32 = 0xD867A331  # zlib.crc32 of VL53L5CX_FIRMWARE[] in ULD 1.1.1/1.1.2 vl53l5cx_buffers.h
+FRAME_TRAILER = 20  # vl53l5cx_start_ranging (1.1.2): data_read_size += 20
 FIRMWARE_PAGES = ((0x09, 0x0000, 0x8000), (0x0A, 0x8000, 0x8000), (0x0B, 0x10000, 0x5000))
 CONFIGURATION_SIZE = 972
 XTALK_BUFFER_SIZE = 776
@@ -93,9 +130,8 @@ MAX_MESSAGE = 8192  # Linux i2c-dev message limit
 
 
 class DCI:
-    """DCI indices (firmware variables)."""
+    """DCI indices (firmware variables) of the ULD 1.1.2 firmware (``VL53L5CX_DCI_*`` in its vl53l5cx_api.h)."""
 
-    RANGE_DATA_CONTENT = 0x5440
     ZONE_CONFIG = 0x5450
     FREQ_HZ = 0x5458
     INT_TIME = 0x545C
@@ -104,16 +140,19 @@ class DCI:
     DSS_CONFIG = 0xAD38
     TARGET_ORDER = 0xAE64
     SHARPENER = 0xAED8
-    SINGLE_RANGE = 0xD964
-    OUTPUT_CONFIG = 0xD968
-    OUTPUT_ENABLES = 0xD970
-    OUTPUT_LIST = 0xD980
-    PIPE_CONTROL = 0xDB80
-    GLARE_FILTER = 0xE108
+    SINGLE_RANGE = 0xCD5C
+    OUTPUT_CONFIG = 0xCD60
+    OUTPUT_ENABLES = 0xCD68
+    OUTPUT_LIST = 0xCD78
+    PIPE_CONTROL = 0xCF78
 
 
 class BH:
-    """Block headers of the output list, in the ULD's order (bit ``i`` of the enables word selects entry ``i``)."""
+    """Block headers of the output list, in the ULD's order (bit ``i`` of the enables word selects entry ``i``).
+
+    ``VL53L5CX_*_BH`` of ULD 1.1.2 vl53l5cx_api.h for ``VL53L5CX_NB_TARGET_PER_ZONE == 1`` (ULD 2.0.0 moved the
+    per-target blocks, e.g. distance 0xDF440402).
+    """
 
     START = 0x0000000D
     METADATA = 0x54B400C0
@@ -186,7 +225,15 @@ class UldBuffers:
         if missing:
             raise DriverConfigError(f"VL53L5CX firmware directory {str(p)!r} lacks {missing}")
         fw, cfg, xtalk, nvm = ((p / n).read_bytes() for n in names)
-        return cls(fw, cfg, xtalk, nvm, source=str(p))
+        buffers = cls(fw, cfg, xtalk, nvm, source=str(p))
+        crc = zlib.crc32(fw)
+        if crc != FIRMWARE_CRC32:
+            raise DriverConfigError(
+                f"VL53L5CX firmware.bin in {str(p)!r} has CRC-32 {crc:#010x}, not {FIRMWARE_CRC32:#010x} of ST's ULD "
+                f"{ULD_RELEASE} image: this driver speaks the {ULD_RELEASE} protocol (DCI indices, block headers), "
+                "which another release's firmware does not understand"
+            )
+        return buffers
 
     @classmethod
     def from_package(cls) -> UldBuffers:
@@ -241,7 +288,7 @@ def output_list(resolution: int, outputs: tuple[str, ...] = DEFAULT_OUTPUTS) -> 
         else:
             size += sz
         size += 4
-    size += 24
+    size += FRAME_TRAILER
     return lst, enables, size
 
 
@@ -309,18 +356,13 @@ def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
 
     Units as the ULD converts them, but kept fractional (the ULD truncates to integers): distance raw/4 mm
     (negative clamped to 0), sigma raw/128 mm, signal and ambient raw/2048 kcps/SPAD; zones without a target
-    get status 255.
+    get status 255. (ULD 1.1.2 has no frame-id check; a block header pointing past the buffer is caught here.)
 
     Raises:
-        Vl53l5cxError: the header and footer frame ids differ (a torn or corrupted frame).
+        Vl53l5cxError: a malformed frame (block headers that do not fit the buffer).
     """
     stream = raw[0]
     buf = swap_words(raw)
-    n = len(buf)
-    header_id = (buf[8] << 8) | buf[9]
-    footer_id = (buf[n - 4] << 8) | buf[n - 3]
-    if header_id != footer_id:
-        raise Vl53l5cxError(f"corrupted frame: header id {header_id:#06x} != footer id {footer_id:#06x}")
     z = resolution
     out = TofReading(
         stamp_ns, z, stream, 0.0, np.zeros(z), np.zeros(z), np.full(z, 255, np.uint8), np.zeros(z, np.uint8),
@@ -335,6 +377,57 @@ def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
     else:
         out.nb_target_detected[:] = 1  # not read: every zone counts as having its (first) target
     return out
+
+
+RANGE_CONVENTIONS = ("perpendicular", "radial")
+
+
+def zone_direction_norms(zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> FloatArray:
+    """``|[tan(ax), tan(ay), 1]|`` of each zone's centre ray (row-major; equal angular zones over ``fov``): the
+    ratio of a radial distance to the perpendicular one."""
+    n = int(zones_per_side)
+    t = np.tan(((np.arange(n) + 0.5) / n - 0.5) * fov)
+    ty, tx = np.meshgrid(t, t, indexing="ij")
+    return np.sqrt(tx.ravel() ** 2 + ty.ravel() ** 2 + 1.0)
+
+
+def to_perpendicular(reading: TofReading) -> TofReading:
+    """A reading whose distances are radial (along each zone's ray) turned into perpendicular ones (along the
+    boresight, what the rest of the package expects): distance and sigma divided by the zone's ray norm."""
+    k = zone_direction_norms(reading.zones_per_side)
+    return replace(reading, distance_mm=reading.distance_mm / k, range_sigma_mm=reading.range_sigma_mm / k)
+
+
+@dataclass(frozen=True)
+class RangeConventionCheck:
+    """:func:`range_convention_from_wall`: the convention found and the RMS misfit (mm) of each."""
+
+    convention: str  # "perpendicular", "radial" or "undecided"
+    zones: int
+    rms_perpendicular_mm: float
+    rms_radial_mm: float
+
+
+def range_convention_from_wall(reading: TofReading, min_zones: int = 12) -> RangeConventionCheck:
+    """Which convention a chip follows, from one frame facing a flat wall squarely (boresight normal to it).
+
+    Perpendicular distances are the same in every zone; radial ones grow with the zone's ray norm (at 8x8 the
+    corner zones by 1/cos of about 28 deg, +13 %). Each model is fitted (one scale) to the valid zones; the one with
+    the smaller RMS misfit wins if it is at most half the other, else ``"undecided"`` (a tilted or uneven wall).
+    """
+    ok = reading.valid() & (reading.distance_mm > 0)
+    d = reading.distance_mm[ok]
+    k = zone_direction_norms(reading.zones_per_side)[ok]
+    if d.size < min_zones:
+        return RangeConventionCheck("undecided", int(d.size), float("nan"), float("nan"))
+    c_p = float(d.mean())  # d = c
+    c_r = float((d @ k) / (k @ k))  # d = c * k
+    rms_p = float(np.sqrt(np.mean((d - c_p) ** 2)))
+    rms_r = float(np.sqrt(np.mean((d - c_r * k) ** 2)))
+    best = "perpendicular" if rms_p < rms_r else "radial"
+    if min(rms_p, rms_r) > 0.5 * max(rms_p, rms_r):
+        best = "undecided"
+    return RangeConventionCheck(best, int(d.size), rms_p, rms_r)
 
 
 Steps = Generator[float, None, Any]
@@ -446,31 +539,37 @@ class Vl53l5cx:
 
     # -- handshakes ----------------------------------------------------------------
     def _poll(self, size: int, pos: int, index: int, mask: int, expected: int, what: str) -> Steps:
-        """``_vl53l5cx_poll_for_answer``: read ``size`` bytes at ``index`` every 10 ms until byte ``pos`` matches."""
+        """``_vl53l5cx_poll_for_answer`` (ULD 1.1.2): read ``size`` bytes at ``index``, wait 10 ms, until byte ``pos``
+        masked matches; on every read of 4 or more bytes, status byte 2 >= 0x7F is an MCU error (ST sets
+        ``VL53L5CX_MCU_ERROR`` whether or not the byte matched). ST's 2 s timeout (200 polls) is ``poll_timeout``."""
         deadline = self.clock() + int(self.poll_timeout * 1e9)
         while True:
             buf = self.rd_multi(index, size)
-            if (buf[pos] & mask) == expected:
-                return
+            yield 0.010
             if size >= 4 and buf[2] >= 0x7F:
                 raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: MCU error {buf[2]:#04x} while {what}")
+            if (buf[pos] & mask) == expected:
+                return
             if self.clock() > deadline:
                 raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: timeout while {what}")
-            yield 0.010
 
     def _poll_mcu_boot(self) -> Steps:
-        """``_vl53l5cx_poll_for_mcu_boot``: GO2 status 0 bit 7, then status 1 bit 0 (500 ms; the ULD ignores the
-        timeout, here it is an error)."""
-        deadline = self.clock() + int(0.5 * 1e9)
+        """MCU boot after 0x000B = 0x01: ULD 1.1.2 polls GO2 status 0 (0x0006) until it reads 0x00
+        (``_vl53l5cx_poll_for_answer(1, 0, 0x06, 0xff, 0x00)``). When bit 7 is set, GO2 status 1 (0x0007) is read
+        as ULD 1.2-2.0.1 read it: non-zero is an MCU error, zero a booted MCU."""
+        deadline = self.clock() + int(self.poll_timeout * 1e9)
         while True:
             s0 = self.rd_byte(0x06)
-            if s0 & 0x80 and self.rd_byte(0x07) & 0x01:
+            yield 0.010
+            if s0 == 0x00:
                 return
-            if s0 & 0x01:
-                return  # as the ULD: status bit 0 ends the wait (the firmware handshakes that follow check the rest)
+            if s0 & 0x80:
+                s1 = self.rd_byte(0x07)
+                if s1:
+                    raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: MCU error {s1:#04x} at boot (GO2 status 1)")
+                return
             if self.clock() > deadline:
                 raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: timeout waiting for the MCU to boot")
-            yield 0.001
 
     def is_alive(self) -> bool:
         """Device id 0xF0 and revision 0x02 on page 0 (``vl53l5cx_is_alive``)."""
@@ -518,7 +617,6 @@ class Vl53l5cx:
         yield from self._poll(1, 0, 0x21, 0x10, 0x10, "enabling firmware access")
         w(PAGE, 0x00)
         # Enable host access to GO1
-        r(PAGE)
         w(0x000C, 0x01)
         # Power ON status
         w(PAGE, 0x00)
@@ -528,7 +626,6 @@ class Vl53l5cx:
             w(idx, v)
         # Wake up MCU
         w(PAGE, 0x00)
-        r(PAGE)
         w(0x000C, 0x00)
         w(PAGE, 0x01)
         w(0x0020, 0x07)
@@ -548,13 +645,11 @@ class Vl53l5cx:
         w(PAGE, 0x01)
         yield from self._poll(1, 0, 0x21, 0x10, 0x10, "checking the firmware download")
         w(PAGE, 0x00)
-        r(PAGE)
         w(0x000C, 0x01)
         # Reset MCU and wait for it to boot
         w(PAGE, 0x00)
         for idx, v in ((0x0114, 0x00), (0x0115, 0x00), (0x0116, 0x42), (0x0117, 0x00), (0x000B, 0x00)):
             w(idx, v)
-        r(PAGE)
         w(0x000C, 0x00)
         w(0x000B, 0x01)
         yield from self._poll_mcu_boot()
@@ -573,8 +668,6 @@ class Vl53l5cx:
         yield from self._poll(4, 1, UI_CMD_STATUS, 0xFF, 0x03, "loading the default configuration")
         yield from self.dci_write(DCI.PIPE_CONTROL, bytes([1, 0x00, 0x01, 0x00]))  # one target per zone
         yield from self.dci_write(DCI.SINGLE_RANGE, struct.pack("<I", 1))
-        yield from self.dci_replace(DCI.GLARE_FILTER, 40, 0x26, b"\x01")
-        yield from self.dci_replace(DCI.GLARE_FILTER, 40, 0x25, b"\x01")
         self.resolution = 16
 
     def _send_offset_data(self, resolution: int) -> Steps:
@@ -589,9 +682,10 @@ class Vl53l5cx:
             for j in range(4):
                 for i in range(4):
                     k = 2 * i + 16 * j
-                    sig2[i + 4 * j] = (sig[k] + sig[k + 1] + sig[k + 8] + sig[k + 9]) // 4
+                    sig2[i + 4 * j] = ((sig[k] + sig[k + 1] + sig[k + 8] + sig[k + 9]) & 0xFFFFFFFF) // 4  # uint32
                     s = int(rng[k] + rng[k + 1] + rng[k + 8] + rng[k + 9])
                     rng2[i + 4 * j] = int(s / 4)  # C integer division truncates toward zero
+            # zones 16-63 zeroed (the memsets of range_grid[0x10] and signal_grid[0x10] in ULD 1.1.2)
             sw[0x3C : 0x3C + 256] = sig2.astype("<u4").tobytes()
             sw[0x140 : 0x140 + 128] = rng2.astype("<i2").tobytes()
             buf = bytearray(swap_words(sw))
@@ -613,7 +707,7 @@ class Vl53l5cx:
             for j in range(4):
                 for i in range(4):
                     k = 2 * i + 16 * j
-                    sig2[i + 4 * j] = (sig[k] + sig[k + 1] + sig[k + 8] + sig[k + 9]) // 4
+                    sig2[i + 4 * j] = ((sig[k] + sig[k + 1] + sig[k + 8] + sig[k + 9]) & 0xFFFFFFFF) // 4
             sw[0x34 : 0x34 + 256] = sig2.astype("<u4").tobytes()
             buf = bytearray(swap_words(sw))
             buf[0x134:0x138] = bytes([0xA0, 0xFC, 0x01, 0x00])
@@ -654,15 +748,18 @@ class Vl53l5cx:
         """4 (4x4) or 8 (8x8): DSS and zone configuration, then offsets and crosstalk for it."""
         if zones_per_side not in (4, 8):
             raise DriverConfigError(f"VL53L5CX resolution {zones_per_side!r} invalid: expected 4 or 8 zones per side")
+        # ULD 1.1.2 vl53l5cx_set_resolution: read-modify-write the DSS configuration, then the zone configuration
         dss = bytearray((yield from self.dci_read(DCI.DSS_CONFIG, 16)))
-        zone = bytearray((yield from self.dci_read(DCI.ZONE_CONFIG, 8)))
         if zones_per_side == 4:
             dss[0x04], dss[0x06], dss[0x09] = 64, 64, 4
-            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 4, 4, 8, 8
         else:
             dss[0x04], dss[0x06], dss[0x09] = 16, 16, 1
-            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 8, 8, 4, 4
         yield from self.dci_write(DCI.DSS_CONFIG, bytes(dss))
+        zone = bytearray((yield from self.dci_read(DCI.ZONE_CONFIG, 8)))
+        if zones_per_side == 4:
+            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 4, 4, 8, 8
+        else:
+            zone[0x00], zone[0x01], zone[0x04], zone[0x05] = 8, 8, 4, 4
         yield from self.dci_write(DCI.ZONE_CONFIG, bytes(zone))
         res = zones_per_side * zones_per_side
         yield from self._send_offset_data(res)
@@ -722,7 +819,8 @@ class Vl53l5cx:
 
     # -- ranging --------------------------------------------------------------------
     def start_ranging(self) -> Steps:
-        """``vl53l5cx_start_ranging``: output list and enables, start command, check the frame size the chip reports."""
+        """``vl53l5cx_start_ranging`` (ULD 1.1.2): output list, output configuration (frame size), enables, xshut
+        bypass, start command."""
         self.resolution = yield from self.get_resolution()
         lst, enables, size = output_list(self.resolution, self.outputs)
         self.data_read_size = size
@@ -735,29 +833,24 @@ class Vl53l5cx:
         self.wr_byte(PAGE, 0x02)
         self.wr_multi(UI_CMD_END - 3, bytes([0x00, 0x03, 0x00, 0x00]))
         yield from self._poll(4, 1, UI_CMD_STATUS, 0xFF, 0x03, "starting ranging")
-        content = yield from self.dci_read(DCI.RANGE_DATA_CONTENT, 12)
-        reported = struct.unpack_from("<H", content, 8)[0]
-        if reported != size:
-            raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: chip frame size {reported} != expected {size}")
         self.ranging = True
 
     def stop_ranging(self) -> Steps:
-        """``vl53l5cx_stop_ranging``: provoke an MCU stop, wait for it, undo, stop the xshut bypass."""
+        """``vl53l5cx_stop_ranging`` (ULD 1.1.2): unless auto-stopped (0x2FFC = 0x4FF), provoke an MCU stop and
+        poll GO2 status 0 bit 7 every 10 ms (ST: 5 s); undo the stop, stop the xshut bypass."""
         flag = struct.unpack("<I", self.rd_multi(0x2FFC, 4))[0]
         if flag != 0x4FF:
             self.wr_byte(PAGE, 0x00)
             self.wr_byte(0x0015, 0x16)
             self.wr_byte(0x0014, 0x01)
-            deadline = self.clock() + int(0.5 * 1e9)
-            while not self.rd_byte(0x0006) & 0x80:
+            deadline = self.clock() + int(5.0 * 1e9)
+            while True:
+                s0 = self.rd_byte(0x0006)
+                yield 0.010
+                if s0 & 0x80:
+                    break
                 if self.clock() > deadline:
                     raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: timeout stopping the MCU")
-                yield 0.010
-        s0 = self.rd_byte(0x0006)
-        if s0 & 0x80:
-            s1 = self.rd_byte(0x0007)
-            if s1 not in (0x84, 0x85, 0x00):
-                _log.debug("VL53L5CX at %#04x: GO2 status 1 %#04x after stop", self.address, s1)
         self.wr_byte(PAGE, 0x00)
         self.wr_byte(0x0014, 0x00)
         self.wr_byte(0x0015, 0x00)
@@ -766,13 +859,15 @@ class Vl53l5cx:
         self.ranging = False
 
     def check_data_ready(self) -> bool:
-        """One 4-byte read of the result header: a new stream count and the ready flags (``vl53l5cx_check_data_ready``).
+        """One 4-byte read of the result header: a new stream count and the ready flags (``vl53l5cx_check_data_ready``;
+        as ST, the stream count is taken here when a frame is ready).
 
         Raises:
-            Vl53l5cxError: the GO2 error flag is set.
+            Vl53l5cxError: the GO2 error flag (byte 3 bit 7; ULD 1.2 onward) is set.
         """
         b = self.rd_multi(0x0000, 4)
         if b[0] != self.stream_count and b[0] != 255 and b[1] == 0x05 and (b[2] & 0x05) == 0x05 and b[3] & 0x10:
+            self.stream_count = b[0]
             return True
         if b[3] & 0x80:
             raise Vl53l5cxError(f"VL53L5CX at {self.address:#04x}: GO2 error status {b[2]:#04x}")

@@ -51,6 +51,7 @@ from typing import Any
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.estimators.heading_drift import HeadingDriftEstimator
+from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 
 __all__ = [
     "EVENT_CONTACT_END",
@@ -804,6 +805,7 @@ SCHEMA = Schema(
         Param("path_rate", float, 5.0, "rate of nav_msgs/Path and markers (the full path grows)", min=0.1,
               unit="Hz"),
         Param("output_prefix", str, "collision", "topic prefix of the outputs (e.g. 'collision' -> collision/tip)"),
+        *LIVE_PARAMS,
     ),
 )  # fmt: skip
 del _check_filter

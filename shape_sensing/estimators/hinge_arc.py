@@ -68,6 +68,7 @@ from scipy.spatial.transform import Rotation
 from shape_sensing.config import Param, Schema
 from shape_sensing.estimators.straight_reference import StraightReference, capture_reference
 from shape_sensing.geometry import FloatArray
+from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 from shape_sensing.types import DeferredValues, DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
 __all__ = [
@@ -104,6 +105,13 @@ SCHEMA = Schema(
         Param("use_sensors", "int[]", [], "explicit subset of sensor indices to use (empty: all)", min=0),
         Param("every_k", int, 1, "use every k-th sensor (1: all), the spacing re-analysis of seed 000", min=1),
         Param("tip_offset", float, 0.0, "material beyond the last IMU to the tip, when no length topic", min=0.0),
+        Param(
+            "imu_array_topic",
+            str,
+            "",
+            "shape_sensing/ImuArray topic carrying a sweep of all IMUs (sensor i = imu_topics[i]), read instead of "
+            "the per-IMU topics; '' for the per-IMU topics",
+        ),
         Param("length_topic", str, "base/length", "robot length (sensor_msgs/JointState position[0]); '' for none"),
         Param("stale_timeout", float, 0.25, "a sensor silent this long is bridged", min=0.0, unit="s"),
         Param("orientation_noise_deg", float, 0.5, "IMU orientation std when messages carry none", min=0.0),
@@ -121,6 +129,26 @@ SCHEMA = Schema(
             True,
             "capture the straight reference from the first complete set of readings when safe (with a length "
             "topic: once every used IMU is everted)",
+        ),
+        Param(
+            "offset_still_s", float, 0.5,
+            "~/offset waits until every IMU to capture has been still this long (0: no stillness check)",
+            min=0.0, max=30.0, unit="s",
+        ),
+        Param(
+            "offset_max_motion_deg", float, 2.0,
+            "an IMU turning more than this counts as moving for ~/offset's stillness check", min=0.0, unit="deg",
+        ),
+        Param(
+            "offset_timeout", float, 5.0,
+            "~/offset is refused when the robot has not been still within this long after the request",
+            min=0.0, unit="s",
+        ),
+        Param(
+            "offset_max_bend_deg", float, 45.0,
+            "a capture is refused when an IMU's orientation is this far from the first captured one (a bent robot; "
+            "mounting and heading errors between two IMUs are ~10 deg)",
+            min=0.0, max=180.0, unit="deg",
         ),
         Param(
             "straight_reference_file",
@@ -143,6 +171,7 @@ SCHEMA = Schema(
         Param("publish_rate", float, 30.0, "shape publishing rate", min=0.1, max=1000.0, unit="Hz"),
         Param("marker_rate", float, 5.0, "body marker publishing rate (at most the shape rate)", min=0.1, unit="Hz"),
         Param("arc_samples", int, 4, "backbone points per bend arc for Path and markers", min=1, max=64),
+        *LIVE_PARAMS,
     ),
     description="Hinge-arc shape of a vine robot from distributed IMUs.",
 )

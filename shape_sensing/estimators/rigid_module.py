@@ -63,6 +63,7 @@ from numpy.typing import ArrayLike
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.geometry import FloatArray, matrix_to_rotvec, quat_to_matrix, rotvec_to_matrix
+from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
 
 __all__ = [
@@ -98,6 +99,11 @@ SCHEMA = Schema(
     description="Shape of a hyper-redundant robot of 2-DoF universal-joint modules from one WT901 per platform.",
     params=(
         Param("n_modules", int, 4, "number of modules (platforms = n_modules + 1)", min=1, max=64),
+        Param(
+            "imu_array_topic", str, "",
+            "shape_sensing/ImuArray topic carrying a cycle of the bus (each sensor known by its frame id, "
+            "platform_<i> with frame_prefix), read instead of imu/platform_<i>; '' for the per-platform topics",
+        ),
         Param("d1", float, 0.040, "universal joint height above the lower platform", min=0.0, max=2.0, unit="m"),
         Param("d2", float, 0.040, "upper platform height above the universal joint", min=0.0, max=2.0, unit="m"),
         Param(
@@ -149,6 +155,18 @@ SCHEMA = Schema(
             "calibration_duration", float, 1.0, "averaging time of the rods calibration (start or ~/calibrate)",
             min=0.0, max=60.0, unit="s",
         ),
+        Param(
+            "calibration_max_motion_deg", float, 1.0,
+            "rods calibration refused when a platform's gravity direction moves more than this over the window "
+            "(largest angle from its mean; roll/pitch noise is 0.05 deg)",
+            min=0.0, max=90.0, unit="deg",
+        ),
+        Param(
+            "calibration_max_bias_deg", float, 10.0,
+            "rods calibration refused when a platform's correction exceeds this (a bent rig, not a mounting error)",
+            min=0.0, max=180.0, unit="deg",
+        ),
+        *LIVE_PARAMS,
     ),
 )  # fmt: skip
 
@@ -209,6 +227,21 @@ def quat_to_euler_zyx(q: ArrayLike) -> FloatArray:
     pitch = -np.arcsin(np.clip(f(r20), -1.0, 1.0))
     yaw = np.arctan2(f(r10), f(r00))
     return np.array([roll, pitch, yaw])
+
+
+def quats_to_euler_zyx(q: ArrayLike) -> FloatArray:
+    """:func:`quat_to_euler_zyx` of each row of ``(n, 4)`` finite quaternions, the same operations elementwise."""
+    q = np.asarray(q, dtype=float).reshape(-1, 4)
+    x, y, z, w = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    norm = np.sqrt(x * x + y * y + z * z + w * w)
+    x, y, z, w = x / norm, y / norm, z / norm, w / norm
+    x2, y2, z2, w2 = x * x, y * y, z * z, w * w
+    r00 = x2 - y2 - z2 + w2
+    r10 = 2 * (x * y + z * w)
+    r20 = 2 * (x * z - y * w)
+    r21 = 2 * (y * z + x * w)
+    r22 = -x2 - y2 + z2 + w2
+    return np.column_stack([np.arctan2(r21, r22), -np.arcsin(np.clip(r20, -1.0, 1.0)), np.arctan2(r10, r00)])
 
 
 def relative_rotations(R: ArrayLike, frame: str = "body") -> FloatArray:
@@ -509,6 +542,24 @@ class RigidModuleEstimator:
             raise ValueError(f"platform {index}: attitude {e!r} is not 3 finite angles")
         self._last[index] = e
         self._last_ns[index] = stamp_ns
+
+    def push_eulers(self, indices: ArrayLike, eulers: ArrayLike, stamp_ns: int) -> None:
+        """:meth:`push_euler` of several platforms read at one ``stamp_ns`` (rows in order: the last of a repeated
+        index is kept).
+
+        Raises:
+            ValueError: an index out of range or non-finite angles.
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        e = np.asarray(eulers, dtype=float).reshape(-1, 3)
+        if idx.size != e.shape[0]:
+            raise ValueError(f"{idx.size} platform indices for {e.shape[0]} attitudes")
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_platforms):
+            raise ValueError(f"platform indices {idx.tolist()} out of range 0..{self.n_platforms - 1}")
+        if not np.all(np.isfinite(e)):
+            raise ValueError("attitudes are not all finite angles")
+        self._last[idx] = e
+        self._last_ns[idx] = stamp_ns
 
     # -- calibration ------------------------------------------------------------------------------------------------
 

@@ -22,12 +22,10 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable, Iterator
+from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
-
-from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
-from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
-from rosbags.typesys import get_types_from_msg
 
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages.factory import default_factory
@@ -46,29 +44,52 @@ __all__ = [
 #: custom_data key of a node's parameters (a ROS 2 parameter file's text), ``.format(node=...)``.
 PARAMETERS_KEY = "shape_sensing.parameters.{node}"
 
-_ZERO = QosTime(sec=0, nsec=0)
-_INF = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
+#: the bag writer's QoS profiles (offered QoS recorded per topic), by name.
+QOS_PROFILE_NAMES = ("default", "sensor", "static")
 
 
-def _qos(reliability: QosReliability, durability: QosDurability, depth: int) -> Qos:
-    return Qos(
-        history=QosHistory.KEEP_LAST,
-        depth=depth,
-        reliability=reliability,
-        durability=durability,
-        deadline=_INF,
-        lifespan=_INF,
-        liveliness=QosLiveliness.AUTOMATIC,
-        liveliness_lease_duration=_INF,
-        avoid_ros_namespace_conventions=False,
+@cache
+def _rosbags() -> SimpleNamespace:
+    """rosbags, imported on first use: only bag reading and writing need it, so the nodes (which import the
+    pipelines, which import this module) run on a ROS 2 distribution's packages alone."""
+    try:
+        from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+        from rosbags.rosbag2 import Reader, ReaderError, StoragePlugin, Writer, WriterError
+        from rosbags.typesys import get_types_from_msg
+    except ImportError as exc:
+        raise BagError(
+            f"reading or writing bags needs the rosbags package ({exc}): pip install 'rosbags>=0.11.9,<0.12' "
+            "(see docs/guides/install.md)"
+        ) from exc
+    inf = QosTime(sec=0x7FFFFFFF, nsec=0xFFFFFFFF)
+
+    def qos(reliability: Any, durability: Any, depth: int) -> Any:
+        return Qos(
+            history=QosHistory.KEEP_LAST,
+            depth=depth,
+            reliability=reliability,
+            durability=durability,
+            deadline=inf,
+            lifespan=inf,
+            liveliness=QosLiveliness.AUTOMATIC,
+            liveliness_lease_duration=inf,
+            avoid_ros_namespace_conventions=False,
+        )
+
+    profiles = {
+        "default": qos(QosReliability.RELIABLE, QosDurability.VOLATILE, 10),
+        "sensor": qos(QosReliability.BEST_EFFORT, QosDurability.VOLATILE, 5),
+        "static": qos(QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL, 1),
+    }
+    return SimpleNamespace(
+        Reader=Reader,
+        ReaderError=ReaderError,
+        StoragePlugin=StoragePlugin,
+        Writer=Writer,
+        WriterError=WriterError,
+        get_types_from_msg=get_types_from_msg,
+        qos_profiles=profiles,
     )
-
-
-QOS_PROFILES: dict[str, Qos] = {
-    "default": _qos(QosReliability.RELIABLE, QosDurability.VOLATILE, 10),
-    "sensor": _qos(QosReliability.BEST_EFFORT, QosDurability.VOLATILE, 5),
-    "static": _qos(QosReliability.RELIABLE, QosDurability.TRANSIENT_LOCAL, 1),
-}
 
 
 class BagMessage:
@@ -127,11 +148,13 @@ class BagWriter:
                     raise BagError(f"{target} already exists; choose another output or allow overwriting")
                 shutil.rmtree(target) if target.is_dir() else target.unlink()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        plugin = StoragePlugin.MCAP if storage == "mcap" else StoragePlugin.SQLITE3
-        self._writer = Writer(self._dir, version=9, storage_plugin=plugin)
+        rb = _rosbags()
+        self._writer_error = rb.WriterError
+        plugin = rb.StoragePlugin.MCAP if storage == "mcap" else rb.StoragePlugin.SQLITE3
+        self._writer = rb.Writer(self._dir, version=9, storage_plugin=plugin)
         try:
             self._writer.open()
-        except WriterError as exc:
+        except self._writer_error as exc:
             raise BagError(f"cannot open bag {self._dir} for writing: {exc}") from exc
         self._connections: dict[str, Any] = {}
         self._types: dict[str, str] = {}
@@ -148,12 +171,12 @@ class BagWriter:
     def _connection(self, topic: str, msgtype: str, qos: str) -> Any:
         conn = self._connections.get(topic)
         if conn is None:
-            if qos not in QOS_PROFILES:
-                raise BagError(f"QoS profile {qos!r} unknown; expected one of {sorted(QOS_PROFILES)}")
+            if qos not in QOS_PROFILE_NAMES:
+                raise BagError(f"QoS profile {qos!r} unknown; expected one of {sorted(QOS_PROFILE_NAMES)}")
             if msgtype not in self.factory.typestore.fielddefs:
                 raise BagError(f"cannot write {msgtype} on {topic}: not in the {self.factory.distro} definitions")
             conn = self._writer.add_connection(
-                topic, msgtype, typestore=self.factory.typestore, offered_qos_profiles=[QOS_PROFILES[qos]]
+                topic, msgtype, typestore=self.factory.typestore, offered_qos_profiles=[_rosbags().qos_profiles[qos]]
             )
             self._connections[topic] = conn
             self._types[topic] = msgtype
@@ -186,7 +209,7 @@ class BagWriter:
             raise BagError(f"{self.path}: cannot set metadata {key!r} after the bag was closed")
         try:
             self._writer.set_custom_data(key, value)
-        except WriterError as exc:
+        except self._writer_error as exc:
             raise BagError(f"{self.path}: metadata {key!r}: {exc}") from exc
 
     def record_parameters(self, node: str, params: dict[str, Any], comment: str = "") -> str:
@@ -257,10 +280,11 @@ def read_bag(path: str | os.PathLike[str], topics: Iterable[str] | None = None) 
 
 def _read_rosbag2(path: Path, wanted: set[str] | None) -> Iterator[BagMessage]:
     typestore = default_factory().typestore
+    rb = _rosbags()
     try:
-        reader = Reader(path)
+        reader = rb.Reader(path)
         reader.open()
-    except (ReaderError, OSError, ValueError, KeyError) as exc:
+    except (rb.ReaderError, OSError, ValueError, KeyError) as exc:
         raise BagError(f"cannot open bag {path}: {exc}") from exc
     try:
         conns = [c for c in reader.connections if wanted is None or c.topic in wanted]
@@ -270,7 +294,7 @@ def _read_rosbag2(path: Path, wanted: set[str] | None) -> Iterator[BagMessage]:
         try:
             for conn, stamp, raw in reader.messages(connections=conns):
                 yield BagMessage(conn.topic, conn.msgtype, stamp, raw, typestore, path)
-        except (ReaderError, OSError, ValueError, KeyError, AssertionError) as exc:
+        except (rb.ReaderError, OSError, ValueError, KeyError, AssertionError) as exc:
             raise BagError(f"bag {path} is malformed or truncated: {exc}") from exc
     finally:
         reader.close()
@@ -306,7 +330,7 @@ def _register_from_bag(typestore: Any, defs: list[tuple[str, str]], path: Path) 
         if msgtype in typestore.fielddefs:
             continue
         try:
-            typestore.register(get_types_from_msg(text, msgtype))
+            typestore.register(_rosbags().get_types_from_msg(text, msgtype))
         except Exception as exc:  # rosbags raises several types for bad definitions
             raise BagError(f"{path}: cannot parse the stored definition of {msgtype}: {exc}") from exc
 
@@ -344,10 +368,11 @@ def bag_topics(path: str | os.PathLike[str]) -> dict[str, str]:
     """Topic -> message type of a bag, without decoding messages."""
     kind, real = _resolve(Path(path))
     if kind == "rosbag2":
+        rb = _rosbags()
         try:
-            with Reader(real) as reader:
+            with rb.Reader(real) as reader:
                 return {c.topic: c.msgtype for c in reader.connections}
-        except (ReaderError, OSError, ValueError, KeyError) as exc:
+        except (rb.ReaderError, OSError, ValueError, KeyError) as exc:
             raise BagError(f"cannot open bag {real}: {exc}") from exc
     from mcap.exceptions import McapError
 

@@ -6,7 +6,7 @@ Builders take core types (driver readings) and an optional ``factory``
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -38,7 +38,7 @@ CHAIN_TOPICS = {
     "data": "sensor_msgs/msg/Imu",
     "mag": "sensor_msgs/msg/MagneticField",
     "temperature": "sensor_msgs/msg/Temperature",
-    "calibration_status": "std_msgs/msg/UInt8MultiArray",
+    "calibration_status": "shape_sensing/msg/Bno055Calibration",
 }
 
 
@@ -114,19 +114,37 @@ def temperature_msg(
     )
 
 
-@published_type("std_msgs/msg/UInt8MultiArray")
-def calibration_status_msg(status: CalibrationStatus, factory: MessageFactory | None = None) -> Any:
-    """std_msgs/UInt8MultiArray ``[system, gyro, accel, mag]`` (0-3 each), labelled in its layout."""
-    f = _f(factory)
-    dim = f.make("std_msgs/msg/MultiArrayDimension", label=",".join(CALIBRATION_LABELS), size=4, stride=4)
-    layout = f.make("std_msgs/msg/MultiArrayLayout", dim=[dim], data_offset=0)
-    return f.make("std_msgs/msg/UInt8MultiArray", layout=layout, data=np.array(status.as_list(), dtype=np.uint8))
+@published_type("shape_sensing/msg/Bno055Calibration")
+def calibration_status_msg(
+    status: CalibrationStatus,
+    factory: MessageFactory | None = None,
+    *,
+    stamp_ns: int = 0,
+    frame_id: str = "",
+    sensor: str = "",
+    profile_restored: bool = False,
+) -> Any:
+    """shape_sensing/Bno055Calibration: the four CALIB_STAT levels (0-3) of sensor ``sensor``, named fields."""
+    levels = status.as_list()
+    if any(not 0 <= int(v) <= 3 for v in levels):
+        raise MessageError(f"calibration status {levels}: expected 4 levels 0-3 ({', '.join(CALIBRATION_LABELS)})")
+    return _f(factory).make(
+        "shape_sensing/msg/Bno055Calibration",
+        header=header(stamp_ns, frame_id, factory),
+        sensor=str(sensor),
+        system=int(status.system),
+        gyroscope=int(status.gyro),
+        accelerometer=int(status.accel),
+        magnetometer=int(status.mag),
+        profile_restored=bool(profile_restored),
+        fully_calibrated=all(int(v) == 3 for v in levels),
+    )
 
 
 def calibration_from_msg(msg: Any) -> CalibrationStatus:
     """Inverse of :func:`calibration_status_msg` (either backend)."""
-    data = [int(x) for x in bytes(msg.data)] if isinstance(msg.data, (bytes, bytearray)) else [int(x) for x in msg.data]
-    if len(data) != 4 or any(not 0 <= v <= 3 for v in data):
+    data = [int(msg.system), int(msg.gyroscope), int(msg.accelerometer), int(msg.magnetometer)]
+    if any(not 0 <= v <= 3 for v in data):
         raise MessageError(f"calibration status {data}: expected 4 levels 0-3 ({', '.join(CALIBRATION_LABELS)})")
     return CalibrationStatus(*data)
 
@@ -150,8 +168,14 @@ class ChainMessages:
         factory: message factory (rclpy-backed in the node).
     """
 
-    def __init__(self, params: Mapping[str, Any], factory: MessageFactory | None = None) -> None:
+    def __init__(
+        self,
+        params: Mapping[str, Any],
+        factory: MessageFactory | None = None,
+        profile_restored: Callable[[str], bool] | None = None,
+    ) -> None:
         self.factory = factory
+        self.profile_restored = profile_restored or (lambda _name: False)
         self.prefix = str(params.get("frame_prefix", ""))
         self.covariances = {
             k: params.get(k)
@@ -175,5 +199,7 @@ class ChainMessages:
                 out.append((f"{r.name}/temperature", temperature_msg(r.stamp_ns, frame, r.temperature, factory=f)))
             if r.calibration is not None and self.last_calibration.get(r.name) != r.calibration.as_list():
                 self.last_calibration[r.name] = r.calibration.as_list()
-                out.append((f"{r.name}/calibration_status", calibration_status_msg(r.calibration, f)))
+                msg = calibration_status_msg(r.calibration, f, stamp_ns=r.stamp_ns, frame_id=frame, sensor=r.name,
+                                             profile_restored=self.profile_restored(r.name))  # fmt: skip
+                out.append((f"{r.name}/calibration_status", msg))
         return out

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import fnmatch
 import logging
 import signal
 import sys
@@ -27,18 +28,23 @@ from shape_sensing.config import ConfigError, Param, Schema
 
 __all__ = [
     "PARAMETER_TYPES",
+    "InputWatch",
     "RclpyLogHandler",
     "SigintSeen",
     "declare_schema",
     "describe",
     "diagnostics_throttle",
+    "fatal_unknown_overrides",
     "fq_name",
     "from_ros_value",
     "node_namespace",
+    "note_input",
+    "override_sources",
     "reliable_qos",
     "route_logging",
     "run",
     "sensor_qos",
+    "start_heartbeat",
     "static_qos",
     "tf_qos",
     "unknown_overrides",
@@ -86,6 +92,98 @@ def unknown_overrides(schema: Schema, overrides: Mapping[str, Any]) -> list[str]
     return sorted(n for n in overrides if n not in known and not n.startswith("qos_overrides."))
 
 
+# -- parameter files: which names were meant for this node -----------------------------------------------------------
+
+_RUN_ARGS: list[str] | None = None  # the arguments run() gave rclpy.init (None: sys.argv)
+
+
+def _key_matches(pattern: str, fq: str) -> bool:
+    """Whether a parameter-file node key (``/vine/hinge_arc_estimator``, ``/**``, ``/vine/*``, ``name``) matches the
+    fully qualified node name ``fq`` as rcl matches it: ``*`` one name segment, ``**`` any number of them; a key
+    without a leading ``/`` is taken from the root."""
+    pat = [seg for seg in ("/" + pattern.lstrip("/")).split("/") if seg]
+    name = [seg for seg in fq.split("/") if seg]
+
+    def match(i: int, j: int) -> bool:
+        if i == len(pat):
+            return j == len(name)
+        if pat[i] == "**":
+            return any(match(i + 1, k) for k in range(j, len(name) + 1))
+        if j == len(name):
+            return False
+        return fnmatch.fnmatchcase(name[j], pat[i]) and match(i + 1, j + 1)
+
+    return match(0, 0)
+
+
+def _param_file_sections(data: Any, prefix: str = "") -> Iterable[tuple[str, Mapping[str, Any]]]:
+    """(node key, parameters) of every ``ros__parameters`` section of a parameter file, nested namespaces joined."""
+    if not isinstance(data, Mapping):
+        return
+    for key, value in data.items():
+        if not isinstance(value, Mapping):
+            continue
+        path = f"{prefix}/{str(key).strip('/')}" if prefix else str(key)
+        params = value.get("ros__parameters")
+        if isinstance(params, Mapping):
+            yield path, params
+        else:
+            yield from _param_file_sections(value, path)
+
+
+def override_sources(fq: str, args: Sequence[str]) -> tuple[set[str], set[str]]:
+    """Names of the parameters ``args`` give the node ``fq``: (meant for it, only in wildcard sections).
+
+    A section is meant for the node when its key names the node (``/vine/hinge_arc_estimator``,
+    ``/**/hinge_arc_estimator``, launch's own ``/vine/hinge_arc_estimator`` files); a ``-p`` is too. A section
+    whose last segment is a wildcard (``/**``, ``/vine/*``) is robot-wide: its parameters may be meant for other
+    nodes. Files that do not read are left to rcl, which reports them.
+    """
+    from shape_sensing.config import flatten
+
+    own: set[str] = set()
+    wildcard: set[str] = set()
+    argv = list(args)
+    in_ros = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--ros-args":
+            in_ros = True
+        elif arg == "--":
+            in_ros = False
+        elif in_ros and arg == "--params-file" and i + 1 < len(argv):
+            i += 1
+            try:
+                with open(argv[i], encoding="utf-8") as f:
+                    import yaml
+
+                    data = yaml.safe_load(f)
+            except (OSError, ValueError):
+                data = None
+            for key, params in _param_file_sections(data):
+                if not _key_matches(key, fq):
+                    continue
+                last = key.rstrip("/").split("/")[-1]
+                (wildcard if "*" in last else own).update(flatten(params))
+        elif in_ros and arg in ("-p", "--param") and i + 1 < len(argv):
+            i += 1
+            own.add(argv[i].split(":=", 1)[0])
+        i += 1
+    return own, wildcard - own
+
+
+def fatal_unknown_overrides(schema: Schema, overrides: Mapping[str, Any], fq: str,
+                            args: Sequence[str] | None) -> tuple[list[str], list[str]]:
+    """(unknown names that stop the node, unknown names ignored): a name only a robot-wide wildcard section gives
+    (``/**:``) may belong to another node and is ignored; one given to this node (its own section, ``-p``, or of
+    unknown origin) is a misspelling and fatal."""
+    unknown = unknown_overrides(schema, overrides)
+    own, wildcard = override_sources(fq, sys.argv if args is None else args)
+    ignored = [n for n in unknown if n in wildcard and n not in own]
+    return [n for n in unknown if n not in ignored], ignored
+
+
 def _parameter_exceptions() -> tuple[type[BaseException], ...]:
     import rclpy.exceptions as rex
 
@@ -103,8 +201,10 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
     the whole node. Parameters are read once at start, so they are declared
     read-only by default.
 
-    An override the schema does not declare (a misspelt name in a parameter
-    file or ``-p``) is an error, as in the CLI's YAML validation.
+    An override the schema does not declare (a misspelt name in the node's own
+    section of a parameter file or ``-p``) is an error, as in the CLI's YAML
+    validation; one that only a robot-wide wildcard section (``/**:``) gives is
+    another node's and ignored (see :func:`fatal_unknown_overrides`).
 
     Args:
         node: an ``rclpy.node.Node``.
@@ -121,11 +221,15 @@ def declare_schema(node: Any, schema: Schema, *, read_only: bool = True) -> dict
 
     bad_value = _parameter_exceptions()
     overrides = getattr(node, "_parameter_overrides", {})  # rclpy keeps them only privately
-    unknown = unknown_overrides(schema, overrides)
+    unknown, ignored = fatal_unknown_overrides(schema, overrides, fq_name(node), _RUN_ARGS)
     if unknown:
         raise ConfigError(
             f"node {node.get_name()}: unknown parameter(s) {unknown} (misspelt?); "
             f"{schema.node} declares {sorted(schema.names())}"
+        )
+    if ignored:
+        node.get_logger().info(
+            f"parameters {ignored} of a robot-wide (wildcard) section are not {schema.node}'s: ignored"
         )
     raw: dict[str, Any] = {}
     for p in schema.params:
@@ -400,6 +504,8 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
     if wants_help(sys.argv[1:] if args is None else list(args)):
         print(usage(node_name))
         return 0
+    global _RUN_ARGS
+    _RUN_ARGS = None if args is None else list(args)
     import rclpy
     import rclpy.executors
 
@@ -437,3 +543,115 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
     except KeyboardInterrupt:
         pass
     return 0
+
+
+# -- heartbeat: a status every second on its own timer, naming the inputs at fault ------------------------------------
+
+HEARTBEAT_PERIOD_S = 1.0
+FUTURE_TOLERANCE_NS = 500_000_000  # a stamp this far ahead of the node's clock is "from the future"
+
+
+class InputWatch:
+    """What each input of a node last delivered, to name the ones at fault (ROS-free; the node feeds it).
+
+    ``seen(name, stamp_ns, clock_ns)`` on every message: ``stamp_ns`` the message's stamp, ``clock_ns`` the node's
+    clock (ROS time: simulated under ``use_sim_time``) when it arrived. Arrival is also timed on the monotonic
+    clock, so an input that stops is stale even when the node's clock stops with it (a paused bag).
+
+    Args:
+        names: the inputs (topic names as the node was given them).
+        stale_s: an input silent this long (monotonic) is stale.
+        required: how many fresh inputs the node needs to work (default: all); fewer is an ERROR, else a WARN.
+    """
+
+    def __init__(self, names: Sequence[str], stale_s: float, required: int | None = None,
+                 monotonic_ns: Callable[[], int] | None = None) -> None:  # fmt: skip
+        import time
+
+        self.names = list(names)
+        self.stale_ns = max(1, round(stale_s * 1e9))
+        self.required = len(self.names) if required is None else required
+        self._now = monotonic_ns or time.monotonic_ns
+        n = len(self.names)
+        self.arrived = [-1] * n  # monotonic ns of the last message, -1: never
+        self.count = [0] * n
+        self.future = [0] * n  # messages stamped ahead of the node's clock
+        self.future_by_ns = [0] * n  # how far ahead the last such message was
+        self.started_ns = self._now()
+
+    def seen(self, index: int, stamp_ns: int, clock_ns: int) -> None:
+        """Input ``index`` delivered a message stamped ``stamp_ns`` at node time ``clock_ns``."""
+        self.arrived[index] = self._now()
+        self.count[index] += 1
+        if clock_ns > 0 and stamp_ns - clock_ns > FUTURE_TOLERANCE_NS:
+            self.future[index] += 1
+            self.future_by_ns[index] = stamp_ns - clock_ns
+
+    def faults(self) -> dict[str, list[str]]:
+        """Inputs at fault by kind: ``never`` heard, ``stale`` (silent longer than the limit), ``future``-stamped."""
+        now = self._now()
+        out: dict[str, list[str]] = {"never": [], "stale": [], "future": []}
+        for i, name in enumerate(self.names):
+            if self.arrived[i] < 0:
+                out["never"].append(name)
+            elif now - self.arrived[i] > self.stale_ns:
+                out["stale"].append(f"{name} ({(now - self.arrived[i]) * 1e-9:.1f} s)")
+            if self.future[i]:
+                out["future"].append(f"{name} (+{self.future_by_ns[i] * 1e-9:.1f} s, {self.future[i]} messages)")
+        return out
+
+    def status(self, name: str, extra: str = "") -> Any:
+        """A :class:`~shape_sensing.types.DiagnosticStatus` naming the inputs at fault (OK when none is)."""
+        from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
+
+        f = self.faults()
+        fresh = len(self.names) - len(f["never"]) - len(f["stale"])
+        parts = []
+        if f["never"]:
+            parts.append(f"never heard: {', '.join(f['never'])}")
+        if f["stale"]:
+            parts.append(f"stale: {', '.join(f['stale'])}")
+        if f["future"]:
+            parts.append(f"stamped ahead of the clock: {', '.join(f['future'])}")
+        if fresh < self.required:
+            level = DiagnosticLevel.ERROR
+        elif parts:
+            level = DiagnosticLevel.WARN
+        else:
+            level = DiagnosticLevel.OK
+        head = f"{fresh}/{len(self.names)} inputs fresh"
+        message = "; ".join([head, *parts]) if parts else f"{head}: all inputs fresh"
+        if extra:
+            message += f"; {extra}"
+        values = {"fresh": str(fresh), "messages": str(sum(self.count))}
+        values |= {f"never:{n}": "1" for n in f["never"]}
+        return DiagnosticStatus(name=name, level=level, message=message, values=values)
+
+
+def start_heartbeat(node: Any, statuses: Callable[[], Iterable[Any]], factory: Any, publisher: Any = None,
+                    period_s: float = HEARTBEAT_PERIOD_S) -> Any:  # fmt: skip
+    """Publish ``statuses()`` on ``/diagnostics`` every ``period_s`` on a steady-clock timer of the node's own.
+
+    The node says it is alive, and what it lacks, from its start and whether or not its inputs (and under
+    ``use_sim_time`` its clock) move: a node whose inputs stopped is not silent. Names are qualified as
+    :func:`diagnostics_msg` does. ``publisher``: the node's ``/diagnostics`` publisher (else one is made).
+    Returns the timer.
+    """
+    from rclpy.clock import Clock, ClockType
+
+    if publisher is None:
+        publisher = node.create_publisher(factory.cls("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics",
+                                          reliable_qos())  # fmt: skip
+
+    def beat() -> None:
+        now = int(node.get_clock().now().nanoseconds)
+        publisher.publish(diagnostics_msg(node, now, list(statuses()), factory))
+
+    return node.create_timer(period_s, beat, clock=Clock(clock_type=ClockType.STEADY_TIME))
+
+
+def note_input(node: Any, watch: InputWatch, index: int, msg: Any) -> None:
+    """Tell ``watch`` that input ``index`` delivered ``msg`` (its header stamp against the node's clock)."""
+    stamp = getattr(getattr(msg, "header", None), "stamp", None)
+    stamp_ns = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec) if stamp is not None else 0
+    watch.seen(index, stamp_ns, int(node.get_clock().now().nanoseconds))

@@ -8,7 +8,8 @@ sweep and publishes, per sensor ``NAME`` (relative topics; stamps = read time):
   covariance element 0 = -1),
 * ``NAME/mag`` sensor_msgs/MagneticField (sensor-data QoS, at ``mag_rate``),
 * ``NAME/temperature`` sensor_msgs/Temperature (sensor-data QoS, at ``status_rate``),
-* ``NAME/calibration_status`` std_msgs/UInt8MultiArray ``[system, gyro, accel, mag]``
+* ``NAME/calibration_status`` shape_sensing/Bno055Calibration (the four levels by name, the sensor, whether a
+  saved profile was restored)
   (reliable, transient local: the last levels stay available),
 * ``/diagnostics`` diagnostic_msgs/DiagnosticArray every ``diagnostics_period``.
 
@@ -79,7 +80,7 @@ class Bno055ChainNode:
                                   f"/dev/i2c-{p['bus']} ({exc})") from exc  # fmt: skip
         self.chain = Bno055Chain(self.bus, topology, options, calibration=store, clock=self._now)
         f = self.factory = MessageFactory("rclpy")
-        self.messages = hw_msgs.ChainMessages(p, f)
+        self.messages = hw_msgs.ChainMessages(p, f, lambda name: name in self.chain.calibration.profiles)
         latched = {"calibration_status"}  # the last levels stay available to late subscribers
         self.pubs: dict[str, Any] = {
             f"{s.name}/{suffix}": node.create_publisher(

@@ -5,7 +5,9 @@ pipeline as the demo and ``shape-sensing replay``); one estimator step per lengt
 
 Subscribes (sensor-data QoS, relative names): ``length_topic`` (sensor_msgs/JointState),
 ``pressure_topic`` (sensor_msgs/FluidPressure), ``cap_topic`` (shape_sensing/ContactCapState),
-``imu_topic`` (sensor_msgs/Imu, heading = yaw), ``wrench_topic`` (geometry_msgs/WrenchStamped).
+``imu_topic`` (sensor_msgs/Imu, heading = yaw), ``wrench_topic`` (geometry_msgs/WrenchStamped); best effort,
+``input_queue_depth`` deep, through a stamp-ordered input stage that reports lag and drops by policy when
+behind (:mod:`shape_sensing.nodes._input`), so a step sees the same inputs as in replay.
 
 Publishes (reliable) under ``output_prefix`` (default ``collision``): ``pivot``
 (shape_sensing/PivotEstimate, every step), ``events`` (shape_sensing/ContactEvent: contact start and end,
@@ -23,9 +25,21 @@ from collections.abc import Sequence
 from typing import Any
 
 from shape_sensing.estimators.collision_pivot import SCHEMA
+from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, diagnostics_throttle, reliable_qos, run, sensor_qos, tf_qos
+from shape_sensing.nodes._common import (
+    InputWatch,
+    declare_schema,
+    diagnostics_throttle,
+    note_input,
+    reliable_qos,
+    run,
+    start_heartbeat,
+    tf_qos,
+)
+from shape_sensing.nodes._input import LiveInputs
+from shape_sensing.pipelines.input_stage import Released
 from shape_sensing.pipelines.vine_collision import INPUT_KINDS, CollisionMessages, CollisionTracker, feed
 
 __all__ = ["NODE_NAME", "CollisionPivotEstimatorNode", "main"]
@@ -59,14 +73,36 @@ class CollisionPivotEstimatorNode:
         self.pubs["/tf"] = node.create_publisher(f.cls("tf2_msgs/msg/TFMessage"), "/tf", tf_qos())
         self.pubs["/diagnostics"] = node.create_publisher(f.cls("diagnostic_msgs/msg/DiagnosticArray"),
                                                           "/diagnostics", reliable_qos())  # fmt: skip
+        # ranks: the order a robot's drivers publish one step in (the length, which steps the filter, last)
+        kinds = sorted(INPUT_KINDS, key=["imu", "wrench", "pressure", "cap", "length"].index)
+        self.inputs = LiveInputs(node, p, kinds, self._on_released, self.pubs["/diagnostics"], f,
+                                 names={k: p[f"{k}_topic"] for k in kinds})  # fmt: skip
         self.subs = [
-            node.create_subscription(f.cls(ty), p[f"{kind}_topic"], functools.partial(self._on_input, kind),
-                                     sensor_qos())
+            self.inputs.subscribe(f.cls(ty), p[f"{kind}_topic"], functools.partial(self._on_input, kind))
             for kind, ty in INPUT_KINDS.items()
         ]  # fmt: skip
+        # heartbeat: every second on a steady timer, the inputs at fault named (each one is needed)
+        self.kinds = list(INPUT_KINDS)
+        self.watch = InputWatch([p[f"{kind}_topic"] for kind in self.kinds], 1.0)
+        self.heartbeat = start_heartbeat(
+            node, lambda: [self.watch.status(f"{NODE_NAME}: sensors heard")], f, self.pubs["/diagnostics"]
+        )
         node.get_logger().info(f"collision-pivot estimator ({p['filter']} filter), outputs under {self.prefix}/")
 
-    def _on_input(self, kind: str, msg: Any) -> None:
+    def _on_input(self, kind: str, msg: Any, info: Any) -> None:
+        note_input(self.node, self.watch, self.kinds.index(kind), msg)
+        try:
+            stamp = msgs.stamp_from_msg(msg)
+        except (AttributeError, TypeError, ValueError) as exc:
+            self.tracker.bad_samples += 1
+            self.node.get_logger().warning(
+                f"skipped a {kind} message without a stamp: {exc}", throttle_duration_sec=5.0
+            )
+            return
+        self.inputs.offer(kind, stamp, msg, info)
+
+    def _on_released(self, r: Released) -> None:
+        kind, msg = str(r.key), r.item
         try:
             outs = feed(self.tracker, kind, msg)
         except (MessageError, AttributeError, TypeError, ValueError) as exc:

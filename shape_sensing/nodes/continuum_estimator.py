@@ -4,7 +4,9 @@ Thin rclpy layer over :class:`shape_sensing.estimators.continuum.online.Continuu
 (a sliding-window continuous-time estimator with Gaussian-process priors in arc
 length and time).
 
-Subscribes (relative names, sensor-data QoS):
+Subscribes (relative names, best effort, ``input_queue_depth`` deep, through a stamp-ordered input stage
+that reports lag and, when behind, decimates ToF frames 1:2 and then drops the oldest inputs; see
+:mod:`shape_sensing.nodes._input`):
     ``gyro_topics`` (sensor_msgs/Imu: angular_velocity in the backbone frame at
     ``gyro_arc_lengths``), ``pose_topics`` (geometry_msgs/PoseWithCovarianceStamped:
     the backbone frame at ``pose_arc_lengths`` in the base frame), ``tof_topics``
@@ -37,7 +39,6 @@ from shape_sensing.config import ConfigError
 from shape_sensing.estimators.continuum.online import (
     CONTINUUM_TOF_TOPICS,
     CONTINUUM_TOPICS,
-    SCHEMA,
     ContinuumMessages,
     ContinuumTracker,
 )
@@ -52,10 +53,12 @@ from shape_sensing.nodes._common import (
     node_namespace,
     reliable_qos,
     run,
-    sensor_qos,
     static_qos,
     tf_qos,
 )
+from shape_sensing.nodes._input import LiveInputs
+from shape_sensing.pipelines.continuum import NODE_SCHEMA as SCHEMA
+from shape_sensing.pipelines.input_stage import LIVE_PARAMS, Released
 from shape_sensing.runtime import retain_heap
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
@@ -79,7 +82,8 @@ class ContinuumEstimatorNode:
         self.node = node
         self.params = declare_schema(node, SCHEMA)
         try:
-            self.tracker = ContinuumTracker(self.params)
+            live = {q.name for q in LIVE_PARAMS}  # the input stage's, not the estimator's
+            self.tracker = ContinuumTracker({k: v for k, v in self.params.items() if k not in live})
         except ValueError as exc:
             raise ConfigError(f"node {node.get_name()}: {exc}") from exc
         self.factory = MessageFactory("rclpy")
@@ -88,32 +92,41 @@ class ContinuumEstimatorNode:
             topic: node.create_publisher(self.factory.cls(t), topic, tf_qos() if topic == "/tf" else reliable_qos())
             for topic, t in CONTINUUM_TOPICS.items()
         }
+        p = self.params
+        names: dict[Any, str] = {("gyro", i): t for i, t in enumerate(p["gyro_topics"])}
+        names |= {("pose", i): t for i, t in enumerate(p["pose_topics"])}
+        names |= {("tof", i): t for i, t in enumerate(p["tof_topics"])}
+        if p["strain_topic"]:
+            names[("strain", 0)] = p["strain_topic"]
+        self.inputs = LiveInputs(
+            node, p, list(names), self._on_released, None, self.factory, names=names,
+            decimate=[k for k in names if k[0] == "tof"],
+        )  # fmt: skip
         imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
         pose_cls = self.factory.cls("geometry_msgs/msg/PoseWithCovarianceStamped")
         self.subscriptions = [
-            node.create_subscription(imu_cls, topic, functools.partial(self._on_gyro, i), sensor_qos())
-            for i, topic in enumerate(self.params["gyro_topics"])
+            self.inputs.subscribe(imu_cls, topic, functools.partial(self._on_gyro, i))
+            for i, topic in enumerate(p["gyro_topics"])
         ] + [
-            node.create_subscription(pose_cls, topic, functools.partial(self._on_pose, i), sensor_qos())
-            for i, topic in enumerate(self.params["pose_topics"])
+            self.inputs.subscribe(pose_cls, topic, functools.partial(self._on_pose, i))
+            for i, topic in enumerate(p["pose_topics"])
         ]
-        if self.params["tof_topics"]:
+        if p["tof_topics"]:
             tof_cls = self.factory.cls("shape_sensing/msg/TofFrame")
             self.subscriptions += [
-                node.create_subscription(tof_cls, topic, functools.partial(self._on_tof, i), sensor_qos())
-                for i, topic in enumerate(self.params["tof_topics"])
+                self.inputs.subscribe(tof_cls, topic, functools.partial(self._on_tof, i))
+                for i, topic in enumerate(p["tof_topics"])
             ]
-        if self.params["strain_topic"]:
+        if p["strain_topic"]:
             strain_cls = self.factory.cls("shape_sensing/msg/StrainArray")
-            self.subscriptions.append(
-                node.create_subscription(strain_cls, self.params["strain_topic"], self._on_strain, sensor_qos())
-            )
+            self.subscriptions.append(self.inputs.subscribe(strain_cls, p["strain_topic"], self._on_strain))
         if self.tracker.tof_map is not None:
             for topic, t in CONTINUUM_TOF_TOPICS.items():
                 qos = static_qos() if topic == "tof/prior_map" else reliable_qos()
                 self.publishers[topic] = node.create_publisher(self.factory.cls(t), topic, qos)
             now_ns = node.get_clock().now().nanoseconds
-            topic, msg = self.messages.prior_map(now_ns, self.params["base_frame"], self.tracker.tof_map)
+            base = self.params["frame_prefix"] + self.params["base_frame"]
+            topic, msg = self.messages.prior_map(now_ns, base, self.tracker.tof_map)
             self.publishers[topic].publish(msg)
         self.published = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
@@ -123,36 +136,49 @@ class ContinuumEstimatorNode:
             f"{self.params['nodes']} nodes at {self.params['rate']} Hz, window {self.params['window_size']} slices"
         )
 
-    def _on_gyro(self, index: int, msg: Any) -> None:
+    def _on_gyro(self, index: int, msg: Any, info: Any) -> None:
         try:
             sample = msgs.imu_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.skipped_bad += 1
             self.node.get_logger().warning(f"skipped a bad gyro sample: {exc}", throttle_duration_sec=5.0)
             return
-        self.publish(self.tracker.push_gyro(index, sample.stamp_ns, sample.angular_velocity))
+        self.inputs.offer(("gyro", index), sample.stamp_ns, sample.angular_velocity, info)
 
-    def _on_pose(self, index: int, msg: Any) -> None:
+    def _on_pose(self, index: int, msg: Any, info: Any) -> None:
         try:
             T = msgs.pose_to_matrix(msg.pose.pose)
         except ValueError as exc:  # zero or non-finite quaternion
             self.tracker.stats.skipped_bad += 1
             self.node.get_logger().warning(f"skipped a bad pose: {exc}", throttle_duration_sec=5.0)
             return
-        self.publish(self.tracker.push_pose(index, msgs.stamp_from_msg(msg), T))
+        self.inputs.offer(("pose", index), msgs.stamp_from_msg(msg), T, info)
 
-    def _on_tof(self, index: int, msg: Any) -> None:
+    def _on_tof(self, index: int, msg: Any, info: Any) -> None:
         stamp, _, distance, status = tof_frame_from_msg(msg)
-        self.publish(self.tracker.push_tof(index, stamp, distance, status))
+        self.inputs.offer(("tof", index), stamp, (distance, status), info)
 
-    def _on_strain(self, msg: Any) -> None:
+    def _on_strain(self, msg: Any, info: Any) -> None:
         try:
             stamp, s, theta, kappa, valid = strain_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.skipped_bad += 1
             self.node.get_logger().warning(f"skipped a bad strain reading: {exc}", throttle_duration_sec=5.0)
             return
-        self.publish(self.tracker.push_strain(stamp, s, theta, kappa, valid))
+        self.inputs.offer(("strain", 0), stamp, (s, theta, kappa, valid), info)
+
+    def _on_released(self, r: Released) -> None:
+        """An input in stamp order from the input stage, into the tracker."""
+        kind, index = r.key  # type: ignore[misc]
+        t = self.tracker
+        if kind == "gyro":
+            self.publish(t.push_gyro(index, r.stamp_ns, r.item))
+        elif kind == "pose":
+            self.publish(t.push_pose(index, r.stamp_ns, r.item))
+        elif kind == "tof":
+            self.publish(t.push_tof(index, r.stamp_ns, *r.item))
+        else:
+            self.publish(t.push_strain(r.stamp_ns, *r.item))
 
     def publish(self, estimates: Sequence[ShapeEstimate]) -> None:
         """Publish the messages of each estimate (with the scene reconstruction up to the next slice)."""
@@ -165,17 +191,22 @@ class ContinuumEstimatorNode:
 
     def _on_status(self) -> None:
         st = self.tracker.stats
+        inputs = self.inputs.status()
         level = DiagnosticLevel.OK if self.published else DiagnosticLevel.WARN
+        message = "estimating" if level == DiagnosticLevel.OK else "no estimate in the last second"
+        if level == DiagnosticLevel.OK and self.inputs.degraded:  # never OK while inputs are discarded
+            level = DiagnosticLevel.WARN
+            message = "estimating from fewer inputs than received (see the inputs status)"
         self.published = 0
         status = DiagnosticStatus(
             name=f"{fq_name(self.node)}: status",
             hardware_id=node_namespace(self.node),
             level=level,
-            message="estimating" if level == DiagnosticLevel.OK else "no estimate in the last second",
+            message=message,
             values={k: str(v) for k, v in vars(st).items()},
         )
         now_ns = self.node.get_clock().now().nanoseconds
-        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status, inputs], self.factory))
 
 
 def main(args: Sequence[str] | None = None) -> int:

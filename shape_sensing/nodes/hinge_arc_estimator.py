@@ -3,9 +3,12 @@
 Thin rclpy layer over :class:`shape_sensing.pipelines.vine_imu.VineImuTracker`
 (the same stamp-driven pipeline as the demo and ``shape-sensing replay``).
 
-Subscribes (relative names, sensor-data QoS):
-    ``imu_topics`` (sensor_msgs/Imu, base to tip), ``length_topic``
-    (sensor_msgs/JointState, position[0] = robot length in m; '' for none).
+Subscribes (relative names, best effort, ``input_queue_depth`` deep):
+    ``imu_topics`` (sensor_msgs/Imu, base to tip) or, when ``imu_array_topic``
+    is set, that topic instead (shape_sensing/ImuArray: one message per sweep),
+    ``length_topic`` (sensor_msgs/JointState, position[0] = robot length in m;
+    '' for none). Inputs pass a stamp-ordered input stage that reports lag and
+    drops by policy when behind (:mod:`shape_sensing.nodes._input`).
 
 Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
     ``/tf`` (``vine_imu_base`` -> ``vine_imu_NN``, ``vine_imu_tip``, all with
@@ -37,16 +40,22 @@ from shape_sensing.estimators.hinge_arc import SCHEMA
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_sweep_from_msg
 from shape_sensing.nodes._common import (
+    InputWatch,
     declare_schema,
     diagnostics_throttle,
     fq_name,
     node_namespace,
+    note_input,
     reliable_qos,
     run,
-    sensor_qos,
+    start_heartbeat,
     tf_qos,
 )
+from shape_sensing.nodes._input import LiveInputs
+from shape_sensing.pipelines.common import qualify_status
+from shape_sensing.pipelines.input_stage import Released
 from shape_sensing.pipelines.vine_imu import SHAPE_TOPICS, ShapeMessages, VineImuTracker
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
@@ -77,30 +86,53 @@ class HingeArcEstimatorNode:
             raise ConfigError(f"node {node.get_name()}: {exc}") from exc
         self.factory = MessageFactory("rclpy")
         self.messages = ShapeMessages(self.factory, self.params["marker_rate"], diagnostics_throttle(node))
+        # the same messages as CDR bytes written from arrays (published serialised: no message objects per pose)
+        # where this ROS 2's definitions are those the layout was checked against
+        live = self.factory.backend == "rclpy"
+        self.cdr = _shape_cdr(self.params["marker_rate"], diagnostics_throttle(node)) if live else None
         self.publishers = {
             topic: node.create_publisher(
                 self.factory.cls(typename), topic, tf_qos() if topic == "/tf" else reliable_qos()
             )
             for topic, typename in SHAPE_TOPICS.items()
         }
-        imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
-        self.subscriptions = [
-            node.create_subscription(imu_cls, topic, functools.partial(self._on_imu, i), sensor_qos())
-            for i, topic in enumerate(self.params["imu_topics"])
-        ]
+        n = len(self.params["imu_topics"])
+        array_topic = self.params["imu_array_topic"]
+        imu_keys: list[Any] = ["imus"] if array_topic else list(range(n))
+        names: dict[Any, str] = {"length": self.params["length_topic"] or "length", "imus": array_topic}
+        names |= {i: t for i, t in enumerate(self.params["imu_topics"])}
+        # the length first: the simulator and the drivers publish it before the IMUs of the same stamp
+        self.inputs = LiveInputs(
+            node, self.params, ["length", *imu_keys], self._on_released, None,
+            self.factory, names=names,
+        )  # fmt: skip
+        if array_topic:
+            self.subscriptions = [
+                self.inputs.subscribe(self.factory.cls(IMU_ARRAY_TYPE), array_topic, self._on_imu_array)
+            ]
+        else:
+            imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
+            self.subscriptions = [
+                self.inputs.subscribe(imu_cls, topic, functools.partial(self._on_imu, i))
+                for i, topic in enumerate(self.params["imu_topics"])
+            ]
         if self.params["length_topic"]:
             self.subscriptions.append(
-                node.create_subscription(
-                    self.factory.cls("sensor_msgs/msg/JointState"),
-                    self.params["length_topic"],
-                    self._on_length,
-                    sensor_qos(),
+                self.inputs.subscribe(
+                    self.factory.cls("sensor_msgs/msg/JointState"), self.params["length_topic"], self._on_length
                 )
             )
         self.offset_service = node.create_service(Trigger, "~/offset", self._on_offset)
         self.save_service = node.create_service(Trigger, "~/save_reference", self._on_save_reference)
         self.estimates_since_status = 0
+        self._inputs_status: DiagnosticStatus | None = None  # the last inputs status, not sent yet
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
+        # heartbeat: every second on a steady timer, the inputs at fault named (a shape needs 2 fresh IMUs)
+        length = [self.params["length_topic"]] if self.params["length_topic"] else []
+        inputs = list(self.params["imu_topics"]) + length
+        self.watch = InputWatch(inputs, max(self.params["stale_timeout"], 0.5), required=2)
+        self._heartbeat_estimates = 0
+        self.heartbeat = start_heartbeat(node, self._heartbeat, self.factory, self.publishers["/diagnostics"])
         log = node.get_logger()
         log.info(
             f"{len(self.params['imu_topics'])} IMU topics ({int(self.tracker.config.used.sum())} used), "
@@ -109,7 +141,8 @@ class HingeArcEstimatorNode:
         )
 
     # -- inputs -----------------------------------------------------------
-    def _on_imu(self, index: int, msg: Any) -> None:
+    def _on_imu(self, index: int, msg: Any, info: Any) -> None:
+        note_input(self.node, self.watch, index, msg)
         try:
             stamp_ns, orientation = msgs.imu_orientation_from_msg(msg)
         except MessageError as exc:
@@ -119,9 +152,25 @@ class HingeArcEstimatorNode:
                 f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}", throttle_duration_sec=5.0
             )
             return
-        self.publish(self.tracker.push_orientation(index, stamp_ns, orientation, str(msg.header.frame_id)))
+        self.inputs.offer(index, stamp_ns, (orientation, str(msg.header.frame_id)), info)
 
-    def _on_length(self, msg: Any) -> None:
+    def _on_imu_array(self, msg: Any, info: Any) -> None:
+        try:
+            sweep = imu_sweep_from_msg(msg)
+        except MessageError as exc:
+            self.tracker.stats.bad_samples += 1
+            self.node.get_logger().warning(
+                f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}", throttle_duration_sec=5.0
+            )
+            return
+        quats, usable = sweep.unit_orientations()
+        now_ns = int(self.node.get_clock().now().nanoseconds)
+        for i in usable.nonzero()[0]:  # the heartbeat's record of each IMU heard
+            self.watch.seen(int(i), int(sweep.stamps_ns[i]), now_ns)
+        self.inputs.offer("imus", sweep.stamp_ns, (sweep.stamps_ns, quats, usable), info)
+
+    def _on_length(self, msg: Any, info: Any) -> None:
+        note_input(self.node, self.watch, len(self.params["imu_topics"]), msg)
         position = list(msg.position)
         if not position:
             self.tracker.stats.bad_samples += 1
@@ -129,15 +178,28 @@ class HingeArcEstimatorNode:
                 f"skipped a JointState on {self.params['length_topic']} with no position", throttle_duration_sec=5.0
             )
             return
-        self.publish(self.tracker.push_length(msgs.stamp_from_msg(msg), float(position[0])))
+        self.inputs.offer("length", msgs.stamp_from_msg(msg), float(position[0]), info)
+
+    def _on_released(self, r: Released) -> None:
+        """An input in stamp order from the input stage, into the tracker."""
+        if r.key == "length":
+            self.publish(self.tracker.push_length(r.stamp_ns, r.item))
+        elif r.key == "imus":
+            self.publish(self.tracker.push_orientations(*r.item))
+        else:
+            orientation, frame_id = r.item  # the frame checked against the sensor's (a foreign frame is skipped)
+            self.publish(self.tracker.push_orientation(r.key, r.stamp_ns, orientation, frame_id))
 
     def _on_offset(self, request: Any, response: Any) -> Any:
         self.tracker.request_offset()
         used = int(self.tracker.config.used.sum())
         response.success = True
+        p = self.params
         response.message = (
-            f"straight reference requested: captured at the next tick at which all {used} used, everted IMUs are "
-            "fresh; keep the robot straight (and fully everted: IMUs still inside are left out) until then"
+            f"straight reference requested: captured once all {used} used, everted IMUs are fresh and have been "
+            f"still for {p['offset_still_s']:g} s; keep the robot straight (and fully everted: IMUs still inside "
+            f"are left out) and still until then; a robot still moving after {p['offset_timeout']:g} s, or bent, "
+            "is refused (the reason in /diagnostics and the log)"
         )
         self.node.get_logger().info(response.message)
         return response
@@ -159,13 +221,22 @@ class HingeArcEstimatorNode:
     def publish(self, estimates: Sequence[ShapeEstimate]) -> None:
         """Publish the messages of each estimate (see :class:`ShapeMessages`)."""
         for est in estimates:
-            for topic, msg in self.messages.build(est):
-                self.publishers[topic].publish(msg)
+            if self._inputs_status is not None:  # out with this estimate's statuses, at the throttle's 1 Hz
+                est.diagnostics.append(self._inputs_status)
+                self._inputs_status = None
+            if self.cdr is not None:
+                for topic, _type, raw in self.cdr.build(est):
+                    self.publishers[topic].publish(bytes(raw))
+            else:
+                for topic, msg in self.messages.build(est):
+                    self.publishers[topic].publish(msg)
             self.estimates_since_status += 1
 
     def _on_status(self) -> None:
+        inputs = self.inputs.status(bare=True)
         if self.estimates_since_status:
             self.estimates_since_status = 0
+            self._inputs_status = inputs
             return
         tracker = self.tracker
         heard = int((tracker.last_ns >= 0).sum())
@@ -193,7 +264,29 @@ class HingeArcEstimatorNode:
             },
         )
         now_ns = self.node.get_clock().now().nanoseconds
-        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+        named = qualify_status(inputs, fq_name(self.node), node_namespace(self.node))
+        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status, named], self.factory))
+
+    def _heartbeat(self) -> list[DiagnosticStatus]:
+        done = self.tracker.stats.estimates - self._heartbeat_estimates
+        self._heartbeat_estimates = self.tracker.stats.estimates
+        reference = "straight reference: " + self.tracker.reference_status
+        return [self.watch.status(f"{NODE_NAME}: sensors heard", f"{done} estimates in the last second; {reference}")]
+
+
+def _shape_cdr(marker_rate: float, diagnostics: Any) -> Any:
+    """A :class:`~shape_sensing.messages.cdr.ShapeCdr` where the sourced distro's definitions match its layout."""
+    import os
+
+    from shape_sensing.messages import cdr
+    from shape_sensing.messages.factory import DISTROS
+
+    distro = os.environ.get("ROS_DISTRO", "")
+    try:
+        ok = distro in DISTROS and cdr.supported(MessageFactory("rosbags", distro).typestore)
+    except Exception:  # rosbags absent or without the distro: build message objects
+        ok = False
+    return cdr.ShapeCdr(marker_rate, diagnostics) if ok else None
 
 
 def main(args: Sequence[str] | None = None) -> int:

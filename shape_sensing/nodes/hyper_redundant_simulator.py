@@ -20,6 +20,7 @@ from typing import Any
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages import hyper_redundant as hmsgs
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_array_msg
 from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos
 from shape_sensing.sim.hyper_redundant import SCHEMA, EmulatedSensors, HyperRedundantSim
 
@@ -48,6 +49,8 @@ class HyperRedundantSimulatorNode:
         self.factory = MessageFactory("rclpy")
         imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
         self.imu_pubs = [node.create_publisher(imu_cls, f"imu/platform_{i}", sensor_qos()) for i in range(n)]
+        topic = p["imu_array_topic"]
+        self.array_pub = node.create_publisher(self.factory.cls(IMU_ARRAY_TYPE), topic, sensor_qos()) if topic else None
         self.joint_pub = node.create_publisher(
             self.factory.cls("sensor_msgs/msg/JointState"), "truth/joint_states", reliable_qos()
         )
@@ -66,8 +69,12 @@ class HyperRedundantSimulatorNode:
             self.start_ns = now
         snap = self.sim.snapshot((now - self.start_ns) * 1e-9)
         f = self.factory
-        for i, sample in self.sensors.samples(snap, now):
+        recovered = self.sensors.samples(snap, now)
+        for i, sample in recovered:
             self.imu_pubs[i].publish(msgs.imu_to_msg(sample, f))
+        if self.array_pub is not None and recovered:
+            base_frame = self.params["frame_prefix"] + "base_link"
+            self.array_pub.publish(imu_array_msg(now, base_frame, [s for _, s in recovered], f))
         self.joint_pub.publish(hmsgs.joint_state_msg(now, self.names, snap.theta, f))
         base = self.params["frame_prefix"] + "base_link"
         self.tip_pub.publish(hmsgs.pose_stamped_msg(now, base, snap.poses[-1], f))

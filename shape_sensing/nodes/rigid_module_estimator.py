@@ -3,8 +3,11 @@
 Thin rclpy layer over :class:`shape_sensing.pipelines.hyper_redundant.HyperRedundantTracker`
 (the same stamp-driven pipeline as the demo and ``shape-sensing replay``).
 
-Subscribes (relative names, sensor-data QoS):
-    ``imu/platform_<i>`` (sensor_msgs/Imu), i = 0 (base) .. n_modules.
+Subscribes (relative names, best effort, ``input_queue_depth`` deep):
+    ``imu/platform_<i>`` (sensor_msgs/Imu), i = 0 (base) .. n_modules, or, when
+    ``imu_array_topic`` is set, that topic instead (shape_sensing/ImuArray: one
+    message per sweep of the bus). Inputs pass a stamp-ordered input stage that
+    reports lag and drops by policy when behind (:mod:`shape_sensing.nodes._input`).
 
 Publishes (reliable QoS), for every estimate, stamped with the data's stamp:
     ``/tf`` (``base_link`` -> ``platform_<i>``, ``end_effector``, with
@@ -36,17 +39,23 @@ from shape_sensing.estimators.rigid_module import SCHEMA, RigidModuleEstimate
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_samples_from_sweep, imu_sweep_from_msg
 from shape_sensing.nodes._common import (
+    InputWatch,
     declare_schema,
     diagnostics_throttle,
     fq_name,
     node_namespace,
+    note_input,
     reliable_qos,
     run,
-    sensor_qos,
+    start_heartbeat,
     tf_qos,
 )
+from shape_sensing.nodes._input import LiveInputs
+from shape_sensing.pipelines.common import qualify_status
 from shape_sensing.pipelines.hyper_redundant import SHAPE_TOPICS, EstimateMessages, HyperRedundantTracker
+from shape_sensing.pipelines.input_stage import Released
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
 __all__ = ["NODE_NAME", "RigidModuleEstimatorNode", "main"]
@@ -82,15 +91,28 @@ class RigidModuleEstimatorNode:
             )
             for topic, typename in SHAPE_TOPICS.items()
         }
-        imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
         self.topics = [f"imu/platform_{i}" for i in range(self.tracker.n)]
-        self.subscriptions = [
-            node.create_subscription(imu_cls, topic, functools.partial(self._on_imu, i), sensor_qos())
-            for i, topic in enumerate(self.topics)
-        ]
+        array_topic = self.params["imu_array_topic"]
+        keys: list[Any] = ["imus"] if array_topic else list(range(self.tracker.n))
+        names: dict[Any, str] = {"imus": array_topic} | dict(enumerate(self.topics))
+        self.inputs = LiveInputs(node, self.params, keys, self._on_released, None, self.factory, names=names)
+        if array_topic:
+            self.subscriptions = [
+                self.inputs.subscribe(self.factory.cls(IMU_ARRAY_TYPE), array_topic, self._on_imu_array)
+            ]
+        else:
+            imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
+            self.subscriptions = [
+                self.inputs.subscribe(imu_cls, topic, functools.partial(self._on_imu, i))
+                for i, topic in enumerate(self.topics)
+            ]
         self.calibrate_service = node.create_service(Trigger, "~/calibrate", self._on_calibrate)
+        # heartbeat: every second on a steady timer, the platforms at fault named (the base and one more needed)
+        self.watch = InputWatch(self.topics, max(self.params["stale_timeout"], 0.5), required=2)
+        self.heartbeat = start_heartbeat(node, self._heartbeat, self.factory, self.publishers["/diagnostics"])
         self._calibration_pending = not self.tracker.calibrated
         self.estimates_since_status = 0
+        self._inputs_status: DiagnosticStatus | None = None  # the last inputs status, not sent yet
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         node.get_logger().info(
             f"{self.tracker.config.n_modules} modules (d1={self.tracker.config.d1} m, d2={self.tracker.config.d2} m), "
@@ -98,7 +120,8 @@ class RigidModuleEstimatorNode:
             + (f"; rods calibration over the first {rods:g} s" if rods else "")
         )
 
-    def _on_imu(self, index: int, msg: Any) -> None:
+    def _on_imu(self, index: int, msg: Any, info: Any) -> None:
+        note_input(self.node, self.watch, index, msg)
         try:
             sample = msgs.imu_from_msg(msg)
         except MessageError as exc:
@@ -107,9 +130,40 @@ class RigidModuleEstimatorNode:
                 f"skipped a bad sample on {self.topics[index]}: {exc}", throttle_duration_sec=5.0
             )
             return
-        self.publish(self.tracker.push_imu(sample, index))
+        self.inputs.offer(index, sample.stamp_ns, sample, info)
+
+    def _on_imu_array(self, msg: Any, info: Any) -> None:
+        try:
+            sweep = imu_sweep_from_msg(msg)
+            samples = imu_samples_from_sweep(sweep)
+        except MessageError as exc:
+            self.tracker.stats.bad_samples += 1
+            self.node.get_logger().warning(
+                f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}", throttle_duration_sec=5.0
+            )
+            return
+        now_ns = int(self.node.get_clock().now().nanoseconds)
+        for sample in samples:  # the heartbeat's record of each platform heard (platform_<i>, as the tracker reads it)
+            tail = sample.frame_id.rsplit("platform_", 1)[-1]
+            if "platform_" in sample.frame_id and tail.isdigit() and int(tail) < len(self.topics):
+                self.watch.seen(int(tail), sample.stamp_ns, now_ns)
+        self.inputs.offer("imus", sweep.stamp_ns, samples, info)
+
+    def _on_released(self, r: Released) -> None:
+        """An input in stamp order from the input stage, into the tracker."""
+        if r.key == "imus":
+            # each sensor by its frame id (a bus cycle carries the samples recovered, not always all platforms)
+            self.publish(self.tracker.push_sweep(r.item))
+        else:
+            self.publish(self.tracker.push_imu(r.item, r.key))
+        self._check_calibration()
+
+    def _check_calibration(self) -> None:
         if self._calibration_pending and self.tracker.calibrated:
             self._calibration_pending = False
+            if self.tracker.calibration_refused:  # the user's to fix (hold the rig still): a warning, an ERROR status
+                self.node.get_logger().warning(self.tracker.calibration_refused)
+                return
             bias = [round(float(v), 6) for v in self.tracker.estimator.bias.reshape(-1)]
             self.node.get_logger().info(f"rods calibration done; to keep it set calibration_bias: {bias}")
 
@@ -122,20 +176,28 @@ class RigidModuleEstimatorNode:
         self.tracker.request_calibration(self.tracker.latest_ns, duration)
         self._calibration_pending = True
         response.success = True
-        response.message = f"averaging {duration:g} s of readings: keep every platform parallel to the base"
+        response.message = (
+            f"averaging {duration:g} s of readings: keep every platform parallel to the base and the rig still "
+            "(a moving or bent rig is refused, with the reason in /diagnostics and the log)"
+        )
         self.node.get_logger().info(response.message)
         return response
 
     def publish(self, estimates: Sequence[RigidModuleEstimate]) -> None:
         """Publish the messages of each estimate."""
         for est in estimates:
+            if self._inputs_status is not None:  # out with this estimate's statuses, at the throttle's 1 Hz
+                est.shape.diagnostics.append(self._inputs_status)
+                self._inputs_status = None
             for topic, msg in self.messages.build(est):
                 self.publishers[topic].publish(msg)
             self.estimates_since_status += 1
 
     def _on_status(self) -> None:
+        inputs = self.inputs.status(bare=True)
         if self.estimates_since_status:
             self.estimates_since_status = 0
+            self._inputs_status = inputs
             return
         t = self.tracker
         heard = int((t.last_ns >= 0).sum())
@@ -153,7 +215,14 @@ class RigidModuleEstimatorNode:
             values={k: str(v) for k, v in t.stats.__dict__.items()} | {"platforms_heard": str(heard)},
         )
         now_ns = self.node.get_clock().now().nanoseconds
-        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status], self.factory))
+        named = qualify_status(inputs, fq_name(self.node), node_namespace(self.node))
+        self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status, named], self.factory))
+
+
+    def _heartbeat(self) -> list[Any]:
+        t = self.tracker
+        state = t.calibration_refused or ("rods calibration done" if t.calibrated else "rods calibration pending")
+        return [self.watch.status(f"{NODE_NAME}: sensors heard", state)]
 
 
 def main(args: Sequence[str] | None = None) -> int:

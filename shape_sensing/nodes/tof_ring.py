@@ -117,7 +117,9 @@ class TofRingNode:
         from shape_sensing.sim.tof_rings import build_ring_hardware, demo_scene
 
         lay = layout_from_params(q)
-        hw = build_ring_hardware(lay, buffers, bitrate=float(q["bitrate"]), seed=len(self.sims))
+        hw = build_ring_hardware(
+            lay, buffers, bitrate=float(q["bitrate"]), seed=len(self.sims), range_convention=str(q["range_convention"])
+        )
         hw.bus.now_ns = now
         scene = demo_scene()
         for m in lay.tofs:

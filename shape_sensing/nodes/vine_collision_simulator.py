@@ -6,8 +6,8 @@ sample and publishes what the robot's driver nodes would, stamped with the node 
 ``base/state``, ``base/length``, ``base/pressure``, ``cap/state``, ``cap/imu``,
 ``obstacle/wrench`` (sensor-data QoS; the bytes went through the base-station parser, the BNO055
 driver and the Net F/T decoder), and ``truth/tip``, ``truth/pivot``, ``truth/path`` (reliable),
-``truth/obstacles`` and ``/tf_static`` ``world`` -> ``vine_base`` (transient local). With ``loop``
-the course starts again when it ends.
+``truth/obstacles`` and ``/tf_static`` ``world_frame`` -> ``vine_base`` (transient local; none if it is
+''). With ``loop`` the course starts again when it ends.
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class VineCollisionSimulatorNode:
         if now <= 0:
             return  # use_sim_time without a /clock yet
         if not self.static_sent:
-            for raw in self.rig.static_messages(now):
+            for raw in self.rig.static_messages(now, self.params["world_frame"]):
                 self._publish(raw.topic, raw.msg, raw.qos)
             self.static_sent = True
         s = next(self.samples, None)

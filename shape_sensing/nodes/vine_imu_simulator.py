@@ -10,7 +10,8 @@ with the node clock:
 * ``truth/tip`` (geometry_msgs/PoseStamped) every tick, ``truth/path``
   (nav_msgs/Path) and ``truth/sensors`` (geometry_msgs/PoseArray) at about
   10 Hz (reliable QoS), all in ``vine_base``,
-* ``/tf_static`` ``world`` -> ``vine_base`` -> ``vine_imu_base`` once at start (transient local).
+* ``/tf_static`` ``world_frame`` -> ``vine_base`` -> ``vine_imu_base`` once at start (transient local; without the
+  first if ``world_frame`` is '').
 
 After ``duration`` the scenario holds its final shape (growth, passive) or
 returns straight (active) while the drift keeps accumulating.
@@ -27,6 +28,7 @@ import numpy as np
 from shape_sensing.config import ConfigError
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_array_msg
 from shape_sensing.nodes._common import declare_schema, reliable_qos, run, sensor_qos, static_qos
 from shape_sensing.pipelines.vine_imu import TRUTH_TOPICS, base_transforms, length_message, truth_messages
 from shape_sensing.sim.vine import R_WORLD_BASE, SCHEMA, VineSimConfig, VineSimulator
@@ -65,6 +67,8 @@ class VineImuSimulatorNode:
         n = self.sim.config.n_sensors
         imu_cls = f.cls("sensor_msgs/msg/Imu")
         self.imu_publishers = [node.create_publisher(imu_cls, f"imu_{i:02d}/data", sensor_qos()) for i in range(n)]
+        topic = self.params["imu_array_topic"]
+        self.array_publisher = node.create_publisher(f.cls(IMU_ARRAY_TYPE), topic, sensor_qos()) if topic else None
         self.length_publisher = node.create_publisher(f.cls("sensor_msgs/msg/JointState"), "base/length", sensor_qos())
         self.truth_publishers = {
             topic: node.create_publisher(f.cls(typename), topic, reliable_qos())
@@ -90,6 +94,8 @@ class VineImuSimulatorNode:
         base = self.sim.base_frame
         if not self.static_published:
             tfs = base_transforms(now_ns, world_to_base(), self.sim.config.frame_prefix)
+            world = self.params["world_frame"]  # '' when something else places the robot (world_tf:=false)
+            tfs = [replace(tfs[0], parent=world), *tfs[1:]] if world else tfs[1:]
             self.static_publisher.publish(msgs.tf_message(tfs, f))
             self.static_published = True
         if self.start_ns is None:
@@ -98,8 +104,11 @@ class VineImuSimulatorNode:
         truth = self.sim.truth(t)
         velocity = (self.sim.length(t + 1e-3) - truth.length) / 1e-3
         self.length_publisher.publish(length_message(now_ns, base, truth.length, velocity, f))
-        for i, sample in enumerate(self.sim.imu_samples(t)):
-            self.imu_publishers[i].publish(msgs.imu_to_msg(replace(sample, stamp_ns=now_ns), f))
+        samples = [replace(sample, stamp_ns=now_ns) for sample in self.sim.imu_samples(t)]
+        for i, sample in enumerate(samples):
+            self.imu_publishers[i].publish(msgs.imu_to_msg(sample, f))
+        if self.array_publisher is not None:
+            self.array_publisher.publish(imu_array_msg(now_ns, base, samples, f))
         full = self.ticks % self.truth_every == 0
         for topic, msg in truth_messages(truth, now_ns, base, f, full=full):
             self.truth_publishers[topic].publish(msg)

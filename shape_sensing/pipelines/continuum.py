@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from shape_sensing.config import load_node_params
+from shape_sensing.config import Schema, load_node_params
 from shape_sensing.estimators.continuum.online import SCHEMA, ContinuumMessages, ContinuumTracker
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
@@ -37,8 +37,21 @@ from shape_sensing.pipelines.common import resolve_topic
 from shape_sensing.pipelines.contracts import CONTINUUM_NAMESPACE as DEFAULT_NAMESPACE
 from shape_sensing.pipelines.contracts import continuum_arguments as add_replay_arguments
 from shape_sensing.pipelines.contracts import continuum_matches as matches
+from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 
-__all__ = ["DEFAULT_CONFIG", "DEFAULT_NAMESPACE", "NAME", "add_replay_arguments", "default_config", "matches", "replay"]
+#: The node's parameters: the estimator's and those of the live input stage (unused by replay).
+NODE_SCHEMA = Schema(SCHEMA.node, SCHEMA.params + LIVE_PARAMS, SCHEMA.description)
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_NAMESPACE",
+    "NAME",
+    "NODE_SCHEMA",
+    "add_replay_arguments",
+    "default_config",
+    "matches",
+    "replay",
+]
 
 NAME = "continuum"
 #: The package's parameter file (the real robot of the space_time_continuum dataset), in a source tree.
@@ -113,7 +126,7 @@ def replay(
     map_written = False
     for bm in messages:
         if tracker.tof_map is not None and not map_written:
-            topic, m = builder.prior_map(bm.stamp_ns, p["base_frame"], tracker.tof_map)
+            topic, m = builder.prior_map(bm.stamp_ns, p["frame_prefix"] + p["base_frame"], tracker.tof_map)
             writer.write(resolve_topic(topic, ns), m, bm.stamp_ns, qos="static")
             map_written = True
         if bm.topic in tof_index:

@@ -43,7 +43,9 @@ from shape_sensing.estimators.rigid_module import (
     RigidModuleConfig,
     RigidModuleEstimate,
     RigidModuleEstimator,
+    euler_zyx_to_matrix,
     quat_to_euler_zyx,
+    quats_to_euler_zyx,
 )
 from shape_sensing.geometry import FloatArray, rotation_angle
 from shape_sensing.io.bag import BagMessage, BagWriter
@@ -113,7 +115,10 @@ class HyperRedundantTracker:
         self._cal_end: int | None = None
         self._cal_sum = np.zeros((self.n, 4))  # roll, pitch, cos(yaw), sin(yaw)
         self._cal_count = np.zeros(self.n, dtype=int)
+        self._cal_gravity: list[list[FloatArray]] = [[] for _ in range(self.n)]  # gravity directions in the window
         self.calibration_missing: list[int] = []
+        #: why the last rods calibration was refused (the corrections before it are kept), or None
+        self.calibration_refused: str | None = None
 
     def request_calibration(self, stamp_ns: int, duration_s: float) -> None:
         """Average the readings from ``stamp_ns`` for ``duration_s`` as the rods calibration (the node's service)."""
@@ -122,6 +127,7 @@ class HyperRedundantTracker:
         self._cal_end = stamp_ns + round(duration_s * 1e9)
         self._cal_sum[:] = 0.0
         self._cal_count[:] = 0
+        self._cal_gravity = [[] for _ in range(self.n)]
 
     def _advance(self, stamp_ns: int) -> list[RigidModuleEstimate]:
         if not self.ticker.started and not self.calibrated and self._cal_start is None:
@@ -141,7 +147,44 @@ class HyperRedundantTracker:
         mean = self._cal_sum / np.maximum(self._cal_count, 1)[:, None]
         readings = np.column_stack([mean[:, 0], mean[:, 1], np.arctan2(mean[:, 3], mean[:, 2])])
         readings[missing] = readings[0]  # a platform silent on the rods keeps no correction (identity)
-        self.estimator.calibrate(readings)
+        self.calibration_refused = self._calibration_refusal(readings, missing)
+        if self.calibration_refused is None:
+            self.estimator.calibrate(readings)
+
+    def _calibration_refusal(self, readings: FloatArray, missing: list[int]) -> str | None:
+        """Why the rods readings of the window cannot be a calibration (the rig moved, or is bent), or None.
+
+        Stillness: each platform's gravity direction (the sensor's roll and pitch) stays within
+        ``calibration_max_motion_deg`` of its mean over the window. Straightness: each correction the calibration
+        would make stays within ``calibration_max_bias_deg`` (mounting errors are a few degrees; more is a bent or
+        twisted rig, whose bend would be stored as a mounting error and subtracted from every later shape).
+        """
+        p = self.params
+        moved = []
+        for i, dirs in enumerate(self._cal_gravity):
+            if i in missing or len(dirs) < 2:
+                continue
+            g = np.asarray(dirs)
+            m = g.mean(axis=0)
+            m /= np.linalg.norm(m)
+            worst = float(np.degrees(np.arccos(np.clip(g @ m, -1.0, 1.0)).max()))
+            if worst > p["calibration_max_motion_deg"]:
+                moved.append(f"platform {i} moved {worst:.1f} deg")
+        if moved:
+            return (
+                f"rods calibration refused: the rig moved during the {p['calibration_duration']:g} s window "
+                f"({', '.join(moved)}; limit {p['calibration_max_motion_deg']:g} deg): hold it still on its rods "
+                "and calibrate again"
+            )
+        trial = RigidModuleEstimator(self.config)
+        bias = np.degrees(np.linalg.norm(trial.calibrate(readings), axis=1))
+        bent = [f"platform {i} {b:.1f} deg" for i, b in enumerate(bias) if b > p["calibration_max_bias_deg"]]
+        if bent:
+            return (
+                f"rods calibration refused: corrections beyond {p['calibration_max_bias_deg']:g} deg "
+                f"({', '.join(bent)}): the rig is bent or twisted, not on its rods; straighten it and calibrate again"
+            )
+        return None
 
     def _estimate(self, tick: int) -> RigidModuleEstimate | None:
         self._finish_calibration(tick)
@@ -151,6 +194,12 @@ class HyperRedundantTracker:
             return None  # no data newer than the last estimate: it would repeat that estimate with the same stamp
         self.last_estimate_ns = self.latest_ns
         est = self.estimator.estimate(self.latest_ns)
+        if self.calibration_refused:
+            est.shape.diagnostics.append(
+                DiagnosticStatus(
+                    name="rigid_module/calibration", level=DiagnosticLevel.ERROR, message=self.calibration_refused
+                )
+            )
         if self.calibration_missing:
             est.shape.diagnostics.append(
                 DiagnosticStatus(
@@ -172,6 +221,46 @@ class HyperRedundantTracker:
             )
         self.stats.estimates += 1
         return est
+
+    def push_sweep(self, samples: list[ImuSample]) -> list[RigidModuleEstimate]:
+        """The samples of one bus cycle (e.g. an ImuArray), each platform known by its frame id.
+
+        What :meth:`push_imu` does for each sample in stamp order, with the attitudes of a cycle that shares one
+        stamp computed and stored at once.
+        """
+        if not samples:
+            return []
+        s0 = samples[0].stamp_ns
+        if any(s.stamp_ns != s0 for s in samples):
+            out: list[RigidModuleEstimate] = []
+            for s in sorted(samples, key=lambda s: s.stamp_ns):
+                out += self.push_imu(s)
+            return out
+        out = self._advance(s0)
+        index_of = self.estimator.index_of
+        idx = np.array([-1 if (i := index_of(s.frame_id)) is None else i for s in samples], dtype=np.int64)
+        known = (idx >= 0) & (idx < self.n)
+        self.stats.unknown_frame += int((~known).sum())
+        q = np.array([(np.nan,) * 4 if s.orientation is None else s.orientation for s in samples], dtype=float)
+        with np.errstate(invalid="ignore"):
+            norm = np.sqrt(np.einsum("ij,ij->i", q, q))
+            good = known & np.isfinite(q).all(axis=1) & (norm > 0.5) & (norm < 1.5)
+        self.stats.bad_samples += int((known & ~good).sum())
+        older = good & (s0 < self.last_ns[np.where(known, idx, 0)])
+        self.stats.out_of_order += int(older.sum())
+        take = good & ~older
+        if not take.any():
+            return out
+        idx, euler = idx[take], quats_to_euler_zyx(q[take])
+        self.estimator.push_eulers(idx, euler, s0)
+        self.last_ns[idx] = s0
+        self.latest_ns = max(self.latest_ns, s0)
+        in_window = self._cal_start is not None and self._cal_end is not None
+        if not self.calibrated and in_window and self._cal_start <= s0 < self._cal_end:  # type: ignore[operator]
+            rows = np.column_stack([euler[:, 0], euler[:, 1], np.cos(euler[:, 2]), np.sin(euler[:, 2])])
+            np.add.at(self._cal_sum, idx, rows)
+            np.add.at(self._cal_count, idx, 1)
+        return out
 
     def push_imu(self, sample: ImuSample, index: int | None = None) -> list[RigidModuleEstimate]:
         """Add one platform's reading (index from the argument or the sample's frame id)."""
@@ -203,6 +292,7 @@ class HyperRedundantTracker:
         if not self.calibrated and in_window and self._cal_start <= sample.stamp_ns < self._cal_end:  # type: ignore[operator]
             self._cal_sum[i] += [euler[0], euler[1], np.cos(euler[2]), np.sin(euler[2])]
             self._cal_count[i] += 1
+            self._cal_gravity[i].append(euler_zyx_to_matrix(euler)[2])  # world z in the sensor frame
         return out
 
     def flush(self) -> list[RigidModuleEstimate]:

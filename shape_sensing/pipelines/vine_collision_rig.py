@@ -83,16 +83,17 @@ class SimulatedRig:
         self.ft_seq = 0
         self.k = 0
 
-    def static_messages(self, stamp: int) -> list[RawMessage]:
-        """Once at start: ``world -> vine_base`` and the obstacles (ground truth)."""
+    def static_messages(self, stamp: int, world_frame: str = "world") -> list[RawMessage]:
+        """Once at start: ``world_frame -> vine_base`` (none if ``world_frame`` is '') and the obstacles (truth)."""
         from shape_sensing.types import TransformStamped
 
-        tf = msgs.tf_message([TransformStamped(stamp, "world", self.frame, np.eye(4))], self.f)
+        out = []
+        if world_frame:
+            tf = msgs.tf_message([TransformStamped(stamp, world_frame, self.frame, np.eye(4))], self.f)
+            out.append(RawMessage("/tf_static", tf, stamp, "static"))
         obstacles = cmsgs.obstacle_markers(stamp, self.frame, self.sim.course.obstacles, self.f)
-        return [
-            RawMessage("/tf_static", tf, stamp, "static"),
-            RawMessage("truth/obstacles", obstacles, stamp, "default"),
-        ]
+        # transient local, as /tf_static: a late RViz and a record:=true bag get them too
+        return out + [RawMessage("truth/obstacles", obstacles, stamp, "static")]
 
     def step(self, s: SimSample, stamp: int) -> list[RawMessage]:
         """The raw and truth messages of one sample, in the order (and log times) a robot would produce them."""

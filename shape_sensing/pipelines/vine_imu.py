@@ -28,6 +28,7 @@ topic                       type                                  frame / conten
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import re
 from collections.abc import Iterable, Iterator
@@ -73,6 +74,8 @@ __all__ = [
     "resolve_topic",
     "truth_messages",
 ]
+
+_log = logging.getLogger(__name__)
 
 NAME = "vine-imu"
 #: custom_data keys of a bag's straight reference (YAML of StraightReference) and how it was taken.
@@ -120,6 +123,16 @@ class VineImuTracker:
         self.offset_warning: str = ""
         self.capture_at_ns: int | None = None  # capture at the first tick this long after the first message
         self.first_ns = -1
+        # ~/offset's stillness check: from the request on, each IMU's orientation when it last turned by more than
+        # offset_max_motion_deg, and since when it has stayed within that of it
+        self._still_check = False
+        self._request_ns = -1
+        self._anchor = self.quats.copy()
+        self._still_since = np.full(n, -1, dtype=np.int64)
+        #: why the last capture was refused (the reference before it is kept), or ""
+        self.offset_refused = ""
+        #: base-to-tip bend (deg) of the last estimate, for ~/offset's straightness check
+        self.last_bend_deg: float | None = None
         self.reference_status = "not captured yet" + (
             " (auto capture when safe)" if self._offset_requested else " (call ~/offset, or load a saved reference)"
         )
@@ -130,19 +143,27 @@ class VineImuTracker:
             else:
                 self.reference_status += f"; no saved reference at {path} yet"
 
-    def request_offset(self) -> None:
-        """Capture the straight reference at the next tick (the ``~/offset`` service).
+    def request_offset(self, check_still: bool = True) -> None:
+        """Capture the straight reference (the ``~/offset`` service) once the robot has been still.
 
-        Taken as the user's word that the robot is straight: every everted, fresh used IMU is captured
-        (with a length, IMUs not yet everted are left out and stay unusable until a capture that has them).
+        Every everted, fresh used IMU is captured (with a length, IMUs not yet everted are left out and stay
+        unusable until a capture that has them). With ``check_still`` the capture waits for a tick at which each of
+        them has turned less than ``offset_max_motion_deg`` for ``offset_still_s`` since the request, and is refused
+        (saying which IMUs moved) when that does not happen within ``offset_timeout``, or when the robot's last
+        estimate is bent (:meth:`_bend_refusal`). A refused capture keeps the reference there was.
         """
         self._offset_requested = True
         self._offset_manual = True
+        self._still_check = check_still and self.params["offset_still_s"] > 0
+        self._request_ns = self.latest_ns
+        self._anchor = self.quats.copy()
+        self._still_since = np.where(self.last_ns >= 0, self.latest_ns, -1)
 
     def capture_at(self, seconds: float) -> None:
         """Capture the straight reference (as :meth:`request_offset`) at the first tick ``seconds`` after the
         first message, and not automatically before."""
         self._offset_requested = False
+        self._still_check = False
         self.capture_at_ns = round(seconds * 1e9)
         self.reference_status = f"to be captured at t = {seconds:g} s from the first message"
 
@@ -185,6 +206,23 @@ class VineImuTracker:
         take = wanted & everted
         if not take.any() or not valid[take].all():
             return  # wait for a tick at which every IMU to capture is fresh
+        if self._offset_manual and self._still_check:
+            window = round(self.params["offset_still_s"] * 1e9)
+            moving = take & ((self._still_since < 0) | (self.latest_ns - self._still_since < window))
+            if moving.any():
+                if self.latest_ns - self._request_ns <= round(self.params["offset_timeout"] * 1e9):
+                    return  # wait for the robot to be still
+                self._refuse(
+                    f"the robot was not still: IMU(s) {np.flatnonzero(moving).tolist()} turned more than "
+                    f"{self.params['offset_max_motion_deg']:g} deg within every {self.params['offset_still_s']:g} s "
+                    f"of the {self.params['offset_timeout']:g} s after the request; hold it still and call ~/offset "
+                    "again"
+                )
+                return
+            bent = self._bend_refusal()
+            if bent:
+                self._refuse(bent)
+                return
         ref = capture_reference(
             self.quats,
             valid & everted,
@@ -197,8 +235,39 @@ class VineImuTracker:
         how = "captured on request" if self._offset_manual else "auto-captured (all used IMUs everted and fresh)"
         self.set_reference(ref, how)
         self._offset_manual = False
+        self._still_check = False
+        self.offset_refused = ""
         missing = [int(i) for i in np.flatnonzero(wanted & ~everted)]
         self.offset_warning = f"offset without {missing} (not everted)" if missing else ""
+
+    def _bend_refusal(self) -> str:
+        """Why the robot is not straight by its last estimate (with the reference there is), or "".
+
+        The bend is the angle between the base's growth axis (z) and the tip's, as last estimated: more than
+        ``offset_max_bend_deg`` is a bent robot, whose bend a capture would store as mounting errors and subtract
+        from every later shape. Without a reference there is no estimate to judge by (the IMUs' orientations alone
+        hold their unknown mountings and magnetic headings, tens of degrees apart on a straight robot): then only
+        stillness is checked.
+        """
+        limit = self.params["offset_max_bend_deg"]
+        if self.last_bend_deg is None or self.last_bend_deg <= limit:
+            return ""
+        return (
+            f"the robot is not straight: its last estimate bends {self.last_bend_deg:.0f} deg from base to tip "
+            f"(limit {limit:g} deg, offset_max_bend_deg); straighten it and call ~/offset again"
+        )
+
+    def _refuse(self, why: str) -> None:
+        """A capture refused: keep the reference there was and say why."""
+        self._offset_requested = False
+        self._offset_manual = False
+        self._still_check = False
+        self.offset_refused = f"straight reference refused: {why}"
+        if self.estimator.is_offset:
+            self.offset_warning = f"last capture refused ({why}); the reference before it is kept"
+        else:
+            self.reference_status = f"not captured: {self.offset_refused}"
+        _log.warning(self.offset_refused)
 
     def _advance(self, stamp_ns: int) -> list[ShapeEstimate]:
         """Estimate at every tick strictly before ``stamp_ns``."""
@@ -214,6 +283,9 @@ class VineImuTracker:
         valid, extra = job
         est = self.estimator.update(self.quats, valid, self.latest_ns, self.length)
         est.diagnostics.extend(extra)
+        axis = est.tip_pose[:3, 2]
+        cos_bend = float(axis[2]) / max(float(np.linalg.norm(axis)), 1e-12)
+        self.last_bend_deg = math.degrees(math.acos(max(-1.0, min(1.0, cos_bend))))
         return est
 
     def _prepare(self, tick: int, valid: np.ndarray | None = None) -> tuple[np.ndarray, list[DiagnosticStatus]] | None:
@@ -225,7 +297,7 @@ class VineImuTracker:
             valid = self._fresh(tick)
         if self.capture_at_ns is not None and self.first_ns >= 0 and tick - self.first_ns >= self.capture_at_ns:
             self.capture_at_ns = None
-            self.request_offset()
+            self.request_offset(check_still=False)  # a time chosen in a recording: its bend is still checked
         if self._offset_requested:
             self._try_capture(valid)
         if not self.estimator.is_offset:
@@ -295,11 +367,50 @@ class VineImuTracker:
             self.stats.out_of_order += 1
             return out
         self.quats[index] = q
+        if self._still_check:
+            a = self._anchor[index]
+            cos_half = abs(float(a[0] * q[0] + a[1] * q[1] + a[2] * q[2] + a[3] * q[3])) / norm
+            turned = 2.0 * math.degrees(math.acos(min(1.0, cos_half / max(float(np.linalg.norm(a)), 1e-12))))
+            if self._still_since[index] < 0 or turned > self.params["offset_max_motion_deg"]:
+                self._anchor[index] = q
+                self._still_since[index] = stamp_ns
         self.last_ns[index] = stamp_ns
         if self.first_ns < 0:
             self.first_ns = stamp_ns
         if stamp_ns > self.latest_ns:
             self.latest_ns = stamp_ns
+        return out
+
+    def push_orientations(self, stamps_ns: np.ndarray, quats: FloatArray, usable: np.ndarray) -> list[ShapeEstimate]:
+        """The unit orientations of one sweep (row i: IMU i; ``usable`` false: absent or bad), e.g. of an ImuArray.
+
+        The same as :meth:`push_orientation` for each IMU in stamp order (index order among equal stamps),
+        in one vectorised step when the sweep shares one stamp; sensors beyond the tracker's IMUs are ignored.
+        """
+        n = min(len(stamps_ns), self.n)
+        if n == 0:
+            return []
+        stamps = np.asarray(stamps_ns[:n], dtype=np.int64)
+        s0 = int(stamps[0])
+        if not bool((stamps == s0).all()):
+            out: list[ShapeEstimate] = []
+            for i in np.argsort(stamps, kind="stable"):
+                out += self.push_orientation(int(i), int(stamps[i]), quats[i] if usable[i] else None)
+            return out
+        ticker = self.ticker
+        out = self._advance(s0) if ticker.next_tick is None or ticker.next_tick < s0 else []
+        ok = np.asarray(usable[:n], dtype=bool)
+        self.stats.bad_samples += int(n - ok.sum())
+        older = ok & (s0 < self.last_ns[:n])
+        self.stats.out_of_order += int(older.sum())
+        take = ok & ~older
+        if take.any():
+            self.quats[:n][take] = quats[:n][take]
+            self.last_ns[:n][take] = s0
+            if self.first_ns < 0:
+                self.first_ns = s0
+            if s0 > self.latest_ns:
+                self.latest_ns = s0
         return out
 
     def push_length(self, stamp_ns: int, length: float) -> list[ShapeEstimate]:

@@ -34,6 +34,13 @@ SCHEMA = Schema(
     description="Simulated hyper-redundant robot: WT901 readings through the emulator and parser, and ground truth.",
     params=(
         Param("n_modules", int, 4, "number of modules", min=4, max=20),
+        Param(
+            "imu_array_topic",
+            str,
+            "imu/array",
+            "shape_sensing/ImuArray topic of each cycle of the bus (the "
+            "samples recovered), beside imu/platform_<i>; '' for none",
+        ),
         Param("d1", float, 0.040, "universal joint height above the lower platform", min=0.0, max=2.0, unit="m"),
         Param("d2", float, 0.040, "upper platform height above the universal joint", min=0.0, max=2.0, unit="m"),
         Param("rate", float, 100.0, "WT901 output rate", choices=OUTPUT_RATES_HZ, unit="Hz"),

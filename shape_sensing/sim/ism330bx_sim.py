@@ -1,6 +1,7 @@
 """Register-level ISM330BX simulator with its FIFO, fed from given angular rates and accelerations.
 
-What it models (register map as :mod:`shape_sensing.drivers.ism330bx`):
+What it models (register map from ST's datasheet DS14239 and ST's ism330bx-pid header; nothing is imported from
+``shape_sensing.drivers``):
 
 * ``WHO_AM_I`` 0x71, ``CTRL3`` power-on value 0x04 (``IF_INC``), a register
   pointer set by the first written byte and auto-incremented when
@@ -15,7 +16,10 @@ What it models (register map as :mod:`shape_sensing.drivers.ism330bx`):
   overwrites the oldest words when full (``FIFO_OVR_IA``, and
   ``FIFO_OVR_LATCHED`` until ``FIFO_STATUS2`` is read), bypass mode empties it;
 * data in the configured full scale, rounded and saturated to int16; the
-  accelerometer as Z, Y, X; ``OUT_TEMP`` at 256 LSB/degC around 25 degC;
+  accelerometer as Z, Y, X; the gyroscope's FIFO words in the order
+  ``fifo_gyro_order`` (``"xyz"``, the datasheet's FIFO_DATA_OUT_TAG footnote,
+  or ``"zyx"``, what ST's ISM330BX FIFO example reads); the output registers
+  ``OUTX_L_G`` (X, Y, Z) and ``OUTZ_L_A`` (Z, Y, X) hold the latest sample; ``OUT_TEMP`` at 256 LSB/degC around 25 degC;
 * ``CTRL3.SW_RESET``: control registers and FIFO back to power-on values,
   the bit reads 1 for 50 us.
 
@@ -31,34 +35,68 @@ from collections.abc import Callable
 
 import numpy as np
 
-from shape_sensing.drivers.ism330bx import (
-    ACCEL_AXIS_ORDER,
-    ACCEL_FS,
-    CTRL3_IF_INC,
-    CTRL3_SW_RESET,
-    FIFO_WORD,
-    FREQ_FINE_STEP,
-    GYRO_FS,
-    ISM330BX_ID,
-    ODR_CODES,
-    STATUS2_FULL,
-    STATUS2_OVR,
-    STATUS2_OVR_LATCHED,
-    STATUS2_WTM,
-    TEMP_OFFSET_C,
-    TEMP_SENSITIVITY,
-    TIMESTAMP_EN,
-    TIMESTAMP_LSB_S,
-    Reg,
-    Tag,
-)
+# ISM330BX facts, stated here from ST's datasheet (DS14239) and ST's ism330bx-pid register header
+# (ism330bx_reg.h), not imported from the driver under test.
+_GRAVITY = 9.80665
+ISM330BX_ID = 0x71  # WHO_AM_I
+FIFO_WORD = 7  # FIFO_DATA_OUT_TAG (0x78) + six data bytes 0x79-0x7E
+FREQ_FINE_STEP = 0.0013  # INTERNAL_FREQ: 0.13 % of the typical ODR per LSB
+TIMESTAMP_LSB_S = 21.75e-6  # TIMESTAMP0-3: 21.75 us per LSB (typical)
+TEMP_SENSITIVITY = 256.0  # OUT_TEMP: LSB/degC
+TEMP_OFFSET_C = 25.0  # OUT_TEMP: 0 LSB at 25 degC
+CTRL3_SW_RESET = 0x01
+CTRL3_IF_INC = 0x04
+TIMESTAMP_EN = 0x40  # FUNCTIONS_ENABLE
+STATUS2_OVR_LATCHED = 0x08  # FIFO_STATUS2
+STATUS2_FULL = 0x20
+STATUS2_OVR = 0x40
+STATUS2_WTM = 0x80
+# accelerometer words in the FIFO and OUTZ_L_A (0x28) hold Z, Y, X (datasheet, FIFO_DATA_OUT_TAG footnote and the
+# output register map); the FIFO gyroscope order is the ``fifo_gyro_order`` argument (datasheet: X, Y, Z)
+_ACCEL_WORD_AXES = (2, 1, 0)
+# ODR_XL / ODR_G codes (CTRL1/CTRL2 bits 3:0) -> Hz
+_CODE_TO_ODR = {2: 7.5, 3: 15.0, 4: 30.0, 5: 60.0, 6: 120.0, 7: 240.0, 8: 480.0, 9: 960.0, 10: 1920.0, 11: 3840.0}
+# FS_G codes (CTRL6 bits 3:0) -> rad/s per LSB: 4.375, 8.75, 17.5, 35, 70, 140 mdps/LSB
+_FS_G_CODE = {c: mdps * 1e-3 * np.pi / 180.0 for c, mdps in
+              ((0x0, 4.375), (0x1, 8.75), (0x2, 17.5), (0x3, 35.0), (0x4, 70.0), (0xC, 140.0))}  # fmt: skip
+# FS_XL codes (CTRL8 bits 1:0) -> m/s^2 per LSB: 0.061, 0.122, 0.244 mg/LSB
+_FS_XL_CODE = {0x0: 0.061e-3 * _GRAVITY, 0x1: 0.122e-3 * _GRAVITY, 0x2: 0.244e-3 * _GRAVITY}
+
+
+class Reg:
+    """Register addresses (main page), datasheet register map."""
+
+    FIFO_CTRL1 = 0x07
+    FIFO_CTRL3 = 0x09
+    FIFO_CTRL4 = 0x0A
+    WHO_AM_I = 0x0F
+    CTRL1 = 0x10
+    CTRL2 = 0x11
+    CTRL3 = 0x12
+    CTRL6 = 0x15
+    CTRL8 = 0x17
+    FIFO_STATUS1 = 0x1B
+    FIFO_STATUS2 = 0x1C
+    OUT_TEMP_L = 0x20
+    OUTX_L_G = 0x22
+    OUTZ_L_A = 0x28
+    TIMESTAMP0 = 0x40
+    INTERNAL_FREQ = 0x4F
+    FUNCTIONS_ENABLE = 0x50
+    FIFO_DATA_OUT_TAG = 0x78
+
+
+class Tag:
+    """FIFO ``TAG_SENSOR`` values (ism330bx_reg.h: GY_NC 0x01, XL_NC 0x02, TIMESTAMP 0x04)."""
+
+    GYRO = 0x01
+    ACCEL = 0x02
+    TIMESTAMP = 0x04
+
 
 __all__ = ["FIFO_WORDS", "SimISM330BX"]
 
 FIFO_WORDS = 511
-_CODE_TO_ODR = {code: odr for odr, code in ODR_CODES.items()}
-_FS_G_CODE = {code: lsb for code, lsb in GYRO_FS.values()}
-_FS_XL_CODE = {code: lsb for code, lsb in ACCEL_FS.values()}
 _RESET_NS = 50_000
 
 Motion = Callable[[float], tuple[np.ndarray, np.ndarray]]
@@ -75,6 +113,7 @@ class SimISM330BX:
         gyro_noise: rad/s, white noise standard deviation per axis.
         accel_noise: m/s^2, white noise standard deviation per axis.
         seed: noise seed.
+        fifo_gyro_order: ``"xyz"`` or ``"zyx"``: the gyroscope axes' order in its FIFO words.
     """
 
     def __init__(
@@ -87,7 +126,11 @@ class SimISM330BX:
         gyro_noise: float = 0.0,
         accel_noise: float = 0.0,
         seed: int = 0,
+        fifo_gyro_order: str = "xyz",
     ) -> None:
+        if fifo_gyro_order not in ("xyz", "zyx"):
+            raise ValueError(f"fifo_gyro_order {fifo_gyro_order!r} invalid: expected 'xyz' or 'zyx'")
+        self.fifo_gyro_order = fifo_gyro_order
         if address not in (0x6A, 0x6B):
             raise ValueError(f"ISM330BX address {address:#04x} invalid: expected 0x6a or 0x6b")
         if not -128 <= freq_fine <= 127:
@@ -128,6 +171,8 @@ class SimISM330BX:
         self._slot_origin_ns: int | None = None
         self._tag_cnt = 0
         self._now_ns = now_ns
+        self._out_g = bytes(6)
+        self._out_a = bytes(6)
 
     def set_motion(self, angular_velocity: np.ndarray, linear_acceleration: np.ndarray) -> None:
         """Constant rates (rad/s) and specific force (m/s^2, gravity included) in the sensor frame from now on."""
@@ -192,6 +237,10 @@ class SimISM330BX:
         if Reg.OUT_TEMP_L <= reg <= Reg.OUT_TEMP_L + 1:
             raw = int(np.clip(round((self.temperature - TEMP_OFFSET_C) * TEMP_SENSITIVITY), -32768, 32767))
             return raw.to_bytes(2, "little", signed=True)[reg - Reg.OUT_TEMP_L]
+        if Reg.OUTX_L_G <= reg < Reg.OUTX_L_G + 6:
+            return self._out_g[reg - Reg.OUTX_L_G]
+        if Reg.OUTZ_L_A <= reg < Reg.OUTZ_L_A + 6:
+            return self._out_a[reg - Reg.OUTZ_L_A]
         if Reg.TIMESTAMP0 <= reg <= Reg.TIMESTAMP0 + 3:
             return self._ticks(self._now_ns).to_bytes(4, "little")[reg - Reg.TIMESTAMP0]
         return self.regs[reg]
@@ -242,24 +291,27 @@ class SimISM330BX:
         gyro_code = (self.regs[Reg.FIFO_CTRL3] >> 4) & 0xF
         xl_code = self.regs[Reg.FIFO_CTRL3] & 0xF
         mode = self.regs[Reg.FIFO_CTRL4] & 0x7
-        if mode == 0:
-            return
         if self.motion is not None:
             w, a = self.motion(t_ns * 1e-9)
         else:
             w, a = self.angular_velocity, self.linear_acceleration
         w = np.asarray(w, float) + self.gyro_bias + self.rng.normal(0.0, self.gyro_noise, 3) * (self.gyro_noise > 0)
         a = np.asarray(a, float) + self.rng.normal(0.0, self.accel_noise, 3) * (self.accel_noise > 0)
+        g_lsb = _FS_G_CODE.get(self.regs[Reg.CTRL6] & 0xF, _FS_G_CODE[0])
+        a_lsb = _FS_XL_CODE.get(self.regs[Reg.CTRL8] & 0x3, _FS_XL_CODE[0])
+        self._out_g = _i16(w / g_lsb)  # OUTX_L_G..OUTZ_H_G: X, Y, Z
+        self._out_a = _i16(a[list(_ACCEL_WORD_AXES)] / a_lsb)  # OUTZ_L_A..OUTX_H_A: Z, Y, X
+        if mode == 0:
+            return
         self._tag_cnt = (self._tag_cnt + 1) & 0x3
         words = []
         if (self.regs[Reg.FIFO_CTRL4] >> 6) & 0x3 == 1:
             words.append(self._word_bytes(Tag.TIMESTAMP, self._ticks(t_ns).to_bytes(4, "little") + bytes(2)))
         if gyro_code:
-            lsb = _FS_G_CODE[self.regs[Reg.CTRL6] & 0xF]
-            words.append(self._word_bytes(Tag.GYRO, _i16(w / lsb)))
+            gw = w if self.fifo_gyro_order == "xyz" else w[::-1]
+            words.append(self._word_bytes(Tag.GYRO, _i16(gw / g_lsb)))
         if xl_code:
-            lsb = _FS_XL_CODE[self.regs[Reg.CTRL8] & 0x3]
-            words.append(self._word_bytes(Tag.ACCEL, _i16(a[list(ACCEL_AXIS_ORDER)] / lsb)))
+            words.append(self._word_bytes(Tag.ACCEL, self._out_a))
         for wd in words:
             if len(self.fifo) >= FIFO_WORDS:
                 if mode == 1:  # FIFO mode stops when full

@@ -1,29 +1,30 @@
 """Simulated sensor rings: register-level VL53L5CX and ISM330BX chips behind simulated TCA9548As, and a scene.
 
-:func:`build_ring_hardware` wires simulators as a
-:class:`~shape_sensing.drivers.tof_ring.RingLayout` says. :class:`BoxScene`
+:func:`build_ring_hardware` wires simulators as a ring layout (the
+configuration's ``RingLayout``, read by its fields) says. :class:`BoxScene`
 gives each zone's boresight distance by ray casting against planes and
 axis-aligned boxes (the zone's centre ray), which
 :meth:`SimRingHardware.set_scene` loads into every ToF chip for the sensors'
 current world poses.
+
+Nothing here is imported from ``shape_sensing.drivers``: the zone geometry is
+the datasheet's (a square field of view of 45 deg by 45 deg, split into 4x4 or
+8x8 equal zones, row-major), and the chips are the register-level simulators.
 """
 
 from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from shape_sensing.drivers.i2c_topology import HOST
-from shape_sensing.drivers.tof_ring import RingLayout
-from shape_sensing.drivers.vl53l5cx import FIELD_OF_VIEW_RAD, UldBuffers
 from shape_sensing.geometry import FloatArray
-from shape_sensing.messages.tof import zone_directions
 from shape_sensing.sim.i2c_bus import Segment, SimI2CBus
 from shape_sensing.sim.ism330bx_sim import SimISM330BX
 from shape_sensing.sim.tca9548a_sim import SimTCA9548A
-from shape_sensing.sim.vl53l5cx_sim import SimVL53L5CX
+from shape_sensing.sim.vl53l5cx_sim import FOV_RAD, SimVL53L5CX, zone_directions
 
 __all__ = ["BoxScene", "SimRingHardware", "build_ring_hardware", "demo_scene"]
 
@@ -58,7 +59,7 @@ class BoxScene:
         return best
 
     def zone_distances(
-        self, T_world_sensor: FloatArray, zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD, max_range: float = 4.0
+        self, T_world_sensor: FloatArray, zones_per_side: int, fov: float = FOV_RAD, max_range: float = 4.0
     ) -> FloatArray:
         """Boresight distance of each zone's centre ray (NaN beyond ``max_range`` or no hit)."""
         v = zone_directions(zones_per_side, fov)  # z = 1
@@ -114,31 +115,41 @@ class SimRingHardware:
 
 
 def build_ring_hardware(
-    layout: RingLayout,
-    buffers: UldBuffers,
+    layout: Any,
+    buffers: Any,
     *,
     bitrate: float = 400_000.0,
     seed: int = 0,
     gyro_noise: float = 0.002,
     accel_noise: float = 0.02,
     tof_noise: bool = True,
+    range_convention: str = "perpendicular",
 ) -> SimRingHardware:
-    """Simulated TCA9548As, VL53L5CXs and ISM330BXs wired as ``layout.topology`` says."""
+    """Simulated TCA9548As, VL53L5CXs and ISM330BXs wired as ``layout.topology`` says.
+
+    ``layout``: the configuration's ring layout (``topology.muxes`` by name with ``address``, ``parent`` (empty:
+    the host's segment) and ``channel``; ``tofs`` and ``imus`` with ``spec.name``, ``.address``, ``.mux``,
+    ``.channel``). ``buffers``: ST's buffers (an object with ``firmware``) or the firmware image's bytes: the
+    simulated chips accept that image. ``range_convention``: what the simulated VL53L5CXs report (see
+    :class:`~shape_sensing.sim.vl53l5cx_sim.SimVL53L5CX`).
+    """
     topo = layout.topology
     bus = SimI2CBus(bitrate=bitrate, seed=seed)
     muxes = {name: SimTCA9548A(m.address, name) for name, m in topo.muxes.items()}
 
     def segment(parent: str, channel: int) -> Segment:
-        return bus.host if parent == HOST else muxes[parent].channels[channel]
+        return muxes[parent].channels[channel] if parent else bus.host
 
     for name, m in topo.muxes.items():
         segment(m.parent, m.channel).attach(muxes[name])
-    crc = zlib.crc32(buffers.firmware)
+    crc = zlib.crc32(bytes(getattr(buffers, "firmware", buffers)))
     rng = np.random.default_rng(seed)
     tofs, imus = {}, {}
     for i, mt in enumerate(layout.tofs):
         s = mt.spec
-        tofs[s.name] = SimVL53L5CX(s.address, s.name, firmware_crc=crc, seed=seed * 100 + i, noise=tof_noise)
+        tofs[s.name] = SimVL53L5CX(
+            s.address, s.name, firmware_crc=crc, seed=seed * 100 + i, noise=tof_noise, range_convention=range_convention
+        )
         segment(s.mux, s.channel).attach(tofs[s.name])
     for i, mi in enumerate(layout.imus):
         s = mi.spec

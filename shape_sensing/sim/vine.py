@@ -66,6 +66,13 @@ SCHEMA = Schema(
     (
         Param("scenario", str, "passive", "seed-000 experiment to simulate", choices=SCENARIOS),
         Param("n_sensors", int, 18, "number of IMUs on the outer wall", min=2, max=64),
+        Param(
+            "imu_array_topic",
+            str,
+            "imus",
+            "shape_sensing/ImuArray topic of each sweep of all IMUs, beside the "
+            "per-IMU sensor_msgs/Imu topics; '' for none",
+        ),
         Param("spacing", float, 0.102, "IMU spacing along the outer wall", min=0.01, unit="m"),
         Param("diameter", float, 0.129, "inflated body diameter", min=0.01, unit="m"),
         Param("first_sensor", float, 0.0, "material coordinate of the first IMU from the base", min=0.0, unit="m"),
@@ -77,6 +84,7 @@ SCHEMA = Schema(
         Param("accel_noise", float, 0.02, "accelerometer white noise", min=0.0, unit="m/s^2"),
         Param("seed", int, 0, "random seed"),
         Param("frame_prefix", str, "", "prefix of every frame id (two robots in one TF tree)"),
+        Param("world_frame", str, "world", "parent of the base in the node's static transform; '' for none"),
         Param(
             "inside",
             str,

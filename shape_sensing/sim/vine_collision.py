@@ -479,6 +479,8 @@ def _schema() -> Schema:
                   unit="deg/m"),
             Param("loop", bool, True, "start the course again when it ends"),
             Param("frame_prefix", str, "", "prefix of the published frame ids"),
+            Param("world_frame", str, "world", "parent of the base in the static transform the node publishes; "
+                  "'' for none"),
         ),
     )  # fmt: skip
 

@@ -378,7 +378,10 @@ class ContinuumTracker:
             rate = Fraction(self.params["rate"]).limit_denominator(10**6)
             self._t0 = Fraction((stamp_ns * rate) // 10**9 * 10**9) / rate
             self.t0_ns = math.floor(self._t0)
-        return float((stamp_ns - self._t0) / 10**9)
+        # (stamp - t0) / 1e9 in integers: Python's int division rounds exactly as float(Fraction) does, without
+        # building a Fraction per message
+        num, den = self._t0.numerator, self._t0.denominator
+        return (stamp_ns * den - num) / (den * 10**9)
 
     def _accept(self, t: float) -> bool:
         if self.window is not None and t < float(self.window.state.t[0]):
@@ -525,7 +528,7 @@ class ContinuumTracker:
         )
         cov6 = None
         if i < len(win.final_node_cov):
-            ring = np.array([int(np.argmin(np.abs(self.s_nodes - s))) for s in meas.tof_s])
+            ring = np.argmin(np.abs(meas.tof_s[:, None] - self.s_nodes[None, :]), axis=1)
             cov6 = win.final_node_cov[i][np.searchsorted(self._ring_nodes, ring)]
         tau = self.params["anomaly_threshold"] or None
         rec = reconstruct(two, meas, self.tof_map, tau=tau, sigma_extra=self.params["tof_sigma_extra"],

@@ -23,6 +23,7 @@ used by the benchmark is :func:`dense_normal_equations`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +32,6 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 from scipy.linalg import LinAlgError, cho_solve_banded, cholesky_banded
-from threadpoolctl import ThreadpoolController
 
 from shape_sensing.estimators.continuum import factors as fac
 from shape_sensing.estimators.continuum import lie
@@ -62,11 +62,12 @@ __all__ = [
     "solve_banded",
     "solve_banded_factor",
     "step_converged",
+    "unique_pairs",
 ]
 
 _log = logging.getLogger(__name__)
 IntArray = NDArray[np.int64]
-_CONTROLLER: ThreadpoolController | None = None
+_CONTROLLER: Any = None
 
 
 def blas_single_thread() -> Any:
@@ -74,10 +75,26 @@ def blas_single_thread() -> Any:
 
     The banded factorisations here are small; thread hand-offs cost more than
     they gain, and on a loaded machine far more (measured 100x on 2 shared cores).
+
+    threadpoolctl does the limiting where it is installed (``pip install .`` and the pinned venvs have it;
+    Debian/Ubuntu ship ``python3-threadpoolctl`` but rosdep has no key for it, so a ROS 2 install may lack it).
+    Without it this is a no-op, logged once: set ``OPENBLAS_NUM_THREADS=1`` (or ``OMP_NUM_THREADS=1``) in the
+    node's environment instead.
     """
     global _CONTROLLER
     if _CONTROLLER is None:
-        _CONTROLLER = ThreadpoolController()
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _log.info(
+                "threadpoolctl is not installed: BLAS threads are not limited to one "
+                "(set OPENBLAS_NUM_THREADS=1 for the continuum estimator on a loaded machine)"
+            )
+            _CONTROLLER = False
+        else:
+            _CONTROLLER = ThreadpoolController()
+    if _CONTROLLER is False:
+        return contextlib.nullcontext()
     return _CONTROLLER.limit(limits=1, user_api="blas")
 
 
@@ -132,6 +149,9 @@ class AssignedMeasurements:
     tof_q: FloatArray | None = None
     tof_sigma: FloatArray | None = None
     tof_map: Any = None
+    #: the ToF points' map candidates kept between evaluations of these points (association reused, see
+    #: :class:`~.tof.TofAssociation`); ``None``: the map is queried at every evaluation
+    tof_assoc: Any = None
     #: strain readings ``(nodes, ut, us, k, W)``
     strain: (
         tuple[tuple[IntArray, IntArray, IntArray, IntArray], FloatArray, FloatArray, FloatArray, FloatArray] | None
@@ -197,13 +217,12 @@ def assign_measurements(state: GridState, meas: Measurements, first_interval: in
     okq, kq, uq, _ = cells(meas.tof_t)
     if meas.tof_map is not None and okq.any():
         sq = meas.tof_s[okq]
-        key = np.column_stack([kq, uq, sq])
-        uniq, tof_frame = np.unique(key, axis=0, return_inverse=True)
-        tof_frame = np.asarray(tof_frame, dtype=np.int64).reshape(-1)
-        kf = uniq[:, 0].astype(np.int64)
-        nf, usf = _between_nodes(state.s, uniq[:, 2], "ToF point")
+        # frames: the distinct (time, arc length) pairs, in that order (within the span, a time has one cell)
+        first, tof_frame = unique_pairs(meas.tof_t[okq], sq)
+        kf = kq[first]
+        nf, usf = _between_nodes(state.s, sq[first], "ToF point")
         hf = state.s[nf + 1] - state.s[nf]
-        tof_cells = (quad(kf, nf), uniq[:, 1], t[kf + 1] - t[kf], usf, hf)
+        tof_cells = (quad(kf, nf), uq[first], t[kf + 1] - t[kf], usf, hf)
         tof_q = meas.tof_q[okq]
         tof_sigma = meas.tof_sigma[okq]
     skipped += int((~okq).sum()) if meas.tof_map is not None else 0
@@ -231,8 +250,22 @@ def assign_measurements(state: GridState, meas: Measurements, first_interval: in
         tof_q,
         tof_sigma,
         meas.tof_map,
-        strain,
+        strain=strain,
     )
+
+
+def unique_pairs(a: FloatArray, b: FloatArray) -> tuple[IntArray, IntArray]:
+    """The distinct pairs ``(a, b)`` sorted by ``a`` then ``b``: the index of a first occurrence of each, and
+    each element's pair number (as ``np.unique(np.column_stack([a, b]), axis=0, return_inverse=True)``, which
+    sorts rows as a structured view and costs several times more)."""
+    if a.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    order = np.lexsort((b, a))
+    sa, sb = a[order], b[order]
+    new = np.r_[True, (sa[1:] != sa[:-1]) | (sb[1:] != sb[:-1])]
+    inverse = np.empty(a.size, dtype=np.int64)
+    inverse[order] = np.cumsum(new) - 1
+    return order[new].astype(np.int64), inverse
 
 
 def _between_nodes(s_nodes: FloatArray, s: FloatArray, what: str) -> tuple[IntArray, FloatArray]:
@@ -333,6 +366,7 @@ def build_factors(
                     sigma_extra=w.tof_sigma_extra,
                     cauchy=w.cauchy_tof,
                     gate=w.tof_gate,
+                    assoc=meas.tof_assoc,
                 )
             )
         if meas.strain is not None:

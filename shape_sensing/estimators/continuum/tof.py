@@ -31,6 +31,8 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -48,6 +50,7 @@ __all__ = [
     "OUTLIER_GATE",
     "VALID_STATUS",
     "VISIBLE_K",
+    "TofAssociation",
     "TofMount",
     "frame_points",
     "group_sum",
@@ -102,9 +105,17 @@ def zone_directions(zones_per_side: int, fov: float) -> FloatArray:
         raise ContinuumError(f"zones per side must be >= 1, got {zones_per_side}")
     if not 0 < fov < np.pi:
         raise ContinuumError(f"field of view must be in (0, pi) rad, got {fov}")
+    return _zone_directions(int(zones_per_side), float(fov)).copy()
+
+
+@lru_cache(maxsize=16)
+def _zone_directions(zones_per_side: int, fov: float) -> FloatArray:
+    """:func:`zone_directions`, computed once per layout (every frame of a sensor uses it; read-only)."""
     from shape_sensing.messages.tof import zone_directions as directions  # the ring driver's zone geometry
 
-    return np.asarray(directions(zones_per_side, fov), dtype=np.float64)
+    out = np.asarray(directions(zones_per_side, fov), dtype=np.float64)
+    out.flags.writeable = False
+    return out
 
 
 @dataclass(frozen=True)
@@ -182,7 +193,7 @@ def frame_points(
         if st.size != z:
             raise ContinuumError(f"{mount.name}: frame has {st.size} status codes, expected {z}")
         ok &= np.isin(st, valid_status)
-    q = d[ok, None] * zone_directions(mount.zones_per_side, mount.fov)[ok]
+    q = d[ok, None] * _zone_directions(int(mount.zones_per_side), float(mount.fov))[ok]
     qr = q @ mount.T_ring_sensor[:3, :3].T + mount.T_ring_sensor[:3, 3]
     return qr, sig[ok], int((~ok).sum())
 
@@ -201,8 +212,12 @@ def pose_st(
     Jacobians (right perturbation) with respect to nodes ``(n, k)``, ``(n, k+1)``, ``(n+1, k)``, ``(n+1, k+1)``."""
     n00, n01, n10, n11 = nodes
     M = n00.size
-    Tn, A_T, A_v, B_T, B_v = hermite(T[n00], varpi[n00], T[n01], varpi[n01], ut, dt)
-    Tm, C_T, C_v, D_T, D_v = hermite(T[n10], varpi[n10], T[n11], varpi[n11], ut, dt)
+    # both arc-length nodes' interpolations in time in one batched call (fewer, larger array operations)
+    na, nb = np.concatenate([n00, n10]), np.concatenate([n01, n11])
+    uu, dd = np.concatenate([ut, ut]), np.concatenate([dt, dt])
+    Tnm, P_T, P_v, Q_T, Q_v = hermite(T[na], varpi[na], T[nb], varpi[nb], uu, dd)
+    Tn, A_T, A_v, B_T, B_v = Tnm[:M], P_T[:M], P_v[:M], Q_T[:M], Q_v[:M]
+    Tm, C_T, C_v, D_T, D_v = Tnm[M:], P_T[M:], P_v[M:], Q_T[M:], Q_v[M:]
     en = (1.0 - ut)[:, None] * eps[n00] + ut[:, None] * eps[n01]
     em = (1.0 - ut)[:, None] * eps[n10] + ut[:, None] * eps[n11]
     Ts, S_Tn, S_en, S_Tm, S_em = hermite(Tn, en, Tm, em, us, h)
@@ -260,6 +275,7 @@ def tof_factor(
     anomaly_tau: float | None = ANOMALY_TAU,
     visible_k: int = VISIBLE_K,
     details: list[TofEvaluation] | None = None,
+    assoc: TofAssociation | None = None,
 ) -> FactorBatch:
     """Point-to-plane factors of ToF points, folded into one factor per group of frames on the same four nodes.
 
@@ -281,6 +297,8 @@ def tof_factor(
         visible_k: the match is the nearest of the ``visible_k`` nearest map points that is not hidden behind
             another (see :func:`visible_nearest`); 1 takes the nearest map point as it is.
         details: if given, a :class:`TofEvaluation` is appended.
+        assoc: the points' map candidates kept from an earlier evaluation of the same points (see
+            :class:`TofAssociation`; a sliding window keeps one per step); ``None`` queries the map every time.
 
     Both thresholds are multiplied by ``max(1, s)`` (``s^2`` for ``anomaly_tau``), ``s`` the robust scale
     ``1.4826 median |r|`` of the matched points' whitened errors.
@@ -290,7 +308,7 @@ def tof_factor(
     Ts, jacs = pose_st(T, eps, varpi, nodes, ut, dt, us, h)
     Tp = Ts[frame]
     world = np.einsum("pij,pj->pi", Tp[:, :3, :3], q) + Tp[:, :3, 3]
-    dist, idx = visible_nearest(tof_map, world, Tp[:, :3, 3], visible_k)
+    dist, idx = visible_nearest(tof_map, world, Tp[:, :3, 3], visible_k, assoc=assoc)
     matched = dist <= gate
     n = tof_map.normals[idx[matched]]  # type: ignore[attr-defined]
     alpha = tof_map.planarity[idx[matched]]  # type: ignore[attr-defined]
@@ -326,18 +344,64 @@ def tof_factor(
     if details is not None:
         details.append(TofEvaluation(world, matched, r, wgt, reject, scale))
     gw = np.sqrt(wgt)[:, None] * g
-    A = np.stack(
-        [np.bincount(fm, gw[:, i] * gw[:, j], minlength=F) for i in range(6) for j in range(6)], axis=1
+    # per frame, sum of the points' g^T w g and g^T w r (one bincount over the flattened 6 x 6 entries)
+    A = np.bincount(
+        (fm[:, None] * 36 + np.arange(36)).reshape(-1), (gw[:, :, None] * gw[:, None, :]).reshape(-1), minlength=F * 36
     ).reshape(F, 6, 6)
-    b = np.stack([np.bincount(fm, wgt * r * g[:, i], minlength=F) for i in range(6)], axis=1)
+    b = np.bincount(
+        (fm[:, None] * 6 + np.arange(6)).reshape(-1), ((wgt * r)[:, None] * g).reshape(-1), minlength=F * 6
+    ).reshape(F, 6)
     # frames sharing their four nodes (one time interval, one ring) are summed together
     G = np.concatenate(jacs, axis=2)  # (F, 6, 72)
     groups, Ag, bg = group_sum(list(nodes), np.swapaxes(G, 1, 2) @ A @ G, np.einsum("fai,fa->fi", G, b))
     return info_batch("tof", groups, Ag, bg, float(costs.sum()))
 
 
+@dataclass
+class TofAssociation:
+    """The map candidates of a fixed set of ToF points, kept between evaluations (association reused).
+
+    Gauss-Newton evaluates the same points again and again (every iteration and line-search trial of a window
+    step) while they move by millimetres. The ``k`` nearest map points of each point are kept with the place
+    they were found at; a later evaluation queries the k-d tree again only for the points that moved by more
+    than half the gap between their ``k``-th and their nearest candidate's distance (their ``slack``). Within
+    that, no map point outside the candidates can be nearer than the nearest candidate (triangle inequality),
+    so the nearest map point is the one a fresh query finds; the candidates are re-sorted by their distance at
+    the new place. Only the visible match's choice among the ``k`` can differ from a fresh query (when the
+    ``k``-th nearest changed), the nearest itself cannot.
+    """
+
+    world: FloatArray | None = None  # (P, 3) where each point's candidates were found
+    cand: IntArray | None = None  # (P, k) map indices
+    slack: FloatArray | None = None  # (P,) how far each point may move before it is queried again
+    queried: int = 0  # points looked up in the k-d tree
+    reused: int = 0  # points whose candidates were reused
+
+    def candidates(self, tree: Any, points: FloatArray, world: FloatArray, k: int) -> tuple[FloatArray, IntArray]:
+        """``(P, k)`` distances and indices of the candidates of ``world`` (in no particular order)."""
+        P = world.shape[0]
+        if self.cand is None or self.world is None or self.slack is None or self.cand.shape != (P, k):
+            stale = np.ones(P, dtype=bool)
+            self.world, self.cand, self.slack = world.copy(), np.zeros((P, k), np.int64), np.zeros(P)
+        else:
+            stale = np.linalg.norm(world - self.world, axis=1) > self.slack
+        if stale.any():
+            dq, iq = tree.query(world[stale], k=k)
+            iq = np.asarray(iq, dtype=np.int64).reshape(-1, k)
+            dq = np.asarray(dq, dtype=np.float64).reshape(-1, k)
+            self.world[stale] = world[stale]
+            self.cand[stale] = iq
+            self.slack[stale] = 0.5 * (dq[:, -1] - dq[:, 0])
+        n = int(stale.sum())
+        self.queried += n
+        self.reused += P - n
+        ik = self.cand
+        d = points[ik] - world[:, None, :]
+        return np.sqrt(np.einsum("pki,pki->pk", d, d)), ik
+
+
 def visible_nearest(
-    tof_map: object, world: FloatArray, origin: FloatArray, k: int = VISIBLE_K
+    tof_map: object, world: FloatArray, origin: FloatArray, k: int = VISIBLE_K, *, assoc: TofAssociation | None = None
 ) -> tuple[FloatArray, IntArray]:
     """Distance to and index of each point's map match: the nearest of its ``k`` nearest map points that the
     sensor can see.
@@ -349,24 +413,29 @@ def visible_nearest(
     sigma behind the front-most candidate of the same orientation (normals within 30 deg) is on such a hidden
     face and is passed over. On one surface (flat or curved) the candidates are within the map's noise of each
     other and the nearest is kept. ``origin`` ``(P, 3)``: a point on each point's line of sight (its ring's
-    backbone point), to orient the normals.
+    backbone point), to orient the normals. ``assoc``: candidates kept from an earlier evaluation of the same
+    points (:class:`TofAssociation`).
     """
     if k <= 1 or not hasattr(tof_map, "tree"):
         return tof_map.nearest(world)  # type: ignore[attr-defined]
     k = min(k, len(tof_map.points))  # type: ignore[attr-defined]
-    dk, ik = tof_map.tree.query(world, k=k)
-    ik = np.asarray(ik, dtype=np.int64).reshape(world.shape[0], k)
-    dk = np.asarray(dk, dtype=np.float64).reshape(world.shape[0], k)
+    if assoc is not None:
+        dk, ik = assoc.candidates(tof_map.tree, tof_map.points, world, k)  # type: ignore[attr-defined]
+    else:
+        dk, ik = tof_map.tree.query(world, k=k)
+        ik = np.asarray(ik, dtype=np.int64).reshape(world.shape[0], k)
+        dk = np.asarray(dk, dtype=np.float64).reshape(world.shape[0], k)
+    rows = np.arange(world.shape[0])
     normals = tof_map.normals[ik]  # type: ignore[attr-defined]
-    n0 = normals[:, 0]
+    n0 = normals[rows, np.argmin(dk, axis=1)]  # the nearest candidate's (first, when sorted)
     n0 = n0 * np.where(np.einsum("pi,pi->p", n0, origin - world) < 0, -1.0, 1.0)[:, None]
     same = np.abs(np.einsum("pki,pi->pk", normals, n0)) > np.cos(np.deg2rad(30.0))
     h = np.einsum("pi,pki->pk", n0, tof_map.points[ik] - world[:, None, :])  # type: ignore[attr-defined]
     front = np.where(same, h, -np.inf).max(axis=1)
     tol = float(getattr(tof_map, "point_sigma", 0.005))
     seen = ~same | (h >= front[:, None] - tol)
-    j = np.argmax(seen, axis=1)  # the nearest candidate not hidden (the nearest itself is always `same`)
-    rows = np.arange(world.shape[0])
+    # the nearest candidate not hidden (the nearest itself is always `same`); first of equals, as when sorted
+    j = np.argmin(np.where(seen, dk, np.inf), axis=1)
     return dk[rows, j], ik[rows, j]
 
 

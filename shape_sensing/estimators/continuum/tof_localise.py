@@ -27,7 +27,7 @@ from shape_sensing.estimators.continuum.estimator import BatchEstimator
 from shape_sensing.estimators.continuum.gyro_bias import apply_correction, bias_newton_step, still_mean_prior
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
-from shape_sensing.estimators.continuum.solver import assign_measurements
+from shape_sensing.estimators.continuum.solver import assign_measurements, unique_pairs
 from shape_sensing.estimators.continuum.tof import (
     TofEvaluation,
     TofMount,
@@ -99,7 +99,13 @@ class LocaliseConfig:
     #: decrement stalls at ~6e-4 with the estimate unchanged to 1e-4 m)
     decrement_tol: float = 1e-2
     window: int = 0  # 0: batch; else sliding-window size in slices
-    window_iterations: int = 3
+    #: Gauss-Newton iterations per window step: every slice is solved again in each of the ``window`` steps it
+    #: spends in the window, so one per step converges across steps (3 per step took three times the CPU for
+    #: the same ring errors: docs/results/tof_realtime.md)
+    window_iterations: int = 1
+    #: window only: at most this many ToF points per frame enter the solve (0: all; see
+    #: :class:`~.window.SlidingWindow`)
+    window_tof_points: int = 0
     tof_sigma_extra: float = 0.005
     cauchy_tof: float = 1.0
     tof_gate: float = 0.3
@@ -244,7 +250,8 @@ def localise(
     nodes = s_nodes(data.length, cfg.node_spacing, [m.s for m in data.mounts])
     t1 = float(t_end) if t_end is not None else float(np.max(data.tof_t)) if data.tof_t.size else 0.0
     if cfg.window:
-        win = SlidingWindow(w, nodes, cfg.rate, 0.0, size=cfg.window, iterations=cfg.window_iterations)
+        win = SlidingWindow(w, nodes, cfg.rate, 0.0, size=cfg.window, iterations=cfg.window_iterations,
+                            tof_points_per_frame=cfg.window_tof_points)  # fmt: skip
         st = win.run(meas, t1 + 1.0 / cfg.rate)
         out = LocaliseResult(st, w, meas, stats, win.total_iterations, win.converged_steps == win.steps, None, "window")
         out.tof_matched_fraction = matched_fraction(st, meas, tof_map, cfg.tof_gate)
@@ -430,8 +437,8 @@ def reconstruct(
 def frame_poses(state: GridState, t: FloatArray, s: FloatArray) -> FloatArray:
     """The estimate's pose ``(P, 4, 4)`` at each point's time ``t`` and arc length ``s``, interpolated once per
     distinct (time, arc length): the points of one frame share it."""
-    pairs, inv = np.unique(np.column_stack([t, s]), axis=0, return_inverse=True)
-    return query_poses(state, pairs[:, 0], pairs[:, 1])[np.asarray(inv).reshape(-1)]
+    first, inv = unique_pairs(np.asarray(t, dtype=np.float64), np.asarray(s, dtype=np.float64))
+    return query_poses(state, t[first], s[first])[inv]
 
 
 #: below this share of ToF points within the gate of the map, the map is taken to be in another frame (or of

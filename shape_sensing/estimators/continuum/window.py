@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.linalg import cho_factor, cho_solve
 
 from shape_sensing.estimators.continuum import lie
@@ -59,9 +60,10 @@ from shape_sensing.estimators.continuum.solver import (
     newton_step,
     step_converged,
 )
+from shape_sensing.estimators.continuum.tof import TofAssociation
 from shape_sensing.geometry import FloatArray
 
-__all__ = ["SlidingWindow", "StepInfo"]
+__all__ = ["SlidingWindow", "StepInfo", "per_frame_budget"]
 
 _log = logging.getLogger(__name__)
 
@@ -77,6 +79,25 @@ class StepInfo:
     finalized: list[float] = field(default_factory=list)
     #: largest entry of the last update applied to the slice finalised by this step (``None`` if none was)
     final_update: float | None = None
+
+
+def per_frame_budget(frame: NDArray[np.int64], budget: int) -> NDArray[np.bool_]:
+    """Which points to keep so that no frame has more than ``budget``: of a frame's ``n`` points (in their
+    order, which is the frame's zone order), ``min(n, budget)`` spread evenly (the ``i``-th kept where
+    ``floor(i budget / n)`` steps up)."""
+    frame = np.asarray(frame, dtype=np.int64)
+    if frame.size == 0 or budget <= 0:
+        return np.ones(frame.size, dtype=bool)
+    order = np.argsort(frame, kind="stable")
+    fs = frame[order]
+    starts = np.flatnonzero(np.r_[True, fs[1:] != fs[:-1]])
+    counts = np.diff(np.r_[starts, fs.size])
+    n = np.repeat(counts, counts)
+    rank = np.arange(fs.size) - np.repeat(starts, counts)
+    keep_sorted = (n <= budget) | ((rank + 1) * budget // n > rank * budget // n)
+    keep = np.empty(frame.size, dtype=bool)
+    keep[order] = keep_sorted
+    return keep
 
 
 class SlidingWindow:
@@ -104,6 +125,11 @@ class SlidingWindow:
             marginal prior is always built from ``J^T J`` (positive semidefinite).
         covariance_nodes: with ``covariance``, also keep the pose covariances of these nodes (indices along s)
             of every finalised slice in :attr:`final_node_cov` (e.g. the ToF rings, for the scene reconstruction).
+        reuse_association: keep the ToF points' map candidates between the evaluations of a step and query the
+            map again only for points that moved beyond their candidates' slack (:class:`~.tof.TofAssociation`:
+            the nearest map point is the same as a fresh query's); ``False`` queries it at every evaluation.
+        tof_points_per_frame: at most this many ToF points of each frame enter the solve (spread evenly over
+            the frame's valid zones, in zone order); 0: all.
     """
 
     def __init__(
@@ -123,6 +149,8 @@ class SlidingWindow:
         band: int = 1,
         second_order: bool = True,
         covariance_nodes: list[int] | None = None,
+        reuse_association: bool = True,
+        tof_points_per_frame: int = 0,
     ) -> None:
         s_nodes = np.asarray(s_nodes, dtype=np.float64)
         if s_nodes.ndim != 1 or s_nodes.size < 2 or np.any(np.diff(s_nodes) <= 0):
@@ -137,6 +165,13 @@ class SlidingWindow:
             raise ContinuumError(f"marginal must be 'chain' or 'exact', got {marginal!r}")
         if band < 1:
             raise ContinuumError(f"marginal band must be >= 1, got {band}")
+        if tof_points_per_frame < 0:
+            raise ContinuumError(f"ToF points per frame must be >= 0 (0: all), got {tof_points_per_frame}")
+        self.reuse_association = bool(reuse_association)
+        self.tof_points_per_frame = int(tof_points_per_frame)
+        #: ToF points looked up in the map and points whose candidates were reused, over all steps
+        self.tof_queried = 0
+        self.tof_reused = 0
         self.marginal = marginal
         self.band = int(band)
         self.weights = weights
@@ -200,9 +235,19 @@ class SlidingWindow:
             np.concatenate([st.eps, st.eps[-1:]]),
             np.concatenate([st.varpi, st.varpi[-1:]]),
         )
-        am = assign_measurements(self.state, self.buffer.between(float(self.state.t[0]), t_new, include_end=True))
+        t0 = float(self.state.t[0])
+        am = assign_measurements(self.state, self.buffer.between(t0, t_new, include_end=True))
+        if self.tof_points_per_frame and am.tof_frame is not None:
+            keep = per_frame_budget(am.tof_frame, self.tof_points_per_frame)
+            if not keep.all():
+                am.tof_frame, am.tof_q, am.tof_sigma = am.tof_frame[keep], am.tof_q[keep], am.tof_sigma[keep]  # type: ignore[index]
+        assoc = TofAssociation() if self.reuse_association and am.tof_frame is not None else None
+        am.tof_assoc = assoc
         with blas_single_thread():
             info = self._solve(am, t_new)
+        if assoc is not None:
+            self.tof_queried += assoc.queried
+            self.tof_reused += assoc.reused
         return info
 
     def _solve(self, am: AssignedMeasurements, t_new: float) -> StepInfo:

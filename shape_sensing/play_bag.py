@@ -1,0 +1,88 @@
+"""``shape-sensing play-bag``: ``ros2 bag play`` once the estimator subscribes to the bag's topics.
+
+A launch file that starts an estimator and a bag together (``bag:=``) would otherwise play the first
+seconds of the bag before the node is up: they are lost (best-effort inputs are not queued for a
+subscriber that does not exist yet). This waits until the node ``--node`` subscribes to at least
+one topic of the bag and, if ``--topics`` are given, to every one of them, then runs
+``ros2 bag play`` with the remaining arguments and ``--delay`` so that the player's publishers are
+matched with the node's subscriptions before the first message goes out.
+
+    shape-sensing play-bag --node /continuum/continuum_estimator BAG -- --clock 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+__all__ = ["add_arguments", "run", "wait_for_subscriptions"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("bag", type=Path, help="the bag to play (directory or .mcap/.db3 file)")
+    parser.add_argument("--node", required=True, help="fully qualified name of the node to wait for, e.g. /ns/name")
+    parser.add_argument(
+        "--topics", nargs="*", default=None, help="topics the node must subscribe to first (default: any of the bag's)"
+    )
+    parser.add_argument("--timeout", type=float, default=120.0, help="longest wait for the node (s)")
+    parser.add_argument(
+        "--delay", type=float, default=1.0, help="ros2 bag play --delay: seconds for the player's discovery (s)"
+    )
+    parser.add_argument("play_args", nargs=argparse.REMAINDER, help="after --: further ros2 bag play arguments")
+
+
+def _split(fq: str) -> tuple[str, str]:
+    ns, _, name = fq.rstrip("/").rpartition("/")
+    return name, ns or "/"
+
+
+def wait_for_subscriptions(node_fq: str, topics: set[str], timeout: float) -> set[str]:
+    """Block until ``node_fq`` subscribes to every topic of ``topics`` (``topics`` empty: to any topic).
+
+    Returns the topics it subscribes to. Raises TimeoutError naming what is missing.
+    """
+    import rclpy
+
+    name, ns = _split(node_fq)
+    rclpy.init(args=[])
+    probe = rclpy.create_node(f"play_bag_waiting_for_{name}")
+    try:
+        end = time.monotonic() + timeout
+        subscribed: set[str] = set()
+        while time.monotonic() < end:
+            try:
+                subscribed = {t for t, _ in probe.get_subscriber_names_and_types_by_node(name, ns)}
+            except Exception:  # the node is not discovered yet
+                subscribed = set()
+            if subscribed and (topics <= subscribed if topics else True):
+                return subscribed
+            rclpy.spin_once(probe, timeout_sec=0.1)
+        missing = sorted(topics - subscribed) if topics else ["any topic"]
+        raise TimeoutError(f"{node_fq} did not subscribe to {missing} within {timeout:g} s")
+    finally:
+        probe.destroy_node()
+        rclpy.try_shutdown()
+
+
+def run(args: argparse.Namespace) -> int:
+    if not args.bag.exists():
+        print(f"play-bag: no bag at {args.bag}", file=sys.stderr)
+        return 2
+    ros2 = shutil.which("ros2")
+    if ros2 is None or "ROS_DISTRO" not in os.environ:
+        print("play-bag: ros2 is not on PATH (source /opt/ros/<distro>/setup.bash)", file=sys.stderr)
+        return 2
+    try:
+        subscribed = wait_for_subscriptions(args.node, set(args.topics or ()), args.timeout)
+    except TimeoutError as exc:
+        print(f"play-bag: {exc}", file=sys.stderr)
+        return 1
+    print(f"play-bag: {args.node} subscribes to {len(subscribed)} topics; playing {args.bag}", flush=True)
+    extra = [a for a in args.play_args if a != "--"]
+    cmd = [ros2, "bag", "play", str(args.bag), "--delay", f"{args.delay:g}", *extra]  # the bag before list options
+    os.execv(ros2, cmd)  # the launch's process: SIGINT and exit status are ros2 bag play's
+    return 0  # pragma: no cover
