@@ -86,13 +86,17 @@ def collision_pivot(runs: int) -> None:
     cpu = time.process_time() - t0
     for f, r in res.items():
         lo, hi = nees_band(runs, 1)
-        print(f"collision-pivot ({f}, three obstacles, all faults): pivot NEES (1 DoF) mean {np.mean(r['pivot']):.2f}, "
-              f"runs {np.round(r['pivot'], 2).tolist()}; 95 % band for {runs} run(s): [{lo:.2f}, {hi:.2f}]")
+        print(
+            f"collision-pivot ({f}, three obstacles, all faults): pivot NEES (1 DoF) mean {np.mean(r['pivot']):.2f}, "
+            f"runs {np.round(r['pivot'], 2).tolist()}; 95 % band for {runs} run(s): [{lo:.2f}, {hi:.2f}]"
+        )
         lo, hi = nees_band(runs, 2)
         for terms, v in r["tip"].items():
-            print(f"collision-pivot ({f}): tip NEES (2 DoF) with {terms}: mean {np.mean(v):.2f}, runs "
-                  f"{np.round(v, 2).tolist()}; 95 % band for {runs} run(s): [{lo:.2f}, {hi:.2f}]")
-    print(f"collision-pivot: {cpu:.1f} s CPU, load average {open('/proc/loadavg').read().split()[0]}")
+            print(
+                f"collision-pivot ({f}): tip NEES (2 DoF) with {terms}: mean {np.mean(v):.2f}, runs "
+                f"{np.round(v, 2).tolist()}; 95 % band for {runs} run(s): [{lo:.2f}, {hi:.2f}]"
+            )
+    print(f"collision-pivot: {cpu:.1f} s CPU, load average {Path('/proc/loadavg').read_text().split()[0]}")
 
 
 def continuum_synthetic(runs: int) -> None:
@@ -104,9 +108,11 @@ def continuum_synthetic(runs: int) -> None:
     t0 = time.process_time()
     per_run = continuum_nees(runs)
     lo, hi = nees_band(runs, 3)
-    print(f"continuum (synthetic bending robot, batch, poses at s 0/0.2, gyros at 0.2/0.4): tip NEES mean "
-          f"{np.mean(per_run):.2f}, runs {np.round(per_run, 2).tolist()}; 95 % band for {runs} run(s): "
-          f"[{lo:.2f}, {hi:.2f}] ({time.process_time() - t0:.1f} s CPU)")
+    print(
+        f"continuum (synthetic bending robot, batch, poses at s 0/0.2, gyros at 0.2/0.4): tip NEES mean "
+        f"{np.mean(per_run):.2f}, runs {np.round(per_run, 2).tolist()}; 95 % band for {runs} run(s): "
+        f"[{lo:.2f}, {hi:.2f}] ({time.process_time() - t0:.1f} s CPU)"
+    )
 
 
 def continuum(dataset: Path | None) -> None:

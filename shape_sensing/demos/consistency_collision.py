@@ -42,16 +42,22 @@ def nees_band(runs: int, dof: int, level: float = 0.95) -> tuple[float, float]:
     return float(lo), float(hi)
 
 
-def collision_nees(runs: int, seed0: int = 0, filters: tuple[str, ...] = ("improved", "paper"),
-                   burst_fraction: float = 0.15, drift_deg_per_m: float = 2.0) -> dict[str, dict[str, Any]]:  # fmt: skip
+def collision_nees(
+    runs: int,
+    seed0: int = 0,
+    filters: tuple[str, ...] = ("improved", "paper"),
+    burst_fraction: float = 0.15,
+    drift_deg_per_m: float = 2.0,
+) -> dict[str, dict[str, Any]]:
     """Per filter: ``{"pivot": [per-run mean], "tip": {term subset label: [per-run mean]}}``.
 
     The estimator is told the nominal pressure drop and the sensor noises, not the drift (as the robot's
     calibration would give it); the cap holds contact for 0.15 s.
     """
     faults = SensorFaults.all_faults(burst_fraction, drift_deg_per_m)
-    params = {"pressure_drop_per_metre": faults.pressure_drop_per_metre, "heading_drift_per_metre": 0.0,
-              "force_noise": faults.force_noise, "pressure_noise": faults.pressure_noise, "force_slip": faults.force_slip}  # fmt: skip
+    params: dict[str, Any] = {"pressure_drop_per_metre": faults.pressure_drop_per_metre, "heading_drift_per_metre": 0.0,
+              "force_noise": faults.force_noise, "pressure_noise": faults.pressure_noise,
+              "force_slip": faults.force_slip}  # fmt: skip
     res: dict[str, dict[str, Any]] = {f: {"pivot": [], "tip": {"+".join(t): [] for t in CUMULATIVE_TERMS}}
                                       for f in filters}  # fmt: skip
     for seed in range(seed0, seed0 + runs):

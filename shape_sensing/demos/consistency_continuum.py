@@ -47,10 +47,13 @@ def continuum_nees(runs: int, seed0: int = 0, span: float = 1.0, rate: float = 2
     out = []
     for seed in range(seed0, seed0 + runs):
         rng = np.random.default_rng(seed)
-        meas = sample_measurements(fn, pt, list(pose_s), gt, list(gyro_s), pose_sigma=(1e-3 * noise_scale, 1e-2 * noise_scale),
+        sigma = (1e-3 * noise_scale, 1e-2 * noise_scale)
+        meas = sample_measurements(fn, pt, list(pose_s), gt, list(gyro_s), pose_sigma=sigma,
                                    gyro_sigma=1e-2 * noise_scale, rng=rng)  # fmt: skip
         res = BatchEstimator(w, S, rate, max_iterations=40).solve(meas, 0.0, span)
         st = res.state
+        if res.ab is None:
+            raise RuntimeError(f"run {seed}: the batch returned no information matrix (no Laplace covariance)")
         truth = sample_grid(fn, st.t, S)
         nodes = np.arange(st.K) * st.N + st.N - 1
         cov = node_covariances(res.ab, nodes, slice(0, 6))

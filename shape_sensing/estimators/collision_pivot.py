@@ -724,7 +724,8 @@ class CollisionPivotEstimator:
         # Each sample's relative error of L_free: the force's additive noise and stick-slip, the pressure's noise,
         # the contact angle's. Not divided by the moving average's n: successive averages share n - 1 samples, so
         # each brings about one sample's information (dividing by n counted every sample n times).
-        rel = (cfg.force_noise / max(f_avg, 1e-9)) ** 2 + cfg.force_slip**2 + (cfg.pressure_noise / max(p_avg, 1e-9)) ** 2
+        rel = (cfg.force_noise / max(f_avg, 1e-9)) ** 2 + cfg.force_slip**2
+        rel += (cfg.pressure_noise / max(p_avg, 1e-9)) ** 2
         rel += (math.tan(theta_c) * cfg.contact_angle_noise) ** 2
         r = l_free * l_free * rel + 1e-6
         innov = z - self._mean
