@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-slow lint typecheck pytest bench clean test-ros test-jazzy-stack docs
+.PHONY: venv demo test test-slow lint typecheck pytest bench clean test-ros test-jazzy-stack docs screenshots
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,12 @@ endif
 ## launch tests. See scripts/test_ros.sh.
 test-ros:
 	bash scripts/test_ros.sh
+
+## RViz screenshots of docs/guides/rviz.md (docs/images/rviz_<robot kind>.png) from the RViz launch tests
+## (test/test_rviz.py: each launch file with rviz:=true under Xvfb). Needs ROS 2 and RViz 2 sourced and the package
+## built (make test-ros builds .ros-ws/plain); only a scene that passes its checks replaces its picture.
+screenshots:
+	bash scripts/rviz_screenshots.sh
 
 ## The ROS-free suite on ROS 2 Jazzy's numeric stack (Ubuntu 24.04: Python 3.12, numpy 1.26, scipy 1.11).
 test-jazzy-stack:

@@ -4,7 +4,8 @@ NEES (normalised estimation error squared) of the tip position, ``e^T P^-1 e``: 
 averages 3. Each figure is printed with the 95 % band of the mean of ``M`` independent chi-square(3) draws
 (``M`` = independent runs; samples within one run share their sensors' fixed errors, so they are not independent).
 
-* hinge-arc (vine robot, simulator, passive scenario, seeds 0..M-1);
+* hinge-arc (vine robot, simulator: seed 000's passive, active and growth experiments, sensors dropped, a kink;
+  base placement known and unknown; seeds 0..M-1);
 * rigid-module (hyper-redundant robot, simulator, both heading modes, seeds 0..M-1);
 * collision-pivot (vine robot, collision simulator, three-obstacle course, every fault on, seeds 0..M-1): the
   pivot length (1 DoF) and the tip (2 DoF) of both filters, the tip with the covariance's terms added one by one;
@@ -31,34 +32,33 @@ def band(m: int) -> str:
     return f"95 % band for {m} run(s): [{lo:.2f}, {hi:.2f}]"
 
 
-def hinge_arc(runs: int, duration: float) -> None:
-    from shape_sensing.estimators.hinge_arc import SCHEMA
-    from shape_sensing.pipelines.vine_imu import VineImuTracker
-    from shape_sensing.sim.vine import VineSimConfig, VineSimulator
+HINGE_ARC_CASES = [  # (scenario, sensors dropped a third into the run)
+    ("passive", ()),
+    ("active", ()),
+    ("growth", ()),
+    ("passive", (5, 6, 7)),
+    ("kink", ()),  # not one of seed 000's experiments: a sharp bend across an IMU
+]
 
-    per_run = []
-    with Progress("hinge-arc NEES", runs, unit="run") as bar:
-        for seed in range(runs):
-            sim = VineSimulator(VineSimConfig(scenario="passive", duration=duration, rate=10.0, seed=seed))
-            tracker = VineImuTracker(SCHEMA.defaults())
-            nees = []
-            truths = {}
-            for k in range(round(duration * 10) + 1):
-                t = k / 10.0
-                stamp = round(t * 1e9)
-                truths[stamp] = sim.truth(t)
-                out = tracker.push_length(stamp, sim.length(t))
-                for i, s in enumerate(sim.imu_samples(t)):
-                    out += tracker.push_imu(i, s)
-                for est in out:
-                    if est.position_covariance is None or est.stamp_ns not in truths:
-                        continue  # estimates are stamped with the data they used: the step's stamp
-                    e = est.tip_pose[:3, 3] - truths[est.stamp_ns].tip_pose[:3, 3]
-                    nees.append(float(e @ np.linalg.solve(est.position_covariance[-1], e)))
-            per_run.append(float(np.mean(nees)))
-            bar.update(seed + 1)
-    print(f"hinge-arc (vine, passive, {duration:g} s): tip NEES mean {np.mean(per_run):.2f}, runs "
-          f"{np.round(per_run, 2).tolist()}; {band(runs)}")  # fmt: skip
+
+def hinge_arc(runs: int, duration: float) -> None:
+    from shape_sensing.demos.consistency import hinge_arc_run, nees_band
+
+    lo, hi = nees_band(runs)
+    for scenario, drop in HINGE_ARC_CASES:
+        for placement in (True, False):
+            rows = []
+            with Progress(f"hinge-arc NEES ({scenario})", runs, unit="run") as bar:
+                for seed in range(runs):
+                    rows.append(hinge_arc_run(seed, scenario, duration, placement=placement, drop=drop))
+                    bar.update(seed + 1)
+            nees = [r.nees for r in rows]
+            where = "inside" if lo <= np.mean(nees) <= hi else "OUTSIDE"
+            print(f"hinge-arc ({scenario}, {duration:g} s, dropped {list(drop)}, base placement "
+                  f"{'known' if placement else 'unknown'}): tip NEES mean {np.mean(nees):.2f} ({where} the 95 % band "
+                  f"[{lo:.2f}, {hi:.2f}] for {runs} runs), runs {np.round(nees, 2).tolist()}; tip error mean "
+                  f"{np.mean([r.error_mean for r in rows]) * 100:.2f} cm, "
+                  f"max {max(r.error_max for r in rows) * 100:.1f} cm")  # fmt: skip
 
 
 def rigid_module(runs: int, duration: float) -> None:
@@ -116,8 +116,8 @@ def continuum_synthetic(runs: int) -> None:
 
 
 def continuum(dataset: Path | None) -> None:
+    from shape_sensing.cli.eval_continuum import evaluate_trial
     from shape_sensing.estimators.continuum import lie
-    from shape_sensing.eval_continuum import evaluate_trial
 
     if dataset is None or not dataset.is_dir():
         print("continuum: dataset not found, skipped (--dataset DIR)")
@@ -149,7 +149,7 @@ def main() -> None:
     if dataset is None:
         rel = Path("shared") / "datasets" / "space_time_continuum"
         dataset = next((p / rel for p in Path(__file__).resolve().parents if (p / rel).is_dir()), None)
-    hinge_arc(args.runs, 20.0)
+    hinge_arc(args.runs, 30.0)
     rigid_module(args.runs, 8.0)
     collision_pivot(args.runs)
     continuum_synthetic(args.runs)

@@ -17,7 +17,7 @@ Printed (figures only, nothing asserted):
   (least-squares slope in log-log) for each.
 
 Modes that print the rules behind the default weights (see
-``shape_sensing.eval_continuum.HELD_OUT_TUNING``):
+``shape_sensing.cli.eval_continuum.HELD_OUT_TUNING``):
 
 * ``--select``: every member of ``noise_family()`` on the three robot-2
   trials (batch and window), then for each trial the member chosen on the
@@ -40,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shape_sensing.cli.eval_continuum import AUTHORS, evaluate_trial, noise_family
 from shape_sensing.estimators.continuum.estimator import (
     BatchEstimator,
     Tuning,
@@ -58,7 +59,6 @@ from shape_sensing.estimators.continuum.solver import (
 )
 from shape_sensing.estimators.continuum.synthetic import bending_strain, sample_measurements
 from shape_sensing.estimators.continuum.window import SlidingWindow
-from shape_sensing.eval_continuum import AUTHORS, evaluate_trial, noise_family
 from shape_sensing.io.space_time_dataset import load_trial
 from shape_sensing.runtime import retain_heap
 
@@ -269,7 +269,7 @@ def tune(
     in turn and keeps the best if it lowers the objective by more than 0.2 %.
     Trials not named are held out.
     """
-    from shape_sensing.eval_continuum import run_estimator, score
+    from shape_sensing.cli.eval_continuum import run_estimator, score
 
     trials = [load_trial(dataset, name) for name in trial_names]
     mult = {k: np.ones(n) for k, n in SIZES.items()}
@@ -311,7 +311,7 @@ ESTIMATORS = ("batch", "window")
 
 def _family_scores(job: tuple[Path, str, str]) -> tuple[str, str, dict[str, tuple[float, float, bool]]]:
     dataset, trial_name, member = job
-    from shape_sensing.eval_continuum import run_estimator, score
+    from shape_sensing.cli.eval_continuum import run_estimator, score
 
     trial = load_trial(dataset, trial_name)
     out = {}
@@ -375,7 +375,7 @@ def select(dataset: Path, jobs: int) -> None:
 
 def pose_noise(dataset: Path, trial_name: str) -> tuple[float, float]:
     """Print the pose-sensor noise of a trial from the sensors' own samples (no ground truth)."""
-    from shape_sensing.eval_continuum import pose_sensor_noise
+    from shape_sensing.cli.eval_continuum import pose_sensor_noise
 
     lin, ang = pose_sensor_noise(load_trial(dataset, trial_name))
     print(f"pose-sensor noise on {trial_name} (second differences, no ground truth): {lin:.3g} m^2, {ang:.3g} rad^2")

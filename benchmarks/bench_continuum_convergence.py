@@ -40,13 +40,13 @@ SOLVERS: dict[str, dict[str, bool]] = {
 
 def run_one(job: tuple[Path, str, str, str]) -> list[dict[str, Any]]:
     """Both solvers on one (trial, member)."""
+    from shape_sensing.cli.eval_continuum import noise_family, score
     from shape_sensing.estimators.continuum.estimator import (
         BatchEstimator,
         measurements_from_trial,
         weights_from_trial,
     )
     from shape_sensing.estimators.continuum.solver import assign_measurements, gauss_newton
-    from shape_sensing.eval_continuum import noise_family, score
     from shape_sensing.io.space_time_dataset import load_trial
 
     logging.disable(logging.WARNING)
@@ -74,7 +74,7 @@ def run_one(job: tuple[Path, str, str, str]) -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    from shape_sensing.eval_continuum import noise_family
+    from shape_sensing.cli.eval_continuum import noise_family
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)

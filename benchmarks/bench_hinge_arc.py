@@ -125,7 +125,7 @@ def measure_live() -> dict[str, float]:
 
 
 def measure_replay(bag: str, streaming: bool) -> dict[str, float]:
-    from shape_sensing.replay import replay_bag
+    from shape_sensing.cli.replay import replay_bag
 
     with tempfile.TemporaryDirectory() as tmp:
         ns = argparse.Namespace(namespace="/vine", streaming=streaming, json=True)
@@ -148,7 +148,7 @@ def measure_replay(bag: str, streaming: bool) -> dict[str, float]:
 
 
 def measure_reanalyse(bag: str) -> dict[str, float]:
-    from shape_sensing.reanalyse import reanalyse
+    from shape_sensing.cli.reanalyse import reanalyse
 
     t0, c0 = time.perf_counter(), time.process_time()
     reanalyse(Path(bag), subsets=["every-k=1..6"], progress=False)

@@ -95,7 +95,7 @@ def test_the_command_imports_only_the_chosen_subcommand() -> None:
     code = (
         "import sys\n"
         "from shape_sensing import cli\n"
-        "tables = {m for m, _ in [*cli.COMMANDS.values(), *cli.DEMOS.values()]} - {'shape_sensing.figure4'}\n"
+        "tables = {m for m, _ in [*cli.COMMANDS.values(), *cli.DEMOS.values()]} - {'shape_sensing.cli.figure4'}\n"
         "for argv in (['-v', 'replay', 'b.mcap', '--out', 'o'], ['demo', 'growing', '--json'], ['demo']):\n"
         "    before = set(sys.modules)\n"
         "    cli._build_parser(argv)\n"
@@ -103,7 +103,7 @@ def test_the_command_imports_only_the_chosen_subcommand() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     # (the growing demo's own module imports the figure4 command's, which is left out of the check)
-    assert out == ["['shape_sensing.replay']", "['shape_sensing.demos.growing']", "[]"]
+    assert out == ["['shape_sensing.cli.replay']", "['shape_sensing.demos.growing']", "[]"]
     # every subcommand still parses its own options
     args = main.__globals__["_build_parser"](["demo", "vine-imu", "--duration", "2", "--out", "x"]).parse_args(
         ["demo", "vine-imu", "--duration", "2", "--out", "x"]

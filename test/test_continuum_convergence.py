@@ -264,12 +264,12 @@ def test_where_the_former_solver_converges_the_answer_is_the_same(cauchy_space: 
 def _trial_problem(
     trial_name: str, member: str, seconds: float | None = None
 ) -> tuple[GridState, Weights, sv.AssignedMeasurements]:
+    from shape_sensing.cli.eval_continuum import noise_family
     from shape_sensing.estimators.continuum.estimator import (
         BatchEstimator,
         measurements_from_trial,
         weights_from_trial,
     )
-    from shape_sensing.eval_continuum import noise_family
     from shape_sensing.io.space_time_dataset import load_trial
 
     trial = load_trial(DATASET, trial_name)

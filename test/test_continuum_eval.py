@@ -10,16 +10,7 @@ import numpy as np
 import pytest
 
 from shape_sensing.cli import main as cli_main
-from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.estimator import (
-    BatchEstimator,
-    Tuning,
-    measurements_from_trial,
-    weights_from_trial,
-)
-from shape_sensing.estimators.continuum.model import GridState
-from shape_sensing.estimators.continuum.window import SlidingWindow
-from shape_sensing.eval_continuum import (
+from shape_sensing.cli.eval_continuum import (
     DEFAULT_ROBOT2,
     DEFAULT_TUNING,
     HELD_OUT_TUNING,
@@ -31,6 +22,15 @@ from shape_sensing.eval_continuum import (
     score,
     write_bag,
 )
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.estimator import (
+    BatchEstimator,
+    Tuning,
+    measurements_from_trial,
+    weights_from_trial,
+)
+from shape_sensing.estimators.continuum.model import GridState
+from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.io.bag import bag_topics, read_bag
 from shape_sensing.io.space_time_dataset import load_trial
 from shape_sensing.schemas import schema_for
@@ -127,8 +127,10 @@ def test_cli_bad_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         assert "argument --duration: '-1': expected a finite number > 0" in capsys.readouterr().err
         short = ["eval-continuum", str(DATASET), "impulse_1", "--duration", "0.5", "--no-outputs"]
         for est in ("batch", "window"):
-            assert cli_main([*short, "--estimator", est, "--iterations", "0"]) == 2
-            assert "iterations must be >= 1, got 0" in capsys.readouterr().err
+            with pytest.raises(SystemExit) as exc:  # refused before anything is loaded, naming the option
+                cli_main([*short, "--estimator", est, "--iterations", "0"])
+            assert exc.value.code == 2
+            assert "argument --iterations: '0': expected an integer >= 1" in capsys.readouterr().err
         # the batch's cap: two iterations do not converge from a straight start, and it says so
         assert cli_main([*short, "--iterations", "2", "--json"]) == 0
         capped = json.loads(capsys.readouterr().out)

@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from shape_sensing.cli import main as cli_main
+from shape_sensing.cli.replay import replay_bag, select_pipeline
 from shape_sensing.estimators.continuum.online import ContinuumTracker
 from shape_sensing.estimators.continuum.synthetic import bending_strain, sample_measurements
 from shape_sensing.io.bag import BagWriter, bag_topics, read_bag
 from shape_sensing.messages import common as mc
-from shape_sensing.replay import replay_bag, select_pipeline
 from shape_sensing.types import ImuSample
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -169,7 +169,7 @@ def test_choosing_a_pipeline_and_building_the_replay_options_load_only_the_chose
     """The replay command imports the pipeline it runs and no other (their estimators cost ~0.5 s to load)."""
     code = (
         "import argparse, sys\n"
-        "from shape_sensing import replay\n"
+        "from shape_sensing.cli import replay\n"
         "replay.add_arguments(argparse.ArgumentParser())\n"
         "names = lambda: sorted(m for m in sys.modules if m.startswith('shape_sensing.pipelines.'))\n"
         "print(names())\n"

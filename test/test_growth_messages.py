@@ -72,3 +72,11 @@ def test_bad_goal_messages_raise(position, quat, match):
     )
     with pytest.raises(MessageError, match=match):
         goal_from_pose_stamped(msg)
+
+
+def test_plan_label_has_no_spaces_for_rviz() -> None:
+    """RViz 2 draws a text marker's space about 1 m wide whatever the text's scale: the label goes line by line."""
+    plan = plan_3d([0, 0, 0], [1, 0, 0], [0.4, 0.3, 0.2], direction_from_angles(1.0, 0.5), 0.1)
+    msg = plan_markers(0, "growing_base", plan, step=0.01, factory=default_factory())
+    (label,) = [m.text for m in msg.markers if m.ns == "plan/label"]
+    assert " " not in label and label.count("\n") == 2 and f"{plan.length:.3f}m" in label

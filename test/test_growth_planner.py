@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from shape_sensing.cli import main
+from shape_sensing.cli.figure4 import PAPER, error_vs_k, figure4, format_table
 from shape_sensing.config import ConfigError
 from shape_sensing.demos.growing import run_demo
 from shape_sensing.estimators.growth import direction_from_angles
-from shape_sensing.figure4 import PAPER, error_vs_k, figure4, format_table
 from shape_sensing.io.bag import bag_topics, read_bag
 from shape_sensing.planning.errors import PlanningError
 from shape_sensing.planning.growth_planner import SCHEMA, GrowthPlanner, frames_along

@@ -539,15 +539,31 @@ def test_vine_launch_can_start_the_driver_simulated() -> None:
     assert params["simulate"] == "$(var simulate)"
 
 
-def test_vine_rviz_shows_the_slice() -> None:
-    path = ROOT / "rviz" / "vine_imu.rviz"
+@pytest.mark.parametrize("name", ["vine_imu", "vine_imu_sim"])
+def test_vine_rviz_shows_the_slice(name: str) -> None:
+    path = ROOT / "rviz" / f"{name}.rviz"
     data = yaml.safe_load(path.read_text())
     assert data["Visualization Manager"]["Global Options"]["Fixed Frame"] == "world"
     topics = rviz_topics(path)
     assert "rviz_default_plugins/TF" in topics
     assert topics["rviz_default_plugins/MarkerArray"] == {"/vine/shape/markers"}
-    assert topics["rviz_default_plugins/Path"] == {"/vine/shape/path", "/vine/truth/path"}
+    truth = {"/vine/truth/path"} if name.endswith("_sim") else set()  # the robot has no ground truth
+    assert topics["rviz_default_plugins/Path"] == {"/vine/shape/path"} | truth
     assert topics["rviz_default_plugins/PoseWithCovariance"] == {"/vine/shape/tip"}
+
+
+def test_every_rviz_launch_has_its_config_and_every_config_a_launch() -> None:
+    """rviz:=true opens rviz/<file>.rviz: each launch file with RViz names one that exists, and each config is
+    opened by a launch file (test/test_rviz.py opens each in RViz)."""
+    used = set()
+    for path in LAUNCH_FILES:
+        for node in ET.parse(path).getroot().iter("node"):
+            if node.get("pkg") == "rviz2":
+                m = re.search(r"/rviz/([\w.-]+\.rviz)", node.get("args", ""))
+                assert m, f"{path.name}: rviz2 without -d .../rviz/NAME.rviz"
+                assert (ROOT / "rviz" / m.group(1)).is_file(), f"{path.name}: rviz/{m.group(1)} does not exist"
+                used.add(m.group(1))
+    assert used == {p.name for p in RVIZ_FILES}
 
 
 # ======================================================================================================================

@@ -7,8 +7,9 @@
   does), not with every estimate; status names carry the node's fully
   qualified name and ``hardware_id`` is set, so two robots report distinct
   statuses; a warning raised between two releases is still released.
-* The vine tip pose's covariance marks its unestimated orientation block
-  unknown (REP-145: -1 in its first element).
+* The vine tip pose's covariance gives its unestimated orientation block a
+  huge variance (1e6 rad^2 on the diagonal) and stays positive definite, as
+  robot_localization, nav2 and RViz read a covariance (no negative mark).
 """
 
 from __future__ import annotations
@@ -110,13 +111,21 @@ def test_rigid_module_diagnostics_throttled() -> None:
     assert topics.count("/diagnostics") == 3
 
 
-def test_vine_tip_covariance_marks_orientation_unknown() -> None:
+def test_vine_tip_covariance_marks_orientation_unobserved_and_is_positive_definite() -> None:
     (est,) = _vine_estimates([0.0, 0.01, 0.02, 0.05])[:1]
     tip = dict(ShapeMessages(default_factory()).build(est))["shape/tip"]
     cov = np.asarray(tip.pose.covariance).reshape(6, 6)
-    assert cov[3, 3] == -1.0
-    assert not cov[3:, 3:].ravel()[1:].any() and not cov[:3, 3:].any()
-    assert np.all(np.diag(cov)[:3] >= 0.0)
+    assert np.array_equal(cov[3:, 3:], np.diag([1e6] * 3))  # sigma 1000 rad: no orientation information
+    assert not cov[:3, 3:].any() and not cov[3:, :3].any()
+    assert est.position_covariance is not None
+    # the first estimate is of a straight robot: no spread along its body, a rank-2 position block whose
+    # computed eigenvalues include one a rounding error below zero (RViz: "Negative eigenvalue found")
+    assert np.linalg.eigvalsh(est.position_covariance[-1]).min() < 1e-20
+    # published: the same block within the 1e-12 m^2 floor, symmetric, every eigenvalue positive
+    np.testing.assert_allclose(cov[:3, :3], est.position_covariance[-1], rtol=0, atol=1.01e-12)
+    assert np.array_equal(cov, cov.T)
+    assert np.linalg.eigvalsh(cov[:3, :3]).min() >= 0.99e-12
+    assert np.linalg.eigvalsh(cov).min() > 0.0
 
 
 def test_throttle_period_must_be_positive() -> None:
@@ -188,3 +197,20 @@ def test_chained_goal_to_vertical_reports_direction_not_an_undefined_heading() -
     assert f"direction {e['direction_deg']:.2f} deg" in line
     level = describe_errors(first.execution.errors, [1.0, 0.0, 0.0])
     assert f"heading {first.execution.errors['heading_deg']:.2f} deg" in level
+
+
+def test_positive_definite_floors_only_what_is_below_the_floor() -> None:
+    from shape_sensing.messages.common import VARIANCE_FLOOR, positive_definite
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(3, 3))
+    full = a @ a.T + np.eye(3) * 1e-4  # well conditioned: returned as given
+    assert np.array_equal(positive_definite(full), full)
+    u = a[:, :2]
+    rank2 = u @ u.T * 1e-5  # PSD with a zero eigenvalue (rounding may make it slightly negative)
+    out = positive_definite(rank2)
+    w = np.linalg.eigvalsh(out)
+    assert w.min() >= 0.999 * VARIANCE_FLOOR and np.allclose(np.sort(w)[1:], np.linalg.eigvalsh(rank2)[1:])
+    assert np.abs(out - rank2).max() <= 1.001 * VARIANCE_FLOOR
+    batch = positive_definite(np.stack([full, rank2]))
+    assert batch.shape == (2, 3, 3) and np.linalg.eigvalsh(batch).min() > 0

@@ -16,8 +16,8 @@ import can
 import numpy as np
 import pytest
 
-from shape_sensing import probe
 from shape_sensing.cli import main as cli_main
+from shape_sensing.cli import probe
 from shape_sensing.config import load_node_params
 from shape_sensing.drivers.base_station import SCHEMA as BS_SCHEMA
 from shape_sensing.drivers.bno055_chain import SCHEMA as CHAIN_SCHEMA

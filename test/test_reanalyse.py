@@ -12,11 +12,11 @@ import pytest
 from scipy.spatial.transform import Rotation
 
 from shape_sensing.cli import main
+from shape_sensing.cli.reanalyse import parse_subsets, reanalyse
+from shape_sensing.cli.replay import replay_bag
 from shape_sensing.demos.vine_imu import run_demo
 from shape_sensing.io.bag import BagWriter, read_bag
 from shape_sensing.messages import common as msgs
-from shape_sensing.reanalyse import parse_subsets, reanalyse
-from shape_sensing.replay import replay_bag
 from shape_sensing.types import ImuSample
 
 
@@ -28,7 +28,8 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_every_k_scores_equal_replay_with_that_subset(demo: Path, tmp_path: Path) -> None:
-    result = reanalyse(demo, subsets=["every-k=1,3"], progress=False)
+    # the estimator's defaults on both sides (bag_parameters=False: not the parameters recorded in the bag)
+    result = reanalyse(demo, subsets=["every-k=1,3"], progress=False, bag_parameters=False)
     rows = {r["subset"]: r for r in result["spacing"]}
     assert result["scored_against"] == "/vine/truth/tip"
     for k in (1, 3):
@@ -51,8 +52,9 @@ def test_named_reference_topic_scores_like_truth(demo: Path, tmp_path: Path) -> 
                 w.write_raw("/mocap/tip", m.msgtype, m.raw, m.stamp_ns)  # the same poses under another name
             elif not m.topic.startswith("/vine/truth"):
                 w.copy(m)
-    truth = reanalyse(demo, subsets=["every-k=2"], progress=False)
-    ref = reanalyse(bag, subsets=["every-k=2"], reference="/mocap/tip", progress=False)
+    # the copy has no recorded parameters: the defaults on both sides
+    truth = reanalyse(demo, subsets=["every-k=2"], progress=False, bag_parameters=False)
+    ref = reanalyse(bag, subsets=["every-k=2"], reference="/mocap/tip", progress=False, bag_parameters=False)
     assert ref["scored_against"] == "/mocap/tip" and ref["drift"] is None  # no truth/sensors, no straight windows
     assert ref["spacing"][0]["tip_error_mean_m"] == truth["spacing"][0]["tip_error_mean_m"]
     assert ref["spacing"][0]["scored"] == truth["spacing"][0]["scored"] > 50

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from ros_stand_ins import FakeNode, install
 
+from shape_sensing.cli.replay import replay_bag
 from shape_sensing.config import ConfigError, load_param_file
 from shape_sensing.demos.hyper_redundant import run_demo
 from shape_sensing.drivers.wt901_config import Wt901NodeConfig, build_serial_group
@@ -20,7 +21,6 @@ from shape_sensing.messages import hyper_redundant as hmsgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import default_factory
 from shape_sensing.pipelines.hyper_redundant import HyperRedundantTracker, matches
-from shape_sensing.replay import replay_bag
 from shape_sensing.schemas import NODE_SCHEMAS, schema_for
 from shape_sensing.sim.hyper_redundant import HyperRedundantSim
 from shape_sensing.types import ImuSample
@@ -198,8 +198,9 @@ def test_launch_files_use_declared_executables_and_parameters(launch: str) -> No
             typ = schema[name].type
             coerced = {int: int, float: float, bool: lambda v: v == "true", str: str}[typ](value)
             schema[name].coerce(coerced)
-    assert any(n.get("pkg") == "rviz2" and "hyper_redundant.rviz" in n.get("args", "") for n in root.iter("node"))
-    assert (ROOT / "rviz" / "hyper_redundant.rviz").is_file()
+    rviz = "hyper_redundant_sim.rviz" if launch.endswith("_sim.launch.xml") else "hyper_redundant.rviz"  # sim: truth
+    assert any(n.get("pkg") == "rviz2" and rviz in n.get("args", "") for n in root.iter("node"))
+    assert (ROOT / "rviz" / rviz).is_file()
 
 
 def test_sim_launch_calibrates_within_the_rods_hold() -> None:

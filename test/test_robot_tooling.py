@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from test_launch_static import rviz_problems, rviz_topics
 
-from shape_sensing.calibrate_bno055 import MOTIONS, motions_needed
 from shape_sensing.cli import main
+from shape_sensing.cli.calibrate_bno055 import MOTIONS, motions_needed
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from shape_sensing.cli import main
+from shape_sensing.cli.eval_tof import evaluate, reestimate
 from shape_sensing.demos.tof_continuum import run_demo, sensor_data
 from shape_sensing.estimators.continuum.tof_localise import (
     LocaliseConfig,
@@ -20,7 +21,6 @@ from shape_sensing.estimators.continuum.tof_localise import (
     ring_errors,
     summarise_errors,
 )
-from shape_sensing.eval_tof import evaluate, reestimate
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.io.errors import BagError
 from shape_sensing.io.maps import PriorMap, write_ply
@@ -192,8 +192,8 @@ def test_demo_bag_replays_through_the_node_pipeline_with_strain_and_reconstructi
     (std_msgs/Float64MultiArray triplets) give the same sensor data."""
     import yaml
 
-    from shape_sensing.demos.tof_continuum import STRAIN_TOPIC, sensor_data_from_bag
     from shape_sensing.io.bag import read_bag
+    from shape_sensing.pipelines.tof_recording import STRAIN_TOPIC, sensor_data_from_bag
 
     out, _ = demo_out
     root = Path(__file__).resolve().parents[1]
@@ -226,3 +226,41 @@ def test_demo_bag_replays_through_the_node_pipeline_with_strain_and_reconstructi
     new, old = sensor_data_from_bag(out / "tof-continuum.mcap"), sensor_data_from_bag(legacy)
     for key in ("strain_t", "strain_s", "strain_theta", "strain_kappa"):
         np.testing.assert_array_equal(getattr(new, key), getattr(old, key))
+
+
+def test_every_tof_frame_is_placed_in_the_robot_base_frame(demo_out: tuple[Path, dict]) -> None:
+    """Played into RViz, each TofFrame's sensor frame reaches continuum_base: ring -> sensor on /tf_static and the
+    estimated base -> ring on /tf at the estimate's stamps (the tree had no base -> ring transform)."""
+    from shape_sensing.io.bag import read_bag
+    from shape_sensing.messages.tof import shape_samples_from_msg
+
+    out, _ = demo_out
+    parent: dict[str, str] = {}
+    dynamic: dict[int, dict[str, np.ndarray]] = {}
+    estimates: dict[int, np.ndarray] = {}
+    sensors: set[str] = set()
+    for m in read_bag(out / "tof-continuum.mcap", ["/tf_static", "/tf", "/estimate/shape", "/tof/tof_2_1"]):
+        if m.topic in ("/tf_static", "/tf"):
+            for tr in m.msg.transforms:
+                parent[tr.child_frame_id] = tr.header.frame_id
+                if m.topic == "/tf":
+                    p = tr.transform.translation
+                    dynamic.setdefault(m.stamp_ns, {})[tr.child_frame_id] = np.array([p.x, p.y, p.z])
+        elif m.topic == "/estimate/shape":
+            stamp, _, T = shape_samples_from_msg(m.msg)
+            estimates[stamp] = T
+        else:
+            sensors.add(m.msg.header.frame_id)
+    names = {n for n in parent if n.startswith("tof_")}
+    assert names and sensors and sensors <= names
+    for name in names:
+        chain = [name]
+        while chain[-1] in parent:
+            chain.append(parent[chain[-1]])
+        assert "continuum_base" in chain, chain
+    # the base -> ring transforms are the estimate's ring poses at the same stamps
+    stamp = sorted(dynamic)[len(dynamic) // 2]
+    rings = sorted(dynamic[stamp])
+    assert rings == [f"ring_{i}" for i in range(len(rings))] and stamp in estimates
+    for i, name in enumerate(rings):
+        np.testing.assert_allclose(dynamic[stamp][name], estimates[stamp][i + 1, :3, 3], atol=1e-9)

@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 
 from shape_sensing.cli import main
+from shape_sensing.cli.eval_tof import evaluate
 from shape_sensing.demos import tof_continuum as demo
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.tof import zone_directions
-from shape_sensing.eval_tof import evaluate
+from shape_sensing.pipelines.tof_recording import sensor_data_from_bag
 from shape_sensing.sim import tof_mujoco as tm
 from shape_sensing.sim.tof_continuum import RobotSpec, SimConfig, _fit_scale, robot_poses
 from shape_sensing.sim.tof_scene import Box, Primitive, Scene, compressor_scene
@@ -216,7 +217,7 @@ def test_mujoco_bag_through_the_estimator_and_eval_tof(tmp_path: Path) -> None:
     assert m["trans_mae_cm"] < 0.78 and m["rot_mae_deg"] < 0.96  # the seed's Table II, S3 with strain
     assert m["points_on_added_objects"] > 100 and m["anomaly_recall"] > 0.5
     # re-read through the estimator's bag reader: the sensor streams are the run's
-    data = demo.sensor_data_from_bag(tmp_path / "tof-continuum.mcap")
+    data = sensor_data_from_bag(tmp_path / "tof-continuum.mcap")
     assert data.tof_t.size == 16 * 30 and data.strain_s.size == 40 * 50 and data.gyro_t.size == 5 * 240
 
 

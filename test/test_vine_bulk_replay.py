@@ -9,13 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from shape_sensing.cli.replay import replay_bag
 from shape_sensing.demos.vine_imu import run_demo
 from shape_sensing.io.bag import BagWriter, bag_metadata, read_bag
 from shape_sensing.io.bag_bulk import FixedRows, _read_streaming, read_topics
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.pipelines.vine_imu_bulk import _imu_stream
-from shape_sensing.replay import replay_bag
 from shape_sensing.types import ImuSample
 
 IMU = [f"/vine/imu_{i:02d}/data" for i in range(18)]

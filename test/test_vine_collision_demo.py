@@ -11,12 +11,12 @@ import pytest
 from mcap.reader import make_reader
 
 from shape_sensing.cli import main
+from shape_sensing.cli.replay import replay_bag
 from shape_sensing.drivers.base_station import BaseStationReading, ParserStats
 from shape_sensing.drivers.contact_cap import CapReading
 from shape_sensing.estimators.collision_pivot import PivotEvent, PivotOutput
 from shape_sensing.messages import PUBLISHED_TYPES, default_factory
 from shape_sensing.messages import collision as cm
-from shape_sensing.replay import replay_bag
 
 
 def test_every_collision_builder_round_trips_through_cdr() -> None:

@@ -24,13 +24,18 @@ __all__ = [
     "DemoOutputs",
     "Progress",
     "StopSignals",
+    "Terminated",
     "add_common_arguments",
+    "exit_status",
     "finite_float",
+    "non_negative_float",
     "non_negative_int",
     "positive_float",
     "positive_int",
     "prepare_out_dir",
     "print_metrics",
+    "probability",
+    "raise_on_sigterm",
 ]
 
 
@@ -50,6 +55,22 @@ def positive_float(text: str) -> float:
     value = finite_float(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number > 0")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (argparse names the option in its error)."""
+    value = finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number >= 0")
+    return value
+
+
+def probability(text: str) -> float:
+    """argparse type: a number in [0, 1]."""
+    value = finite_float(text)
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a probability in [0, 1]")
     return value
 
 
@@ -87,15 +108,44 @@ def add_common_arguments(
         default=default_duration,
         help=f"simulated seconds (default {default_duration if default_duration is not None else whole})",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="random seed, >= 0 (default 0)")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument(
         "--distro", default="jazzy", help="ROS 2 distro whose message definitions the bag uses (default jazzy)"
     )
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``ros2 launch``, systemd, ``timeout``), raised where Ctrl-C raises ``KeyboardInterrupt`` so that
+    both run the same clean-up (``finally`` blocks, temporary outputs removed); the command exits 143."""
+
+    signal_name = "SIGTERM"
+
+
 class DemoInterrupted(KeyboardInterrupt):
     """A demo stopped by SIGINT/SIGTERM after finishing a readable partial bag (the message says where)."""
+
+    def __init__(self, text: str, signal_name: str = "SIGINT") -> None:
+        super().__init__(text)
+        self.signal_name = signal_name
+
+
+def exit_status(exc: KeyboardInterrupt) -> int:
+    """The shell's status of a command ended by a signal: 128 + the signal's number (SIGINT 130, SIGTERM 143)."""
+    name = getattr(exc, "signal_name", "SIGINT")
+    return 128 + int(signal.Signals[name] if name in signal.Signals.__members__ else signal.SIGINT)
+
+
+def raise_on_sigterm() -> Any:
+    """From now on SIGTERM raises :class:`Terminated` in the main thread, as SIGINT raises ``KeyboardInterrupt``;
+    returns the previous handler (``None`` outside the main thread, where nothing is installed)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def _terminate(signum: int, frame: object) -> None:
+        raise Terminated()
+
+    return signal.signal(signal.SIGTERM, _terminate)
 
 
 class StopSignals:
@@ -147,6 +197,8 @@ class DemoOutputs:
     def __init__(
         self, out: Path, stem: str, suffixes: tuple[str, ...] = (".mcap", ".png"), others: tuple[str, ...] = ()
     ) -> None:
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"--out {out} is a file: the outputs go into a directory; give a directory's name")
         out.mkdir(parents=True, exist_ok=True)
         self.out = out
         self.stem = stem
@@ -181,6 +233,8 @@ class DemoOutputs:
     def commit(self) -> None:
         """Move every output into place and drop the previous run's outputs this run did not write."""
         for src, dst in self._moves():
+            if dst.is_dir() and not dst.is_symlink() and (src.exists() or dst.exists()):
+                shutil.rmtree(dst)  # a bag directory (rosbag2 layout): os.replace cannot replace a non-empty one
             if src.exists():
                 os.replace(src, dst)
             elif dst.exists():
@@ -218,7 +272,7 @@ class DemoOutputs:
             text += f": partial bag {partial} (readable; custom_data shape_sensing.partial says so)"
         if previous:
             text += f"; {', '.join(previous)} are from the previous complete run"
-        return DemoInterrupted(text)
+        return DemoInterrupted(text, signal_name)
 
 
 def prepare_out_dir(out: Path) -> Path:
@@ -232,8 +286,17 @@ class Progress:
 
     ``update(done)`` takes the amount done so far (not an increment); ``close()`` ends the bar (also on
     exit of a ``with`` block). Without tqdm installed (a bare ROS system Python) it prints a line every
-    ``every`` seconds instead.
+    ``every`` seconds instead. :meth:`close_all` ends every bar still open, so that an error message that follows
+    starts on a line of its own.
     """
+
+    _open: set[Progress] = set()  # noqa: RUF012 - the bars drawn and not yet closed, process-wide
+
+    @classmethod
+    def close_all(cls) -> None:
+        """End every open bar (before printing an error)."""
+        for bar in list(cls._open):
+            bar.close()
 
     def __init__(self, label: str, total: float, *, every: float = 2.0, enabled: bool = True, unit: str = "it") -> None:
         self.label = label
@@ -252,6 +315,7 @@ class Progress:
                 self._bar = tqdm(
                     total=total or None, desc=label, unit=unit, file=sys.stderr, mininterval=0.5, dynamic_ncols=True
                 )
+                Progress._open.add(self)
 
     def update(self, done: float) -> None:
         if not self.enabled:
@@ -287,6 +351,7 @@ class Progress:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+        Progress._open.discard(self)
 
     def __enter__(self) -> Progress:
         return self

@@ -34,10 +34,10 @@ from shape_sensing.demos.common import (
     print_metrics,
 )
 from shape_sensing.estimators.growth import direction_from_angles, tip_frame
-from shape_sensing.figure4 import RC, ROBOT_A
 from shape_sensing.io.bag import BagWriter
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages import growth as gmsgs
+from shape_sensing.planning.executor import RC, ROBOT_A
 from shape_sensing.planning.growth_planner import SCHEMA, GrowthPlanner
 from shape_sensing.types import ShapeEstimate, TransformStamped
 

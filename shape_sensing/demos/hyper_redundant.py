@@ -25,6 +25,7 @@ from shape_sensing.demos.common import (
     add_common_arguments,
     positive_float,
     print_metrics,
+    probability,
 )
 from shape_sensing.drivers.wt901 import RATE_CODES
 from shape_sensing.estimators.rigid_module import SCHEMA as ESTIMATOR_SCHEMA
@@ -55,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="ignore the magnetometer yaw and solve headings from the joints (default), or use it",
     )  # fmt: skip
     parser.add_argument(
-        "--byte-error-rate", type=float, default=1e-4,
+        "--byte-error-rate", type=probability, default=1e-4,
         help="probability per byte of a bit flip and, separately, of a lost byte on the UART (default 1e-4)",
     )  # fmt: skip
 
@@ -165,6 +166,12 @@ def run_demo(
                 f"with the rods calibration of its first {rods_s:g} s",
             ))  # fmt: skip
         runtime = time.perf_counter() - wall0
+        if tracker.stats.estimates == 0:
+            # a result that means nothing is an error, not "estimates 0" and rc 0 (what was recorded is kept)
+            raise ValueError(
+                f"--duration {duration:g} s: no estimate was made from {samples_in} samples of {modules} modules; "
+                "give a longer --duration (a few seconds)"
+            )
         metrics: dict[str, Any] = {
             "modules": modules,
             "heading_mode": heading_mode,

@@ -23,6 +23,7 @@ recorded as a readable ``tof-continuum.partial.mcap``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import sys
@@ -53,12 +54,10 @@ from shape_sensing.io.bag import BagWriter
 from shape_sensing.io.maps import DEFAULT_SPACING, PriorMap, load_map, write_ply
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.strain import (
-    STRAIN_TYPE,
     strain_array_msg,
-    strain_from_float64_multiarray,
-    strain_from_msg,
 )
 from shape_sensing.messages.tof import point_cloud2_msg, shape_samples_msg, tof_frame_msg
+from shape_sensing.pipelines.tof_recording import RIG_TOPIC, STRAIN_TOPIC
 from shape_sensing.sim.tof_continuum import SimConfig, SimRun, simulate
 from shape_sensing.sim.tof_scene import SCENES, compressor_scene
 from shape_sensing.types import ImuSample, TransformStamped
@@ -73,7 +72,6 @@ __all__ = [
     "run",
     "run_demo",
     "sensor_data",
-    "sensor_data_from_bag",
 ]
 
 STEM = "tof-continuum"
@@ -174,11 +172,6 @@ def sensor_data(run: SimRun) -> SensorData:
     )
 
 
-#: Topic of the strain gauges (shape_sensing/StrainArray; std_msgs/Float64MultiArray of [s, theta, kappa] triplets
-#: in recordings made before that message existed, still read).
-STRAIN_TOPIC = "/strain"
-#: Topic of the sensor rig (std_msgs/String, JSON of :func:`rig_description`), latched.
-RIG_TOPIC = "/tof_rig"
 
 
 def rig_description(run: SimRun) -> dict[str, Any]:
@@ -198,67 +191,6 @@ def rig_description(run: SimRun) -> dict[str, Any]:
             for m in run.mounts
         ],
     }
-
-
-def sensor_data_from_bag(path: Path) -> SensorData:
-    """The sensor data of a recorded run (ToF frames, gyros, strain, rig description) for re-estimation."""
-    from shape_sensing.estimators.continuum.tof import TofMount
-    from shape_sensing.io.bag import read_bag
-    from shape_sensing.io.errors import BagError
-    from shape_sensing.messages.tof import tof_frame_from_msg
-
-    rig: dict[str, Any] | None = None
-    tof: list[tuple[float, str, np.ndarray, np.ndarray]] = []
-    gyro: list[tuple[float, str, np.ndarray]] = []
-    strain: list[tuple[float, np.ndarray]] = []
-    for m in read_bag(path):
-        if m.topic == RIG_TOPIC:
-            rig = json.loads(m.msg.data)
-        elif m.msgtype == "shape_sensing/msg/TofFrame":
-            stamp, frame, d, st = tof_frame_from_msg(m.msg)
-            tof.append((stamp * 1e-9, frame, d, st))
-        elif m.msgtype == "sensor_msgs/msg/Imu" and m.topic.startswith("/gyro/"):
-            av = m.msg.angular_velocity
-            gyro.append((msgs.stamp_from_msg(m.msg) * 1e-9, m.msg.header.frame_id, np.array([av.x, av.y, av.z])))
-        elif m.msgtype == STRAIN_TYPE:
-            stamp, s_, th, ka, ok = strain_from_msg(m.msg)
-            strain.append((stamp * 1e-9, np.column_stack([s_, th, ka])[ok]))
-        elif m.topic == STRAIN_TOPIC and m.msgtype == "std_msgs/msg/Float64MultiArray":  # recordings before StrainArray
-            strain.append((m.stamp_ns * 1e-9, np.column_stack(strain_from_float64_multiarray(m.msg.data))))
-    if rig is None:
-        raise BagError(f"{path} has no sensor rig description on {RIG_TOPIC}: cannot place the ToF sensors")
-    mounts = [
-        TofMount(
-            d["name"],
-            float(d["s"]),
-            np.asarray(d["T_ring_sensor"]),
-            int(d["zones_per_side"]),
-            float(d["fov"]),
-            float(d["max_range"]),
-        )
-        for d in rig["mounts"]
-    ]
-    index = {m.name: i for i, m in enumerate(mounts)}
-    rings = sorted({m.s for m in mounts})
-    tof = [x for x in tof if x[1] in index]
-    z = mounts[0].zones_per_side ** 2 if mounts else 64
-    st_rows = [x[1] for x in strain]
-    return SensorData(
-        float(rig["length"]),
-        mounts,
-        np.array([x[0] for x in tof]),
-        np.array([index[x[1]] for x in tof], dtype=np.int64),
-        np.array([x[2] for x in tof]).reshape(-1, z),
-        np.array([x[3] for x in tof], dtype=np.uint8).reshape(-1, z),
-        np.array([x[0] for x in gyro]),
-        np.array([rings[int(x[1].split("_")[-1])] for x in gyro]),
-        np.array([x[2] for x in gyro]).reshape(-1, 3),
-        np.concatenate([np.full(r.shape[0], t) for t, r in strain]) if strain else np.zeros(0),
-        np.concatenate([r[:, 0] for r in st_rows]) if strain else np.zeros(0),
-        np.concatenate([r[:, 1] for r in st_rows]) if strain else np.zeros(0),
-        np.concatenate([r[:, 2] for r in st_rows]) if strain else np.zeros(0),
-        float(rig["still"]),
-    )
 
 
 def sim_reading(stamp_ns: int, distance: np.ndarray, status: np.ndarray, stream: int) -> TofReading:
@@ -323,11 +255,19 @@ def _write_sensors(w: BagWriter, run: SimRun) -> None:
 
 
 def _write_estimates(w: BagWriter, run: SimRun, est_T: np.ndarray, clouds: dict[str, Any]) -> None:
-    """The estimate at the truth's stamps and the map, reconstruction and anomaly clouds."""
+    """The estimate at the truth's stamps and the map, reconstruction and anomaly clouds; the estimated ring poses
+    on ``/tf`` (``continuum_base`` -> ``ring_<i>``), which place every ToF frame (``ring_<i>`` -> sensor on
+    ``/tf_static``) when the bag is played into RViz."""
     f = w.factory
+    ring_s = sorted({m.s for m in run.mounts})
+    rings = [  # (sample of the truth's arc lengths, ring index) of every ring
+        (int(np.argmin(np.abs(run.truth_s - s))), i) for i, s in enumerate(ring_s)
+    ]
     for k, t in enumerate(run.truth_t[: est_T.shape[0]]):
         msg = shape_samples_msg(_ns(t), BASE_FRAME, "continuum_tof", run.truth_s, est_T[k], None, f)
         w.write("/estimate/shape", msg, _ns(t))
+        tfs = [TransformStamped(_ns(t), BASE_FRAME, f"ring_{i}", est_T[k, j]) for j, i in rings]
+        w.write("/tf", msgs.tf_message(tfs, f), _ns(t))
     t_end = _ns(float(run.truth_t[-1]))
     for topic, (pts, scal) in clouds.items():
         w.write(topic, point_cloud2_msg(t_end, BASE_FRAME, pts, scal, f), t_end)
@@ -376,6 +316,8 @@ def run_demo(
     (checked between stages) or a crash leaves the previous outputs as they were and what was recorded as a
     readable ``tof-continuum.partial.mcap``.
     """
+    if not (use_tof or use_gyro or use_strain):
+        raise ValueError("no sensor to estimate from: ToF, gyroscopes and strain are all left out")
     wall0 = time.perf_counter()
     sim_name = resolve_simulator(sim)
     cfg = LocaliseConfig(use_tof=use_tof, use_gyro=use_gyro, use_strain=use_strain, window=window)
@@ -403,7 +345,16 @@ def run_demo(
                 prog.update(2)
             if not stop.requested:
                 t_sim = time.perf_counter()
-                res = localise(sensor_data(simrun), tof_map, cfg)
+                with Progress("tof-continuum: estimate", 0, enabled=progress, unit="iteration") as solving:
+
+                    def estimating(done: int, unit: str) -> None:
+                        # Ctrl-C/SIGTERM during the estimate (minutes on a long run) ends it at the next iteration
+                        if stop.requested:
+                            raise _EstimateStoppedError
+                        solving.update(done)
+
+                    with contextlib.suppress(_EstimateStoppedError):
+                        res = localise(sensor_data(simrun), tof_map, cfg, progress=estimating)
                 t_est = time.perf_counter()
                 prog.update(3)
             if not stop.requested:
@@ -462,6 +413,10 @@ def run_demo(
         outputs.other("metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
         outputs.commit()
     return metrics
+
+
+class _EstimateStoppedError(Exception):
+    """The estimate abandoned at a stop request (the run then ends as interrupted)."""
 
 
 def _physics_metrics(run: SimRun) -> dict[str, Any]:
@@ -566,6 +521,10 @@ def _plot(
 
 def run(args: argparse.Namespace) -> int:
     """CLI entry."""
+    if args.no_tof and args.no_gyro and args.no_strain:
+        raise ValueError("--no-tof, --no-gyro and --no-strain leave no sensor to estimate from; drop one of them")
+    if args.map is not None and not args.map.is_file():
+        raise ValueError(f"--map {args.map}: no such file")
     sim = resolve_simulator(args.sim)
     if args.sim == "auto" and sim != "mujoco":
         print(
@@ -586,7 +545,8 @@ def run(args: argparse.Namespace) -> int:
         map_path=args.map,
         distro=args.distro,
         picture=not args.no_picture,
-        progress=not args.json,
+        # the bars go to stderr: shown under --json too when a person watches (minutes of estimate)
+        progress=not args.json or sys.stderr.isatty(),
         sim=sim,
     )
     print_metrics(metrics, args.json, title=f"tof-continuum demo ({args.scene})")

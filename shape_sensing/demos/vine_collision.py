@@ -272,6 +272,11 @@ def run_demo(
         }
         imp = metrics["filter_improved"]["tip_error_max_pct_of_length"]
         pap = metrics["filter_paper"]["tip_error_max_pct_of_length"]
+        if not (math.isfinite(imp) and math.isfinite(pap)):
+            raise ValueError(
+                f"--duration {duration}: the run scored no tip estimate ({len(tracker.samples)} samples); give a "
+                "longer --duration (the course takes tens of seconds)"
+            )
         metrics["max_error_removed_pct"] = round(100.0 * (1.0 - imp / pap), 1) if pap > 0 else float("nan")
         metrics["faults"] = fault_name
         est = tracker.estimators[main]

@@ -418,10 +418,14 @@ class CalibrationStore:
             sort_keys=False,
             default_flow_style=None,
         )
-        fd, tmp = tempfile.mkstemp(prefix=p.name, dir=p.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, p)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+            os.replace(tmp, p)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)  # a full disk or a signal: no empty or half-written file left
+            raise
         return p
 
 

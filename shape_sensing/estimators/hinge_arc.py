@@ -53,6 +53,17 @@ centreline length changes with the bend. A sensor's wall offset and the tip's
 straight extension add their own rotation terms. The covariance of every
 frame is the sum over nodes of ``s_j^2 M_j M_j^T``; a Monte Carlo test holds it
 within 15 %.
+
+What the readings' errors leave out is added as three more terms (each a
+parameter, 0 to leave it out): the hinge model's own error against a continuous
+body (``bend_location_stddev``: a segment's bend may lie anywhere along it, not
+halfway; a bridged, longer segment carries more of it, and so does the tip's
+straight extension); each IMU's own heading reference against the world's
+(``heading_reference_stddev_deg``: the straight reference captures every
+mounting against its IMU's world, so a heading offset conjugates that sensor's
+backbone frame); and, without the base's placement, the first IMU's assumed
+mounting (``first_mount_stddev_deg``), which conjugates every frame alike. The
+tip NEES over the simulator's experiments is in ``benchmarks/bench_consistency.py``.
 """
 
 from __future__ import annotations
@@ -91,8 +102,8 @@ SCHEMA = Schema(
     "hinge_arc_estimator",
     (
         Param("imu_topics", "str[]", _DEFAULT_TOPICS, "sensor_msgs/Imu topics, base to tip", check=_check_unique),
-        Param("spacing", float, 0.102, "IMU spacing L along the outer wall", min=1e-3, unit="m"),
-        Param("diameter", float, 0.129, "inflated body diameter D", min=1e-3, unit="m"),
+        Param("spacing", float, 0.102, "IMU spacing L along the outer wall", min=1e-3, max=10.0, unit="m"),
+        Param("diameter", float, 0.129, "inflated body diameter D", min=1e-3, max=10.0, unit="m"),
         Param("first_sensor", float, 0.0, "material coordinate of the first IMU from the base", min=0.0, unit="m"),
         Param(
             "sensor_positions",
@@ -116,6 +127,34 @@ SCHEMA = Schema(
         Param("stale_timeout", float, 0.25, "a sensor silent this long is bridged", min=0.0, unit="s"),
         Param("orientation_noise_deg", float, 0.5, "IMU orientation std when messages carry none", min=0.0),
         Param("drift_deg_per_min", float, 1.33, "assumed drift rate for the uncertainty", min=0.0),
+        Param(
+            "bend_location_stddev",
+            float,
+            0.29,
+            "uncertainty: std of where along a segment its bend lies, as a fraction of the segment (the hinge "
+            "model's own error against a continuous body; 0.29 = anywhere along it, uniformly)",
+            min=0.0,
+            max=1.0,
+        ),
+        Param(
+            "first_mount_stddev_deg",
+            float,
+            5.0,
+            "uncertainty: std of the first IMU's mounting about each axis when base_orientation_world is not "
+            "given (first_mount_rpy is then assumed; its error turns the whole shape about the base)",
+            min=0.0,
+            unit="deg",
+        ),
+        Param(
+            "heading_reference_stddev_deg",
+            float,
+            2.0,
+            "uncertainty: std of an IMU's own heading reference against the world's (a BNO055 fuses its yaw "
+            "from its gyro or magnetometer); with base_orientation_world given it turns the whole shape about "
+            "the world's vertical",
+            min=0.0,
+            unit="deg",
+        ),
         Param(
             "first_mount_rpy",
             "float[]",
@@ -194,6 +233,9 @@ class HingeArcConfig:
     drift_rate: float = np.deg2rad(1.33) / 60.0
     first_mount: FloatArray = field(default_factory=lambda: np.eye(3))
     base_placement: FloatArray | None = None  # base frame in the world, when known
+    bend_location_stddev: float = 0.29
+    first_mount_stddev: float = np.deg2rad(5.0)
+    heading_reference_stddev: float = np.deg2rad(2.0)
     arc_samples: int = 4
     base_frame: str = "vine_imu_base"
     tip_frame: str = "vine_imu_tip"
@@ -203,6 +245,8 @@ class HingeArcConfig:
         """Build from a parameter mapping (validated by :data:`SCHEMA`)."""
         p = SCHEMA.validate(params)
         n = len(p["imu_topics"]) if n_sensors is None else n_sensors
+        if n == 0:
+            raise ValueError("no IMU to estimate from: parameter 'imu_topics' is empty (list the robot's IMU topics)")
         if p["sensor_positions"]:
             pos = np.asarray(p["sensor_positions"], dtype=float)
             if len(pos) != n:
@@ -247,6 +291,9 @@ class HingeArcConfig:
                 if p["base_orientation_world"]
                 else None
             ),
+            bend_location_stddev=p["bend_location_stddev"],
+            first_mount_stddev=float(np.deg2rad(p["first_mount_stddev_deg"])),
+            heading_reference_stddev=float(np.deg2rad(p["heading_reference_stddev_deg"])),
             arc_samples=p["arc_samples"],
             base_frame=prefix + p["base_frame"],
             tip_frame=prefix + p["tip_frame"],
@@ -675,7 +722,8 @@ class HingeArcEstimator:
         np.add(centre[:, -1], tip_chord, out=poses[:, m, :3, 3])
         offset = stamps if self.offset_stamp_ns is None else self.offset_stamp_ns
         since = (stamps - offset) * 1e-9
-        cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, since)
+        cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, since, B)
+        self._model_covariance(cov, B, plan.seg_len_batch[:m], ext)
         backbone = self._backbone(BkT, geom, centre, tip_chord, poses[:, m, :3, 3])
         lengths_out = np.add.accumulate(2.0 * geom.straight + geom.radius * theta, axis=1)[:, -1] if m else 0.0
         lengths_out = (lengths_out + ext).tolist()
@@ -732,7 +780,7 @@ class HingeArcEstimator:
         return plan
 
     def _covariance(
-        self, Bk: FloatArray, BkT: FloatArray, turned: FloatArray, vecs: FloatArray, since: FloatArray
+        self, Bk: FloatArray, BkT: FloatArray, turned: FloatArray, vecs: FloatArray, since: FloatArray, B: FloatArray
     ) -> FloatArray:
         cfg = self.config
         T, m = Bk.shape[:2]
@@ -759,12 +807,63 @@ class HingeArcEstimator:
         np.subtract(G[:, -1], skews[:, 2 * m], out=Ms[:, 2 * m])
         terms = _mm(Ms, Ms.swapaxes(-1, -2))
         terms *= var[:, None, None, None]
+        # Mountings captured against the IMUs' own world frames: sensor i's backbone frame comes out conjugated,
+        # C_i^T B_i C_i, by the rotation C_i between its IMU's heading reference and the world's (a turn h_i
+        # about the world's vertical u, in the base frame) and, without the base's placement, by the first
+        # IMU's mounting error E common to all. Conjugating by exp(d) turns B_i by (B_i - I) d in the base
+        # frame: the rows' Jacobians times A_i = B_i - I.
+        A = np.empty((T, 2 * m + 1, 3, 3))
+        np.subtract(B[:, 1:m], _EYE3, out=A[:, : m - 1])
+        np.subtract(B[:, m], _EYE3, out=A[:, m - 1])
+        np.subtract(B[:, 1:], _EYE3, out=A[:, m : 2 * m])
+        np.subtract(B[:, m], _EYE3, out=A[:, 2 * m])
+        MA = _mm(Ms, A)
+        assert self._world_base_T is not None
+        up = self._world_base_T[:, 2]  # the world's vertical in the base frame
+        v = MA[..., 0] * up[0] + MA[..., 1] * up[1] + MA[..., 2] * up[2]  # MA @ up, elementwise
+        terms += (v[..., :, None] * v[..., None, :]) * cfg.heading_reference_stddev**2
         cov = np.empty((T, m + 1, 3, 3))
         cov[:, 0] = terms[:, m]
         csum = np.add.accumulate(terms[:, : m - 1], axis=1)
         np.add(csum, terms[:, m + 1 : 2 * m], out=cov[:, 1:m])
         np.add(csum[:, -1] if m > 1 else 0.0, terms[:, 2 * m], out=cov[:, m])
+        if cfg.base_placement is None:  # the first IMU's mounting assumed: a conjugation common to every frame
+            J = np.empty((T, m + 1, 3, 3))
+            J[:, 0] = MA[:, m]
+            jsum = np.add.accumulate(MA[:, : m - 1], axis=1)
+            np.add(jsum, MA[:, m + 1 : 2 * m], out=J[:, 1:m])
+            np.add(jsum[:, -1] if m > 1 else 0.0, MA[:, 2 * m], out=J[:, m])
+            S = np.eye(3) * cfg.first_mount_stddev**2 + np.outer(up, up) * cfg.heading_reference_stddev**2
+            cov += _mm(_mm(J, np.broadcast_to(S, J.shape)), J.swapaxes(-1, -2))
         return cov
+
+    def _model_covariance(self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, ext: FloatArray) -> None:
+        """Add, in place, the hinge model's own error against a continuous body.
+
+        A segment's bend is put halfway along it; a real body may bend anywhere between its two IMUs. A bend at
+        fraction ``u`` instead of 1/2 moves the next node by ``(u - 1/2) L (t_k - t_{k+1})`` (``t`` the segments'
+        tangents in the base frame), so with ``u``'s std ``f`` each segment adds ``(f L)^2 w w^T``,
+        ``w = t_k - t_{k+1}``, to every frame beyond it. Bridging a missing sensor makes the merged segment longer,
+        and its term with it. The tip's straight extension past the last used IMU (``ext``) bends like the last
+        segment: its end moves by about ``ext^2 kappa / 2`` across it. Elementwise operations only, so a tick's
+        bits do not depend on its batch (see :meth:`update_many`).
+        """
+        cfg = self.config
+        m = B.shape[1] - 1
+        if not m:
+            return
+        t = B[:, :, :, 2]  # (T, m + 1, 3) the nodes' tangents; node 0 is the base
+        w = t[:, :-1] - t[:, 1:]
+        scale = (cfg.bend_location_stddev * seg_len) ** 2
+        C = w[..., :, None] * w[..., None, :] * scale[None, :, None, None]
+        cum = np.add.accumulate(C, axis=1)
+        cov[:, :m] += cum
+        cov[:, m] += cum[:, -1]
+        last_len = float(seg_len[-1]) if seg_len[-1] > 1e-9 else np.inf
+        turn = np.sqrt(w[:, -1, 0] * w[:, -1, 0] + w[:, -1, 1] * w[:, -1, 1] + w[:, -1, 2] * w[:, -1, 2])
+        lateral = ext * ext * (turn / last_len) / 2.0
+        tip_t = t[:, -1]
+        cov[:, m] += (lateral * lateral)[:, None, None] * (_EYE3 - tip_t[..., :, None] * tip_t[..., None, :])
 
     def _backbone(
         self, BkT: FloatArray, geom: _Segments, centre: FloatArray, tip_chord: FloatArray, tip: FloatArray

@@ -97,8 +97,12 @@ class StraightReference:
         p = Path(path)
         p.parent.mkdir(parents=True, exist_ok=True)
         tmp = p.with_name(f".{p.name}.tmp")
-        tmp.write_text(self.to_yaml_text())
-        os.replace(tmp, p)
+        try:
+            tmp.write_text(self.to_yaml_text())
+            os.replace(tmp, p)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # a full disk or a signal: no empty or half-written file left
+            raise
         return p
 
     def to_yaml_text(self) -> str:

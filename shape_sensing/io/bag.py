@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 from collections.abc import Iterable, Iterator
 from functools import cache
 from pathlib import Path
@@ -320,8 +321,8 @@ def _read_mcap(path: Path, wanted: set[str] | None) -> Iterator[BagMessage]:
                     _register_from_bag(typestore, [(schema.name, schema.data.decode())], path)
                     registered.add(schema.id)
                 yield BagMessage(channel.topic, schema.name, message.log_time, message.data, typestore, path)
-        except (McapError, EOFError, ValueError, OSError, KeyError, AssertionError) as exc:
-            raise BagError(f"bag {path} is malformed or truncated: {type(exc).__name__}: {exc}") from exc
+        except _DAMAGED + (McapError,) as exc:
+            raise BagError(f"bag {path} is malformed or truncated: {_what(exc)}") from exc
 
 
 def _register_from_bag(typestore: Any, defs: list[tuple[str, str]], path: Path) -> None:
@@ -339,10 +340,22 @@ def _decode(typestore: Any, raw: bytes, msgtype: str, path: Path, topic: str) ->
     try:
         return typestore.deserialize_cdr(raw, msgtype)
     except Exception as exc:  # CDR decoding raises assorted errors on bad bytes
-        raise BagError(f"{path}: a {msgtype} message on {topic} does not decode: {type(exc).__name__}: {exc}") from exc
+        raise BagError(f"{path}: a {msgtype} message on {topic} does not decode: {_what(exc)}") from exc
 
 
 _SUMMARY: dict[tuple[str, int, int, int], Any] = {}
+
+
+#: what the MCAP reader raises on a damaged or truncated file besides its own McapError
+_DAMAGED: tuple[type[Exception], ...] = (
+    EOFError, ValueError, OSError, KeyError, AssertionError, IndexError, struct.error,
+)  # fmt: skip
+
+
+def _what(exc: BaseException) -> str:
+    """An exception as a reader of the message needs it (``struct.error`` says "error": name it)."""
+    name = "struct.error" if isinstance(exc, struct.error) else type(exc).__name__
+    return f"{name}: {exc}"
 
 
 def mcap_summary(path: Path) -> Any:
@@ -350,15 +363,22 @@ def mcap_summary(path: Path) -> Any:
 
     A replay asks for the same file's topics, metadata, message count and index in turn; the summary of a
     long recording takes tens of milliseconds to parse. The last file's is kept, keyed by its path, inode,
-    size and modification time. Raises what :meth:`mcap.reader.SeekingReader.get_summary` raises.
+    size and modification time.
+
+    Raises:
+        BagError: a file the MCAP reader cannot parse (truncated, damaged), with what it found.
     """
+    from mcap.exceptions import McapError
     from mcap.reader import make_reader
 
     st = path.stat()
     key = (str(path.resolve()), st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _SUMMARY:
         with path.open("rb") as stream:
-            summary = make_reader(stream).get_summary()
+            try:
+                summary = make_reader(stream).get_summary()
+            except _DAMAGED + (McapError,) as exc:  # e.g. struct.error from a record cut short
+                raise BagError(f"bag {path} is malformed or truncated: {_what(exc)}") from exc
         _SUMMARY.clear()
         _SUMMARY[key] = summary
     return _SUMMARY[key]
@@ -378,8 +398,8 @@ def bag_topics(path: str | os.PathLike[str]) -> dict[str, str]:
 
     try:
         summary = mcap_summary(real)
-    except (McapError, EOFError, ValueError, OSError) as exc:
-        raise BagError(f"bag {real} is malformed or truncated: {exc}") from exc
+    except _DAMAGED + (McapError,) as exc:
+        raise BagError(f"bag {real} is malformed or truncated: {_what(exc)}") from exc
     if summary is None:
         raise BagError(f"bag {real} has no summary section (truncated?)")
     return {ch.topic: summary.schemas[ch.schema_id].name for ch in summary.channels.values()}
@@ -391,16 +411,20 @@ def bag_metadata(path: str | os.PathLike[str]) -> dict[str, str]:
 
     kind, where = _resolve(Path(path))
     if kind == "mcap-file":
+        from mcap.exceptions import McapError
         from mcap.reader import make_reader
 
         summary = mcap_summary(where)
         with open(where, "rb") as f:
-            for record in make_reader(f).iter_metadata() if summary is None else _metadata_records(f, summary):
-                if record.name == "rosbag2" and "serialized_metadata" in record.metadata:
-                    info: dict[str, Any] = yaml.safe_load(record.metadata["serialized_metadata"]) or {}
-                    info = info.get("rosbag2_bagfile_information") or info  # the record holds the inner mapping
-                    data = info.get("custom_data") or {}
-                    return {str(k): str(v) for k, v in data.items()}
+            try:
+                for record in make_reader(f).iter_metadata() if summary is None else _metadata_records(f, summary):
+                    if record.name == "rosbag2" and "serialized_metadata" in record.metadata:
+                        info: dict[str, Any] = yaml.safe_load(record.metadata["serialized_metadata"]) or {}
+                        info = info.get("rosbag2_bagfile_information") or info  # the record holds the inner mapping
+                        data = info.get("custom_data") or {}
+                        return {str(k): str(v) for k, v in data.items()}
+            except _DAMAGED + (McapError,) as exc:
+                raise BagError(f"bag {where} is malformed or truncated: {_what(exc)}") from exc
         return {}
     meta = Path(where) / "metadata.yaml"
     if not meta.is_file():

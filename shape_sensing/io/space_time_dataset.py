@@ -357,6 +357,26 @@ def read_trial_config(path: str | Path) -> TrialConfig:
     )
 
 
+def _warn_missing_sensors(folder: Path, streams: dict[str, SensorStream]) -> None:
+    """Loud, not an error: a trial with gyroscopes lacks one that the dataset's other trials with gyroscopes have
+    (a deleted ``gyro_mid.csv`` was dropped silently, the estimate then runs on fewer sensors)."""
+    here = {name for name, st in streams.items() if st.kind == "gyro"}
+    if not here:
+        return
+    others: set[str] = set()
+    for sibling in folder.parent.iterdir():
+        if sibling != folder and sibling.is_dir():
+            names = {p.stem for p in sibling.glob("gyro*.csv")}
+            if names:
+                others |= names
+    missing = sorted(others - here)
+    if missing:
+        _log.warning(
+            "%s: no %s although the dataset's other trials with gyroscopes have them; estimating without",
+            folder, ", ".join(f"{m}.csv" for m in missing),
+        )  # fmt: skip
+
+
 def load_trial(dataset_dir: str | Path, trial: str, robot: str | None = None) -> Trial:
     """Load a trial: its config, all its streams, and its robot.
 
@@ -392,11 +412,24 @@ def load_trial(dataset_dir: str | Path, trial: str, robot: str | None = None) ->
                 "%s: the trial config sets data.%s: true but there is no %s*.csv file (files: %s); estimating without",
                 folder, kind, kind, sorted(p.name for p in folder.glob("*.csv")),
             )  # fmt: skip
+    _warn_missing_sensors(folder, streams)
     robots = {p.stem: p for p in sorted((root / "config" / "robot").glob("*.json"))}
     if robot is not None:
         if robot not in robots:
             raise DatasetError(f"{root}: unknown robot {robot!r}; known: {sorted(robots)}")
         rcfg = read_robot_config(robots[robot])
+        smax = max(float(st.s.max()) for st in streams.values())
+        if smax > rcfg.length + 1e-6:
+            raise DatasetError(
+                f"{folder}: a sensor at s = {smax:g} m is beyond robot {robot!r} ({rcfg.length:g} m long): "
+                "the trial is not of that robot; leave --robot out to match it from the data"
+            )
+        exact = [p.stem for p in robots.values() if abs(read_robot_config(p).length - smax) < 1e-6]
+        if exact and robot not in exact and abs(rcfg.length - smax) > 1e-6:
+            raise DatasetError(
+                f"{folder}: the sensors reach s = {smax:g} m, the length of robot {exact[0]!r}, not of robot "
+                f"{robot!r} ({rcfg.length:g} m): the trial is not of that robot; leave --robot out to match it"
+            )
     else:
         smax = max(float(st.s.max()) for st in streams.values())
         configs = [read_robot_config(p) for p in robots.values()]

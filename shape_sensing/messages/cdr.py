@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from shape_sensing.geometry import make_transform, matrix_to_quat
+from shape_sensing.messages.common import UNOBSERVED_VARIANCE, positive_definite
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.types import DiagnosticStatus, ShapeEstimate
 from shape_sensing.viz import covariance_ellipsoid, tube_index, tube_mesh_indexed, tube_vertices
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
 __all__ = ["LAYOUT_TYPES", "ShapeCdr", "supported"]
 
 NS_PER_S = 1_000_000_000
-ORIENTATION_UNKNOWN = -1.0  # the tip covariance's orientation block, as ShapeMessages marks it (REP-145)
 _ENCAPSULATION = b"\x00\x01\x00\x00"  # CDR_LE
 _ZEROS = bytes(8)
 _U32 = struct.Struct("<I")
@@ -195,9 +195,9 @@ class ShapeCdr:
         """``(topic, type, CDR bytes)`` of one estimate, the topics and order of ``ShapeMessages.build``."""
         stamp = shape.stamp_ns
         cov6 = np.zeros((6, 6))
-        cov6[3, 3] = ORIENTATION_UNKNOWN
+        cov6[3:, 3:] = np.eye(3) * UNOBSERVED_VARIANCE  # orientation not estimated, as ShapeMessages marks it
         if shape.position_covariance is not None:
-            cov6[:3, :3] = shape.position_covariance[-1]
+            cov6[:3, :3] = positive_definite(shape.position_covariance[-1])
         frame = shape.parent_frame
         nb = _numbers or _Numbers(None, None, None, None)
         out = [
@@ -324,11 +324,11 @@ def _block_numbers(shapes: list[ShapeEstimate], views: bool = False) -> list[_Nu
         tip[:, :3] = tip_T[:, :3, 3]
         tip[:, 3:7] = matrix_to_quat(tip_T[:, :3, :3])
         cov6 = np.zeros((g, 6, 6))
-        cov6[:, 3, 3] = ORIENTATION_UNKNOWN
+        cov6[:, 3:, 3:] = np.eye(3) * UNOBSERVED_VARIANCE
         for j, k in enumerate(members):
             pc = shapes[k].position_covariance
             if pc is not None:
-                cov6[j, :3, :3] = pc[-1]
+                cov6[j, :3, :3] = positive_definite(pc[-1])
         tip[:, 7:] = cov6.reshape(g, 36)
         stamps = np.array([int(shapes[k].stamp_ns) for k in members], dtype=np.int64)
         time = np.empty((g, 2), dtype="<u4")

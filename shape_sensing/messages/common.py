@@ -22,6 +22,8 @@ from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, Sh
 from shape_sensing.viz import covariance_ellipsoid, tube_mesh_indexed
 
 __all__ = [
+    "UNOBSERVED_VARIANCE",
+    "VARIANCE_FLOOR",
     "diagnostic_array",
     "diagnostics_from_msg",
     "header",
@@ -34,6 +36,7 @@ __all__ = [
     "pose_msg",
     "pose_to_matrix",
     "pose_with_covariance_stamped",
+    "positive_definite",
     "shape_markers",
     "stamp_from_msg",
     "tf_message",
@@ -42,6 +45,29 @@ __all__ = [
 ]
 
 NS_PER_S = 1_000_000_000
+#: Variance (rad^2 or m^2) on the diagonal of a covariance block that is not observed, e.g. the vine tip pose's
+#: orientation, which the hinge-arc estimator does not estimate: a sigma of 1000 rad, so the block carries no
+#: information, while the matrix stays positive definite as robot_localization, nav2 and RViz expect (a negative
+#: "unknown" mark such as REP-145's -1 for sensor_msgs/Imu makes a PoseWithCovariance indefinite, and RViz then
+#: warns "Negative eigenvalue found" for every message).
+UNOBSERVED_VARIANCE = 1.0e6
+#: Smallest variance (m^2: a sigma of 1 micrometre) a published position covariance keeps along any axis: an
+#: estimate with no spread along an axis (the vine's straight body along its length) is rank-deficient, and
+#: rounding then leaves an eigenvalue of about -1e-28, which RViz rejects ("Negative eigenvalue found").
+VARIANCE_FLOOR = 1.0e-12
+
+
+def positive_definite(cov: FloatArray, floor: float = VARIANCE_FLOOR) -> FloatArray:
+    """A covariance (..., 3, 3) made symmetric with every eigenvalue at least ``floor`` (what consumers that
+    take its eigen-decomposition or Cholesky factor, RViz and robot_localization, accept); a change of at most
+    ``floor`` from a positive semidefinite input."""
+    c = np.asarray(cov, dtype=float)
+    c = 0.5 * (c + np.swapaxes(c, -1, -2))
+    w, v = np.linalg.eigh(c)
+    if np.all(w >= 2 * floor):
+        return c
+    out = (v * np.maximum(w, floor)[..., None, :]) @ np.swapaxes(v, -1, -2)
+    return 0.5 * (out + np.swapaxes(out, -1, -2))
 
 
 def _f(factory: MessageFactory | None) -> MessageFactory:

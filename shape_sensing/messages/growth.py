@@ -24,7 +24,7 @@ ARROW, LINE_STRIP, SPHERE, TEXT_VIEW_FACING = 0, 4, 2, 9
 ARC_RGBA = (0.9, 0.1, 0.1, 1.0)
 STRAIGHT_RGBA = (0.1, 0.3, 0.95, 1.0)
 START_RGBA = (0.9, 0.0, 0.9, 1.0)
-GOAL_RGBA = (0.0, 0.0, 0.0, 1.0)
+GOAL_RGBA = (1.0, 1.0, 1.0, 1.0)  # white: shows on RViz's dark background (black did not)
 EXECUTED_RGBA = (1.0, 0.55, 0.0, 0.9)
 MARKER_NAMESPACES = ("plan/segments", "plan/start", "plan/goal", "plan/waypoint", "plan/executed", "plan/label")
 
@@ -122,7 +122,9 @@ def plan_markers(
             _marker(f, hdr, "plan/executed", 0, LINE_STRIP, points=np.asarray(executed, dtype=float),
                     scale=(0.5 * width, 0, 0), rgba=EXECUTED_RGBA)
         )  # fmt: skip
-    label = f"{plan.word}  {plan.length:.3f} m  ({plan.case})"
+    # one item per line, no spaces: RViz 2 (Jazzy) draws a text marker's space a fixed width from its default 1 m
+    # character height, whatever the marker's scale, so "LSL  0.679 m" showed as pieces metres apart
+    label = f"{plan.word}\n{plan.length:.3f}m\n({plan.case})"
     markers.append(
         _marker(f, hdr, "plan/label", 0, TEXT_VIEW_FACING, position=np.asarray(plan.goal[0]) + [0.0, 0.0, 3 * width],
                 scale=(0, 0, 6 * width), rgba=GOAL_RGBA, text=label)

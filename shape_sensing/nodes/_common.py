@@ -65,6 +65,7 @@ PARAMETER_TYPES: dict[Any, str] = {
 }
 
 EXIT_BAD_CONFIG = 2
+EXIT_NO_ROS = 1
 
 
 def describe(param: Param) -> str:
@@ -499,15 +500,25 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
 
     Returns:
         0 after a normal shutdown or ``--help``, 2 when the configuration was
-        rejected (the error is logged on the node's logger).
+        rejected (the error is logged on the node's logger), 1 without ROS 2
+        (one line on stderr).
     """
     if wants_help(sys.argv[1:] if args is None else list(args)):
         print(usage(node_name))
         return 0
     global _RUN_ARGS
     _RUN_ARGS = None if args is None else list(args)
-    import rclpy
-    import rclpy.executors
+    try:
+        import rclpy
+        import rclpy.executors
+    except ModuleNotFoundError as exc:
+        # a node run from a plain pip install (no ROS 2): one line saying what is missing, not a traceback
+        print(
+            f"{node_name}: ROS 2 is needed to run this node (no module {exc.name!r}): source "
+            "/opt/ros/<distro>/setup.bash first, or use the ROS-free 'shape-sensing' command",
+            file=sys.stderr,
+        )
+        return EXIT_NO_ROS
 
     external = getattr(rclpy.executors, "ExternalShutdownException", None)
     quiet_end: tuple[type[BaseException], ...] = (KeyboardInterrupt,) + ((external,) if external else ())

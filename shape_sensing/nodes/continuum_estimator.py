@@ -21,7 +21,8 @@ time, ``(window_size - 1) / rate`` behind the data): ``/tf`` (``base_frame`` ->
 samples, steps). With ToF sensors and a map also the scene reconstruction (seed 001,
 Eq. 10-12) of the ToF points between a slice and the next, ``tof/reconstruction`` and
 ``tof/anomalies`` (sensor_msgs/PointCloud2 in ``base_frame``: x y z, mahalanobis2,
-anomaly), and the prior map once on ``tof/prior_map`` (latched: transient local).
+anomaly), and the prior map on ``tof/prior_map`` (latched: transient local) at start and three times more,
+2 s of node time apart (a subscriber that reset itself when a bag's clock started, as RViz does, gets it again).
 ``strain_topic`` (shape_sensing/StrainArray: bending angle and curvature at arc lengths)
 adds the strain factor.
 
@@ -124,10 +125,11 @@ class ContinuumEstimatorNode:
             for topic, t in CONTINUUM_TOF_TOPICS.items():
                 qos = static_qos() if topic == "tof/prior_map" else reliable_qos()
                 self.publishers[topic] = node.create_publisher(self.factory.cls(t), topic, qos)
-            now_ns = node.get_clock().now().nanoseconds
-            base = self.params["frame_prefix"] + self.params["base_frame"]
-            topic, msg = self.messages.prior_map(now_ns, base, self.tracker.tof_map)
-            self.publishers[topic].publish(msg)
+            self._publish_prior_map()
+            # and again three times, 2 s of node time apart: under use_sim_time the first went out stamped 0 before
+            # /clock ran, and RViz resets itself (dropping the latched map) when a bag's clock starts
+            self.map_repeats = 3
+            self.map_timer = node.create_timer(2.0, self._repeat_prior_map)
         self.published = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         node.get_logger().info(
@@ -144,6 +146,18 @@ class ContinuumEstimatorNode:
             self.node.get_logger().warning(f"skipped a bad gyro sample: {exc}", throttle_duration_sec=5.0)
             return
         self.inputs.offer(("gyro", index), sample.stamp_ns, sample.angular_velocity, info)
+
+    def _publish_prior_map(self) -> None:
+        now_ns = self.node.get_clock().now().nanoseconds
+        base = self.params["frame_prefix"] + self.params["base_frame"]
+        topic, msg = self.messages.prior_map(now_ns, base, self.tracker.tof_map)
+        self.publishers[topic].publish(msg)
+
+    def _repeat_prior_map(self) -> None:
+        self._publish_prior_map()
+        self.map_repeats -= 1
+        if self.map_repeats <= 0:
+            self.map_timer.cancel()
 
     def _on_pose(self, index: int, msg: Any, info: Any) -> None:
         try:

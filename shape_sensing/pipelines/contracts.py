@@ -12,6 +12,7 @@ otherwise). Each pipeline module re-exports its own ``matches``,
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +42,17 @@ R_VINE_BASE_IMU_BASE = ((0.0, 0.0, 1.0), (0.0, -1.0, 0.0), (1.0, 0.0, 0.0))
 COLLISION_IMU_TOPIC_RE = re.compile(r"(^|/)cap/imu$")  # the cap's BNO055: claimed here, not by the continuum pipeline
 
 
+def _seconds(text: str) -> float:
+    """argparse type: a finite time >= 0 (s); argparse names the option in its error."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite time >= 0 (s)")
+    return value
+
+
 def vine_imu_matches(topics: dict[str, str]) -> bool:
     """Whether a bag holds IMU topics named like the vine-imu pipeline's inputs (``imu_NN/data``)."""
     return any(VINE_IMU_TOPIC_RE.search(t) and ty == _IMU for t, ty in topics.items())
@@ -62,7 +74,7 @@ def vine_imu_arguments(parser: argparse.ArgumentParser) -> None:
     )
     ref.add_argument(
         "--reference-at",
-        type=float,
+        type=_seconds,
         default=None,
         metavar="SECONDS",
         help="vine robot: capture the straight reference at this bag time (robot straight and fully everted then)",
@@ -81,7 +93,7 @@ def hyper_redundant_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"hyper-redundant robot: namespace of relative topics (default {HR_NAMESPACE})",
     )  # fmt: skip
     parser.add_argument(
-        "--hr-rods-seconds", type=float, default=1.0,
+        "--hr-rods-seconds", type=_seconds, default=1.0,
         help="hyper-redundant robot: seconds at the start held on the calibration rods (default 1.0; 0 = none)",
     )  # fmt: skip
 
@@ -142,8 +154,35 @@ CONTRACTS: dict[str, Contract] = {
 }
 
 
-def select(topics: dict[str, str], forced: str | None = None) -> str:
+_TOF_FRAME = "shape_sensing/msg/TofFrame"
+
+#: Recordings that no replay pipeline re-estimates, told apart by their topics, and what reads each instead.
+NOT_REPLAYED: tuple[tuple[Callable[[dict[str, str]], bool], str], ...] = (
+    (
+        lambda topics: "/tof_rig" in topics and _TOF_FRAME in topics.values(),
+        "a ToF continuum recording (demo tof-continuum), localised against a prior map: score its estimate with "
+        "'shape-sensing eval-tof BAG', or estimate again with 'shape-sensing eval-tof BAG --reestimate MAP' (the "
+        "demo writes the map beside the bag as prior_map.ply); the continuum_estimator node's pipeline replays it "
+        "with --config FILE, a copy of config/continuum_tof.yaml whose map_file is that map",
+    ),
+    (
+        lambda topics: any(t.startswith("/tof_rings/") and ty == _TOF_FRAME for t, ty in topics.items()),
+        "a recording of the ToF sensor rings alone (demo tof-rings): raw frames and IMUs without a robot model, "
+        "nothing to re-estimate; play it into RViz with 'ros2 bag play BAG'",
+    ),
+    (
+        lambda topics: any(t.endswith("/plan/path") for t in topics),
+        "a growth planner recording (demo growing): plans and bodies, no sensor input to re-estimate; play it "
+        "into RViz with 'ros2 bag play BAG' ('shape-sensing figure4' recomputes the planner's figures)",
+    ),
+)
+
+
+def select(topics: dict[str, str], forced: str | None = None, configured: bool = False) -> str:
     """The name of the pipeline whose inputs a bag's ``topic -> type`` map holds (``forced``: that one).
+
+    A demo recording that replay does not re-estimate by itself (:data:`NOT_REPLAYED`) is refused with the command
+    that reads it, unless the user ``configured`` the estimator (``--config``).
 
     Raises:
         ValueError: no pipeline, or several, recognise the topics; an unknown ``forced`` name.
@@ -152,6 +191,9 @@ def select(topics: dict[str, str], forced: str | None = None) -> str:
         if forced not in CONTRACTS:
             raise ValueError(f"unknown pipeline {forced!r}; expected one of {sorted(CONTRACTS)}")
         return forced
+    for recognise, what in NOT_REPLAYED:
+        if not configured and recognise(topics):
+            raise ValueError(f"shape-sensing replay does not read this bag: {what}")
     found = [name for name, c in CONTRACTS.items() if c.matches(topics)]
     if not found:
         listing = ", ".join(f"{t} [{ty}]" for t, ty in sorted(topics.items())) or "no topics"

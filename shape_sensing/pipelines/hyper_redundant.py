@@ -438,6 +438,24 @@ def _params_from(config: Path | None, topics: Iterable[str]) -> dict[str, Any]:
     return {"n_modules": max(1, max(idx))}
 
 
+def check_platforms(n: int, topics: dict[str, str], ns: str) -> None:
+    """Refuse a configuration for another robot: the bag's IMU platforms must be the ``n`` configured (a 7-module
+    configuration on a 4-module bag gave a 240 mm tip error and rc 0)."""
+    prefix = resolve_topic("imu/", ns)
+    in_bag = sorted(
+        int(m.group(1)) for t in topics if t.startswith(prefix) and (m := IMU_TOPIC_RE.search(t)) is not None
+    )
+    missing = sorted(set(range(n)) - set(in_bag))
+    extra = sorted(set(in_bag) - set(range(n)))
+    if missing or extra:
+        raise ValueError(
+            f"the configuration is for {n} IMU platforms (imu/platform_0..{n - 1}) but the bag has "
+            f"{len(in_bag)} under {ns!r} ({in_bag}): "
+            + (f"platform(s) {missing} missing" if missing else f"platform(s) {extra} not configured")
+            + "; the configuration is for another robot (check its module count) or give --hr-namespace"
+        )
+
+
 def replay(
     messages: Iterator[BagMessage], writer: BagWriter, config: Path | None, args: argparse.Namespace
 ) -> dict[str, Any] | None:
@@ -450,6 +468,8 @@ def replay(
     imu_index = {resolve_topic(f"imu/platform_{i}", ns): i for i in range(tracker.n)}
     if topics is not None and not any(t in topics for t in imu_index):
         raise ValueError(f"none of the IMU topics {sorted(imu_index)} is in the bag (namespace {ns!r})")
+    if topics is not None:
+        check_platforms(tracker.n, topics, ns)
     out_writer = EstimateWriter(writer, ns, tracker.params["frame_prefix"])
     truth_tip: dict[int, FloatArray] = {}
     truth_theta: dict[int, FloatArray] = {}

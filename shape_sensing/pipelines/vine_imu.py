@@ -81,7 +81,6 @@ NAME = "vine-imu"
 #: custom_data keys of a bag's straight reference (YAML of StraightReference) and how it was taken.
 REFERENCE_KEY = "shape_sensing.straight_reference.hinge_arc_estimator"
 REFERENCE_HOW_KEY = REFERENCE_KEY + ".how"
-ORIENTATION_UNKNOWN = -1.0  # first element of a covariance block that is not estimated (REP-145)
 
 
 @dataclass
@@ -458,8 +457,13 @@ class ShapeMessages:
     stamps, see :class:`DiagnosticsThrottle`).
 
     The tip pose's covariance has the position block of the estimate; the
-    orientation is not estimated, so its block is marked unknown as REP-145
-    does for sensor_msgs/Imu: element (3, 3) is -1, the rest of the block zero.
+    orientation is not estimated, so its block is a diagonal of
+    :data:`~shape_sensing.messages.common.UNOBSERVED_VARIANCE` (1e6 rad^2: no
+    information, and a positive definite matrix, as robot_localization, nav2
+    and RViz read it), the position-orientation blocks zero. The position block
+    is floored to :data:`~shape_sensing.messages.common.VARIANCE_FLOOR` along
+    every axis (a straight body has none along its length), so the matrix is
+    positive definite.
 
     Args:
         factory: builds the messages (rosbags for bags, rclpy in nodes).
@@ -478,9 +482,9 @@ class ShapeMessages:
         """``(topic, message)`` pairs of one estimate: TF, path, tip pose, diagnostics and (when due) markers."""
         f, stamp = self.factory, shape.stamp_ns
         cov6 = np.zeros((6, 6))
-        cov6[3, 3] = ORIENTATION_UNKNOWN  # orientation is not estimated (REP-145's mark for an unknown block)
+        cov6[3:, 3:] = np.eye(3) * msgs.UNOBSERVED_VARIANCE  # orientation is not estimated: no information
         if shape.position_covariance is not None:
-            cov6[:3, :3] = shape.position_covariance[-1]
+            cov6[:3, :3] = msgs.positive_definite(shape.position_covariance[-1])
         out = [
             ("/tf", msgs.tf_message(msgs.shape_transforms(shape), f)),
             ("shape/path", msgs.path_msg(stamp, shape.parent_frame, shape.backbone, f)),
@@ -588,9 +592,16 @@ def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> 
     if config is not None:
         return load_node_params(config, SCHEMA)
     # No config: use every imu_NN/data topic in the bag, in index order.
+    topics = list(topics)
     found = sorted(
         (t for t in topics if IMU_TOPIC_RE.search(t)), key=lambda t: int(re.findall(r"imu_(\d+)/data$", t)[0])
     )
+    if not found:
+        shown = ", ".join(sorted(topics)[:12]) + (", ..." if len(topics) > 12 else "") if topics else "none"
+        raise ValueError(
+            f"the bag has no vine IMU topic ({namespace.rstrip('/')}/imu_NN/data): not a vine-IMU recording "
+            f"(its topics: {shown}); or give the IMU topics with --config (imu_topics)"
+        )
     rel = [t[len(namespace.rstrip("/")) + 1 :] if t.startswith(namespace.rstrip("/") + "/") else t for t in found]
     return {"imu_topics": rel}
 

@@ -49,6 +49,8 @@ from shape_sensing.planning.errors import PlanningError
 
 __all__ = [
     "HEADING_UNDEFINED_DEG",
+    "RC",
+    "ROBOT_A",
     "ExecutionResult",
     "StepModel",
     "describe_errors",
@@ -159,6 +161,10 @@ def pose_errors(
 
 
 HEADING_UNDEFINED_DEG = 5.0  # goal directions this close to vertical have no meaningful heading (Eq. 27)
+
+#: the seed paper's robot A (Figure 4): per-step length and angle noise rates, and its curvature radius RC (m)
+RC = 0.10
+ROBOT_A = StepModel.from_rates(0.0043e-2, math.radians(0.025), 18.0)
 
 
 def describe_errors(errors: dict[str, float], goal_direction: ArrayLike) -> str:

@@ -54,7 +54,7 @@ from shape_sensing.types import ImuSample
 
 __all__ = ["R_WORLD_BASE", "SCENARIOS", "SCHEMA", "VineSimConfig", "VineSimulator", "VineTruth"]
 
-SCENARIOS = ("passive", "active", "growth")
+SCENARIOS = ("passive", "active", "growth", "kink")
 
 # The base frame: z along the initial growth direction (world x), x up (world z), sensors on top (+x).
 R_WORLD_BASE = np.array([[0.0, 0.0, 1.0], [0.0, -1.0, 0.0], [1.0, 0.0, 0.0]])
@@ -197,6 +197,15 @@ class VineSimulator:
             x = (sigma - start) / width
             bump = np.where((x >= 0) & (x <= 1), 1.0 - np.cos(2 * np.pi * np.clip(x, 0, 1)), 0.0)
             # integral of bump over material = width; centreline shortening handled in integration
+            return angle * bump / width
+        if c.scenario == "kink":
+            # a kink: 45 deg in 10 cm of material, as sharp as the wall model allows (peak curvature 2/D, the
+            # inner wall fully buckled), across an IMU at 40 % of the body: the shape a hinge model is least
+            # suited to (a segment's bend at one end, half a bend in the IMU's own frame)
+            angle = np.deg2rad(45.0) * phase
+            start, width = 0.4 * self.sigma[-1] - 0.01, 0.10
+            x = (sigma - start) / width
+            bump = np.where((x >= 0) & (x <= 1), 1.0 - np.cos(2 * np.pi * np.clip(x, 0, 1)), 0.0)
             return angle * bump / width
         # growth: an S-shaped steering profile fixed in material coordinates
         return 2.2 * np.sin(2 * np.pi * sigma / 1.3) * (sigma > 0.15)

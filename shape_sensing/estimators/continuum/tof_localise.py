@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -237,9 +238,18 @@ class LocaliseResult:
 
 
 def localise(
-    data: SensorData, tof_map: Any, cfg: LocaliseConfig | None = None, t_end: float | None = None
+    data: SensorData,
+    tof_map: Any,
+    cfg: LocaliseConfig | None = None,
+    t_end: float | None = None,
+    progress: Callable[[int, str], None] | None = None,
 ) -> LocaliseResult:
-    """Estimate the robot over the run (batch by default, sliding window with ``cfg.window``)."""
+    """Estimate the robot over the run (batch by default, sliding window with ``cfg.window``).
+
+    ``progress(done, unit)`` after each Gauss-Newton iteration (``done`` counted over every solve of the run,
+    ``unit`` "iteration") or window step ("step"); an exception it raises ends the estimate there (a caller's
+    Ctrl-C or SIGTERM: minutes of solving are not waited for).
+    """
     cfg = cfg or LocaliseConfig()
     if cfg.gyro_bias not in ("still", "joint"):
         raise ContinuumError(f"gyro_bias must be 'still' or 'joint', got {cfg.gyro_bias!r}")
@@ -252,7 +262,7 @@ def localise(
     if cfg.window:
         win = SlidingWindow(w, nodes, cfg.rate, 0.0, size=cfg.window, iterations=cfg.window_iterations,
                             tof_points_per_frame=cfg.window_tof_points)  # fmt: skip
-        st = win.run(meas, t1 + 1.0 / cfg.rate)
+        st = win.run(meas, t1 + 1.0 / cfg.rate, None if progress is None else lambda k, n: progress(k, "step"))
         out = LocaliseResult(st, w, meas, stats, win.total_iterations, win.converged_steps == win.steps, None, "window")
         out.tof_matched_fraction = matched_fraction(st, meas, tof_map, cfg.tof_gate)
         return out
@@ -269,9 +279,15 @@ def localise(
     corr_out: dict[float, FloatArray] = {}
     bias_cov = None
     sigma0 = meas.tof_sigma
+    done = [0]  # iterations of the solves before the current one
+
+    def tick(i: int) -> None:
+        if progress is not None:
+            progress(done[0] + i, "iteration")
+
     try:
-        res = est.solve(meas, 0.0, t1)
-        iterations = res.iterations
+        res = est.solve(meas, 0.0, t1, progress=tick)
+        iterations = done[0] = res.iterations
         if cfg.tof_noise == "estimate" and meas.tof_t.size:
             for _ in range(cfg.tof_noise_iterations):
                 sc = tof_residual_scale(res.state, meas, est.weights)
@@ -280,8 +296,9 @@ def localise(
                 tof_scale *= max(sc, TOF_SCALE_FLOOR)
                 meas.tof_sigma = sigma0 * tof_scale
                 est.weights = dataclasses.replace(w, tof_sigma_extra=w.tof_sigma_extra * tof_scale)
-                res = est.solve(meas, 0.0, t1, init=res.state)
+                res = est.solve(meas, 0.0, t1, init=res.state, progress=tick)
                 iterations += res.iterations
+                done[0] = iterations
         if joint:
             sensors = np.unique(meas.gyro_s)
             prior_var = still_mean_prior(data.gyro_t, data.gyro_s, data.still, cfg.gyro_sigma, sensors)
@@ -298,8 +315,9 @@ def localise(
                 corr = corr + step.delta
                 bias_cov = step.cov
                 meas.gyro_w = apply_correction(meas.gyro_t, meas.gyro_s, raw_w, data.still, sensors, corr)
-                res = est.solve(meas, 0.0, t1, init=res.state.retract(step.dx))
+                res = est.solve(meas, 0.0, t1, init=res.state.retract(step.dx), progress=tick)
                 iterations += res.iterations
+                done[0] = iterations
             corr_out = {float(sv): corr[i] for i, sv in enumerate(sensors)}
     finally:
         blog.setLevel(level)

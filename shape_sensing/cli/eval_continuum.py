@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import positive_float
+from shape_sensing.cli.scoring import error_stats, pose_errors
+from shape_sensing.demos.common import positive_float, positive_int
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.estimators.continuum.errors import ContinuumError
@@ -305,10 +306,6 @@ def measurement_span(trial: Trial, t0: float = -np.inf, t1: float = np.inf) -> t
     return float(min(t[0] for t in times)), float(max(t[-1] for t in times))
 
 
-def _stats(x: FloatArray) -> dict[str, float]:
-    return {"rmse": float(np.sqrt(np.mean(x**2))), "mae": float(np.mean(x)), "max": float(np.max(x))}
-
-
 def score(trial: Trial, state: GridState, t0: float, t1: float) -> dict[str, Any]:
     """MAE/RMSE of position (mm) and rotation (deg) at every Vicon arc length ``s > 0`` in ``[t0, t1]``."""
     per_s: dict[str, Any] = {}
@@ -321,16 +318,15 @@ def score(trial: Trial, state: GridState, t0: float, t1: float) -> dict[str, Any
         if v.t.size == 0:
             continue
         Te = query_poses(state, v.t, v.s)
-        Tv = lie.exp(v.values)
-        pe = 1000.0 * np.linalg.norm(Te[:, :3, 3] - Tv[:, :3, 3], axis=1)
-        re = np.degrees(np.linalg.norm(lie.so3_log(np.swapaxes(Tv[:, :3, :3], 1, 2) @ Te[:, :3, :3]), axis=1))
-        per_s[f"{float(v.s[0]):.4f}"] = {"n": int(v.t.size), "pos_mm": _stats(pe), "rot_deg": _stats(re)}
+        dp, dang = pose_errors(Te, lie.exp(v.values))
+        pe, re = 1000.0 * dp, np.degrees(dang)
+        per_s[f"{float(v.s[0]):.4f}"] = {"n": int(v.t.size), "pos_mm": error_stats(pe), "rot_deg": error_stats(re)}
         allp.append(pe)
         allr.append(re)
     if not allp:
         return {"per_s": per_s, "all": None}
     p, r = np.concatenate(allp), np.concatenate(allr)
-    return {"per_s": per_s, "all": {"n": int(p.size), "pos_mm": _stats(p), "rot_deg": _stats(r)}}
+    return {"per_s": per_s, "all": {"n": int(p.size), "pos_mm": error_stats(p), "rot_deg": error_stats(r)}}
 
 
 def evaluate_trial(
@@ -660,10 +656,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--estimator", choices=["batch", "window"], default="batch", help="default batch")
     parser.add_argument("--json", action="store_true", help="print the metrics as one JSON object")
     parser.add_argument("--out", type=Path, default=Path("out/eval_continuum"), help="plot and bag directory")
-    parser.add_argument("--window-size", type=int, default=4, help="slices in the window (lag = (size-1)/rate)")
+    parser.add_argument(
+        "--window-size", type=positive_int, default=4, help="slices in the window (lag = (size-1)/rate)"
+    )
     parser.add_argument(
         "--iterations",
-        type=int,
+        type=positive_int,
         default=None,
         help="Gauss-Newton iterations, at most: per window step (default 1; at 1, convergence is not tested) "
         f"or for the batch (default {BATCH_ITERATIONS}). A solve stops early once its largest update entry is "
@@ -676,7 +674,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="window marginalisation: chain (banded, linear in nodes; default) or exact (dense Schur complement)",
     )
     parser.add_argument(
-        "--band", type=int, default=1, help="Markov order along s of the chain marginal prior (default 1)"
+        "--band", type=positive_int, default=1, help="Markov order along s of the chain marginal prior (default 1)"
     )
     parser.add_argument(
         "--duration", type=positive_float, default=None, help="only the first DURATION seconds of the trial"
@@ -716,7 +714,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.in_sample:
         probe = trial_probe or load_trial(args.dataset_dir, args.trial, args.robot)
         tuning = default_tuning("", probe.robot.name)[0]
-    from shape_sensing.demos.common import Progress
+    from shape_sensing.demos.common import DemoOutputs, Progress
 
     unit = "iteration" if args.estimator == "batch" else "step"
     with Progress(f"eval-continuum {args.trial} ({args.estimator})", 0, enabled=not args.json, unit=unit) as bar:
@@ -733,25 +731,36 @@ def run(args: argparse.Namespace) -> int:
             robot=args.robot,
             progress=bar.report,
         )
+    if metrics["all"] is None:
+        # a run that scores nothing is an error, not "nothing scored" and rc 0
+        raise ValueError(
+            f"nothing scored: trial {args.trial} has no ground-truth (vicon*.csv) sample with s > 0 in the "
+            f"estimated span ({metrics['span_s']:.2f} s of data); check the trial's data folder"
+        )
     metrics["tuned"] = not args.untuned
     if args.in_sample:
         metrics["weights"] = "in sample: " + default_tuning("", metrics["robot"])[1]
     if not args.no_outputs:
-        args.out.mkdir(parents=True, exist_ok=True)
-        png = args.out / f"{args.trial}_{args.estimator}.png"
-        _plot(png, trial, res, metrics)
-        bag = args.out / f"{args.trial}_{args.estimator}_bag"
-        params = args.out / f"{args.trial}_{args.estimator}_params.yaml"
-        used = tuning if tuning is not None else default_tuning(trial.config.name, trial.robot.name)[0]
-        node_values = node_params(trial, weights_from_trial(trial, used), window_options(args))
-        write_bag(bag, trial, res, params=node_values)
-        write_params_file(
-            params,
-            node_values,
-            f"continuum_estimator parameters for the inputs in {bag.name} (trial {args.trial}, {metrics['weights']}).\n"
-            f"ros2 launch shape_sensing continuum_estimator.launch.xml config:={params.resolve()} use_sim_time:=true\n"
-            f"shape-sensing replay {bag} --config {params} --out OUT",
-        )
+        # written under temporary names and moved into place together: an error or a signal leaves the previous
+        # run's plot, bag and parameters as they were, and no temporary file
+        stem = f"{args.trial}_{args.estimator}"
+        names = (f"{stem}.png", f"{stem}_bag", f"{stem}_params.yaml")
+        with DemoOutputs(args.out, stem, suffixes=(), others=names) as outputs:
+            png, bag, params = (args.out / n for n in names)
+            _plot(outputs.other(names[0]), trial, res, metrics)
+            used = tuning if tuning is not None else default_tuning(trial.config.name, trial.robot.name)[0]
+            node_values = node_params(trial, weights_from_trial(trial, used), window_options(args))
+            write_bag(outputs.other(names[1]), trial, res, params=node_values)
+            write_params_file(
+                outputs.other(names[2]),
+                node_values,
+                f"continuum_estimator parameters for the inputs in {bag.name} (trial {args.trial}, "
+                f"{metrics['weights']}).\n"
+                f"ros2 launch shape_sensing continuum_estimator.launch.xml config:={params.resolve()} "
+                "use_sim_time:=true\n"
+                f"shape-sensing replay {bag} --config {params} --out OUT",
+            )
+            outputs.commit()
         metrics["plot"] = str(png)
         metrics["bag"] = str(bag)
         metrics["params"] = str(params)
@@ -766,6 +775,7 @@ def run(args: argparse.Namespace) -> int:
         f"{metrics['slices']} slices x {metrics['nodes']} nodes"
     )
     print(f"weights: {metrics['weights']}")
+    print(f"sensors: {', '.join(metrics['sensors_used']) or 'none'}")
     print(convergence_line(metrics))
     print(f"{'s (m)':>8} {'n':>5} {'pos RMSE mm':>12} {'pos MAE mm':>11} {'rot RMSE deg':>13} {'rot MAE deg':>12}")
     for s, d in metrics["per_s"].items():

@@ -14,6 +14,7 @@ import argparse
 import math
 from pathlib import Path
 
+from shape_sensing.demos.common import non_negative_float
 from shape_sensing.io.bag import bag_topics, read_bag
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
@@ -25,17 +26,33 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the command."""
     parser.add_argument("bag", type=Path, help="recording of the robot fully everted and held straight")
-    parser.add_argument("--at", type=float, default=0.0, help="seconds after the first message (default 0)")
+    parser.add_argument(
+        "--at", type=non_negative_float, default=0.0, help="seconds after the first message, >= 0 (default 0)"
+    )
     parser.add_argument("--out", type=Path, required=True, help="straight reference YAML to write")
     parser.add_argument("--config", type=Path, default=None, help="hinge_arc_estimator parameter file")
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE, help=f"robot namespace (default {DEFAULT_NAMESPACE})")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
     parser.add_argument("--json", action="store_true", help="print the result as one JSON object")
+
+
+def check_output(out: Path, bag: Path, overwrite: bool) -> None:
+    """Refuse an ``--out`` that is the input recording (or inside it), a directory, or an existing file without
+    ``--overwrite``: before anything is read, so that nothing recorded is lost."""
+    target, source = out.resolve(), bag.resolve()
+    if target == source or source in target.parents:
+        raise ValueError(f"--out {out} is the input recording {bag}; choose another file for the reference")
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; give the reference's file name (e.g. {out / 'straight.yaml'})")
+    if out.exists() and not overwrite:
+        raise ValueError(f"--out {out} already exists; choose another file or replace it with --overwrite")
 
 
 def run(args: argparse.Namespace) -> int:
     """Replay the bag up to the capture, write the reference."""
     if not (math.isfinite(args.at) and args.at >= 0):
         raise ValueError(f"--at {args.at}: expected a time >= 0 (s)")
+    check_output(Path(args.out), Path(args.bag), args.overwrite)
     topics = bag_topics(args.bag)
     tracker = VineImuTracker(_params_from(args.config, topics.keys(), args.namespace))
     tracker.capture_at(args.at)

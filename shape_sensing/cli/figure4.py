@@ -26,13 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from shape_sensing.cli.scoring import spread_stats
 from shape_sensing.estimators.growth import direction_from_angles, tip_frame
-from shape_sensing.planning.executor import StepModel, execute
+from shape_sensing.planning.executor import RC, ROBOT_A, StepModel, execute
 
 __all__ = ["PAPER", "ROBOT_A", "add_arguments", "error_vs_k", "figure4", "run"]
 
-RC = 0.10
-ROBOT_A = StepModel.from_rates(0.0043e-2, math.radians(0.025), 18.0)
 GROUPS = (4, 8, 16, 32)
 K_VALUES = (0.0077, 0.02, 0.05, 0.1, 0.2, 0.5)
 
@@ -61,11 +60,6 @@ def _pairs(n: int, k: float, rng: np.random.Generator) -> list[tuple[Any, Any, A
     return out
 
 
-def _stats(values: list[float]) -> dict[str, float]:
-    a = np.asarray(values, dtype=float)
-    return {"mean": float(a.mean()), "sd": float(a.std(ddof=1)) if len(a) > 1 else 0.0, "median": float(np.median(a))}
-
-
 def figure4(seed: int = 0, pairs: int = 50, progress: Callable[[], None] | None = None) -> dict[str, Any]:
     """Run the Figure 4 groups; return per group and mode the error statistics (``progress()`` after each pair)."""
     rng = np.random.default_rng(seed)
@@ -83,8 +77,8 @@ def figure4(seed: int = 0, pairs: int = 50, progress: Callable[[], None] | None 
             if progress is not None:
                 progress()
         groups[str(k)] = {
-            mode: {m: _stats([e[m] for e in errs]) for m in _METRICS} for mode, errs in runs.items()
-        } | {"path_length_rc": _stats(lengths)}
+            mode: {m: spread_stats([e[m] for e in errs]) for m in _METRICS} for mode, errs in runs.items()
+        } | {"path_length_rc": spread_stats(lengths)}
     return {"robot": "A", "rc_m": RC, "step_m": ROBOT_A.step_length, "bend_per_step_deg": math.degrees(
         ROBOT_A.bend_per_step or 0.0), "pairs": pairs, "seed": seed, "groups": groups}  # fmt: skip
 
@@ -107,7 +101,7 @@ def error_vs_k(
                 c.append(execute(T0, pe, ve, RC, model, closed_loop=True).errors["position_norm"])
                 if progress is not None:
                     progress()
-        out.append({"k": kk, "open": _stats(o), "closed": _stats(c)})
+        out.append({"k": kk, "open": spread_stats(o), "closed": spread_stats(c)})
     return out
 
 
@@ -200,9 +194,15 @@ def _plot(result: dict[str, Any], trend: list[dict[str, Any]], path: Path) -> No
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """CLI options of ``shape-sensing figure4``."""
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    parser.add_argument("--pairs", type=int, default=50, help="start/goal pairs per group (default 50, as the paper)")
-    parser.add_argument("--k-pairs", type=int, default=15, help="pairs per group for the k trend (default 15)")
+    from shape_sensing.demos.common import non_negative_int, positive_int
+
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="random seed, >= 0 (default 0)")
+    parser.add_argument(
+        "--pairs", type=positive_int, default=50, help="start/goal pairs per group (default 50, as the paper)"
+    )
+    parser.add_argument(
+        "--k-pairs", type=positive_int, default=15, help="pairs per group for the k trend (default 15)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
     parser.add_argument("--out", type=Path, default=None, help="also write figure4.json and figure4.png here")
 

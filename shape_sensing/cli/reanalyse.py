@@ -33,13 +33,20 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import Progress
+from shape_sensing.cli.scoring import nearest
+from shape_sensing.demos.common import DemoOutputs, Progress, positive_float, positive_int
 from shape_sensing.estimators.hinge_arc import SCHEMA
 from shape_sensing.geometry import quat_to_matrix, rotation_angle
-from shape_sensing.io.bag import bag_topics
+from shape_sensing.io.bag import PARAMETERS_KEY, bag_metadata, bag_topics
 from shape_sensing.io.bag_bulk import read_topics
 from shape_sensing.pipelines.common import resolve_topic
-from shape_sensing.pipelines.vine_imu import DEFAULT_NAMESPACE, IMU_TOPIC_RE, VineImuTracker, _params_from
+from shape_sensing.pipelines.vine_imu import (
+    DEFAULT_NAMESPACE,
+    IMU_TOPIC_RE,
+    VineImuTracker,
+    _params_from,
+    apply_recorded_reference,
+)
 from shape_sensing.pipelines.vine_imu_bulk import _decode, _truth, decode_inputs, estimates, tick_states
 
 __all__ = ["Subset", "add_arguments", "parse_subsets", "reanalyse", "run"]
@@ -112,7 +119,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "default every-k=1..6)",
     )
     parser.add_argument("--reference", default=None, help="geometry_msgs/PoseStamped tip topic to score against")
-    parser.add_argument("--max-dt", type=float, default=0.02, help="stamp matching tolerance, s (default 0.02)")
+    parser.add_argument(
+        "--max-dt", type=positive_float, default=0.02, help="stamp matching tolerance, s > 0 (default 0.02)"
+    )
     parser.add_argument(
         "--straight",
         action="append",
@@ -120,9 +129,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="T0:T1",
         help="a time window (s from the first stamped input) in which the robot was straight: drift from it",
     )
-    parser.add_argument("--config", type=Path, default=None, help="estimator parameter file (ROS 2 YAML layout)")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="estimator parameter file (ROS 2 YAML layout; default: the parameters recorded in the bag, as replay)",
+    )
+    parser.add_argument(
+        "--ignore-bag-parameters",
+        action="store_true",
+        help="without --config: the estimator's defaults instead of the parameters recorded in the bag",
+    )
     parser.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="robot namespace (default /vine)")
-    parser.add_argument("--length-bins", type=int, default=8, help="robot-length bins of the length table")
+    parser.add_argument(
+        "--length-bins", type=positive_int, default=8, help="robot-length bins of the length table, >= 1 (default 8)"
+    )
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object")
 
 
@@ -136,20 +157,21 @@ def _windows(specs: list[str] | None) -> list[tuple[float, float]]:
     return out
 
 
+def _recorded_params(text: str) -> dict[str, Any]:
+    """The estimator's parameters from the parameter file text recorded in a bag."""
+    import tempfile
+
+    from shape_sensing.config import load_node_params
+
+    with tempfile.TemporaryDirectory(prefix="shape-sensing-") as tmp:
+        path = Path(tmp) / f"{SCHEMA.node}.params.yaml"
+        path.write_text(text)
+        return load_node_params(path, SCHEMA)
+
+
 def _reference(arrays: dict[str, Any], topic: str) -> tuple[np.ndarray, np.ndarray]:
     """Sorted stamps and tip positions of a PoseStamped topic (the last message of a repeated stamp)."""
     return _truth(arrays[topic])
-
-
-def _nearest(ref: np.ndarray, stamps: np.ndarray, max_dt_ns: int) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the nearest ``ref`` stamp for each stamp, and whether it is within ``max_dt_ns``."""
-    if not len(ref):
-        return np.zeros(len(stamps), dtype=int), np.zeros(len(stamps), dtype=bool)
-    j = np.clip(np.searchsorted(ref, stamps), 1, len(ref) - 1) if len(ref) > 1 else np.zeros(len(stamps), dtype=int)
-    if len(ref) > 1:
-        left = ref[j - 1]
-        j = np.where(np.abs(stamps - left) <= np.abs(ref[j] - stamps), j - 1, j)
-    return j, np.abs(ref[j] - stamps) <= max_dt_ns
 
 
 def reanalyse(
@@ -163,12 +185,21 @@ def reanalyse(
     namespace: str = DEFAULT_NAMESPACE,
     length_bins: int = 8,
     progress: bool = True,
+    bag_parameters: bool = True,
 ) -> dict[str, Any]:
     """Run the analyses; returns the tables (see the module docstring).
 
+    Without ``config`` the estimator runs with the parameters and the straight reference recorded in the bag (as
+    ``replay`` and the node that recorded it did), unless ``bag_parameters`` is false.
+
     Raises:
-        ValueError: no IMU topics, a reference topic that is missing or not a PoseStamped, bad subsets.
+        ValueError: no IMU topics, a reference topic that is missing or not a PoseStamped, bad subsets, bad
+        ``max_dt`` or ``length_bins``, nothing scored against a reference that is there.
     """
+    if not (math.isfinite(max_dt) and max_dt > 0):
+        raise ValueError(f"--max-dt {max_dt}: expected a stamp matching tolerance > 0 (s)")
+    if length_bins < 1:
+        raise ValueError(f"--length-bins {length_bins}: expected an integer >= 1")
     topics = bag_topics(bag)
     imu_in_bag = [t for t, ty in topics.items() if IMU_TOPIC_RE.search(t) and ty == "sensor_msgs/msg/Imu"]
     if not imu_in_bag:
@@ -180,7 +211,15 @@ def reanalyse(
         if topics[reference] != POSE_STAMPED:
             raise ValueError(f"--reference {reference} is {topics[reference]}; expected {POSE_STAMPED}")
     windows = _windows(straight)
-    base = SCHEMA.validate(_params_from(config, topics.keys(), namespace))
+    meta = bag_metadata(bag)
+    recorded = meta.get(PARAMETERS_KEY.format(node=SCHEMA.node)) if config is None and bag_parameters else None
+    if recorded is not None:
+        base = SCHEMA.validate(_recorded_params(recorded), where=f"the parameters recorded in {bag}")
+        parameters = "recorded in the bag"
+    else:
+        base = SCHEMA.validate(_params_from(config, topics.keys(), namespace))
+        parameters = str(config) if config is not None else "defaults"
+    recorded_reference = argparse.Namespace(bag_metadata=meta) if config is None and bag_parameters else None
     n = len(base["imu_topics"])
     chosen = parse_subsets(subsets, n)
     imu_names = [resolve_topic(t, namespace) for t in base["imu_topics"]]
@@ -208,6 +247,8 @@ def reanalyse(
     t_start = None
     for s_i, sub in enumerate(chosen):
         tracker = VineImuTracker(base | sub.params())
+        if recorded_reference is not None:
+            apply_recorded_reference(tracker, recorded_reference)
         if states is None:
             states = tick_states(inputs, tracker.ticker.period_ns)
         if not tracker.config.used.any():
@@ -240,7 +281,7 @@ def reanalyse(
             "spacing_m": float(np.mean(np.diff(pos))) if len(pos) > 1 else float("nan"),
             "estimates": len(st),
         }
-        j, ok = _nearest(ref_stamps, st, round(max_dt * 1e9))
+        j, ok = nearest(ref_stamps, st, round(max_dt * 1e9))
         if scored_by is not None and ok.any():
             err = np.linalg.norm(tip[ok] - ref_tips[j[ok]], axis=1)
             pct = 100.0 * err / np.maximum(ln[ok], 1e-9)
@@ -258,9 +299,15 @@ def reanalyse(
         rows.append(row)
         if want_rot and sensor_rot:
             drift = _drift(np.array(sensor_rot), st, t_start, tracker, arrays.get(truth_sensors), windows, max_dt, n)
+    if scored_by is not None and not any(r["scored"] for r in rows):
+        raise ValueError(
+            f"nothing scored: no estimate of {bag} is within --max-dt {max_dt:g} s of a stamp on {scored_by}; "
+            "a larger --max-dt, or another --reference"
+        )
     by_length = _length_table(per_subset, length_bins)
     return {
         "bag": str(bag),
+        "parameters": parameters,
         "scored_against": scored_by,
         "ticks": 0 if states is None else len(states.ticks),
         "spacing": rows,
@@ -323,7 +370,7 @@ def _drift(
             poses.append([[p.orientation.x, p.orientation.y, p.orientation.z, p.orientation.w] for p in msg.poses])
         order = np.argsort(ts, kind="stable")
         ts_arr = np.array(ts, dtype=np.int64)[order]
-        j, ok = _nearest(ts_arr, stamps, round(max_dt * 1e9))
+        j, ok = nearest(ts_arr, stamps, round(max_dt * 1e9))
         # Discrepancy D = R_est^T R_true per sensor; its change since the sensor's first sample is the drift
         # (a constant part, e.g. a mounting the truth does not include, cancels).
         first: dict[int, np.ndarray] = {}
@@ -456,17 +503,27 @@ def _print_tables(result: dict[str, Any]) -> None:
         print(f"mean |drift|: {_fmt(drift['mean_abs_drift_deg_per_min'], 1, 3)} deg/min")
 
 
+#: what reanalyse writes under --out, replaced together (a previous run's file this run does not write is removed)
+OUTPUTS = ("reanalysis.json", "tip_error_vs_spacing.png", "error_vs_length.png", "drift.png")
+
+
 def run(args: argparse.Namespace) -> int:
-    """CLI entry."""
+    """CLI entry. The tables and plots are written under temporary names in ``--out`` and moved into place together
+    at the end: an error, Ctrl-C or SIGTERM leaves the previous run's files as they were and no temporary file."""
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out} is a file; reanalyse writes a directory of tables and plots")
     result = reanalyse(
         args.input, subsets=args.subsets, reference=args.reference, max_dt=args.max_dt, straight=args.straight,
         config=args.config, namespace=args.namespace, length_bins=args.length_bins, progress=not args.json,
+        bag_parameters=not args.ignore_bag_parameters,
     )  # fmt: skip
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    files = _plots(out, result)
-    public = _public(result) | {"plots": files}
-    (out / "reanalysis.json").write_text(json.dumps(public, indent=1, allow_nan=True) + "\n")
+    with DemoOutputs(out, "reanalysis", suffixes=(), others=OUTPUTS) as outputs:
+        written = _plots(outputs.tmp, result)
+        files = [str(out / Path(f).name) for f in written]
+        public = _public(result) | {"plots": files}
+        outputs.other("reanalysis.json").write_text(json.dumps(public, indent=1, allow_nan=True) + "\n")
+        outputs.commit()
     if args.json:
         print(json.dumps(public, sort_keys=True))
     else:

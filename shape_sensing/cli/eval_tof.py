@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
+from shape_sensing.cli.scoring import pose_errors
 from shape_sensing.demos.common import print_metrics
-from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.tof_localise import summarise_errors
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.bag import read_bag
@@ -76,9 +76,9 @@ def evaluate(path: Path, truth_topic: str = TRUTH, estimate_topic: str = ESTIMAT
             raise BagError(f"{bag}: estimate at {stamp} ns samples arc lengths {s_e} but the truth {s_t}")
         s_ref = s_t
         ring = s_t > 0
-        dp_rows.append(np.linalg.norm(T_e[ring, :3, 3] - T_t[ring, :3, 3], axis=1))
-        dR = np.swapaxes(T_t[ring, :3, :3], 1, 2) @ T_e[ring, :3, :3]
-        ang_rows.append(np.linalg.norm(lie.so3_log(dR), axis=1))
+        dp_ring, ang_ring = pose_errors(T_e[ring], T_t[ring])
+        dp_rows.append(dp_ring)
+        ang_rows.append(ang_ring)
     if not dp_rows:
         raise BagError(f"{bag}: no estimate stamp within 1 ms of a ground-truth stamp")
     dp, ang = np.array(dp_rows), np.array(ang_rows)
@@ -91,11 +91,15 @@ def evaluate(path: Path, truth_topic: str = TRUTH, estimate_topic: str = ESTIMAT
     return out
 
 
-def reestimate(path: Path, map_path: Path, use_strain: bool = True, truth_topic: str = TRUTH) -> dict[str, object]:
-    """Estimate again from the sensor data in a bag and score it against the bag's ground truth."""
-    from shape_sensing.demos.tof_continuum import sensor_data_from_bag
+def reestimate(
+    path: Path, map_path: Path, use_strain: bool = True, truth_topic: str = TRUTH, progress: bool = False
+) -> dict[str, object]:
+    """Estimate again from the sensor data in a bag and score it against the bag's ground truth (``progress``: a
+    bar of the solver's iterations on stderr; the estimate takes minutes on a long run)."""
+    from shape_sensing.demos.common import Progress
     from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise, ring_errors
     from shape_sensing.io.maps import load_map
+    from shape_sensing.pipelines.tof_recording import sensor_data_from_bag
 
     bag = _resolve(Path(path))
     truth = {}
@@ -105,7 +109,9 @@ def reestimate(path: Path, map_path: Path, use_strain: bool = True, truth_topic:
     if not truth:
         raise BagError(f"{bag} has no ground truth on {truth_topic}: nothing to score against")
     data = sensor_data_from_bag(bag)
-    res = localise(data, load_map(map_path), LocaliseConfig(use_strain=use_strain))
+    prior = load_map(map_path)
+    with Progress("eval-tof: estimate", 0, enabled=progress, unit="iteration") as bar:
+        res = localise(data, prior, LocaliseConfig(use_strain=use_strain), progress=lambda done, _: bar.update(done))
     stamps = np.array(sorted(truth))
     s_all = truth[int(stamps[0])][0]
     T_all = np.stack([truth[int(k)][1] for k in stamps])
@@ -118,10 +124,20 @@ def reestimate(path: Path, map_path: Path, use_strain: bool = True, truth_topic:
     return out
 
 
+def _watched() -> bool:
+    import sys
+
+    return sys.stderr.isatty()
+
+
 def run(args: argparse.Namespace) -> int:
     """CLI entry."""
     if args.reestimate is not None:
-        metrics = reestimate(args.path, args.reestimate, not args.no_strain, args.truth_topic)
+        if not args.reestimate.is_file():
+            raise ValueError(f"--reestimate {args.reestimate}: no such map file (.ply/.pcd)")
+        metrics = reestimate(
+            args.path, args.reestimate, not args.no_strain, args.truth_topic, progress=not args.json or _watched()
+        )
     else:
         metrics = evaluate(args.path, args.truth_topic, args.estimate_topic)
     print_metrics(metrics, args.json, title="eval-tof")

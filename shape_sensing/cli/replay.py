@@ -63,10 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         contract.add_replay_arguments(parser)
 
 
-def select_pipeline(topics: dict[str, str], forced: str | None = None) -> ModuleType:
+def select_pipeline(topics: dict[str, str], forced: str | None = None, configured: bool = False) -> ModuleType:
     """The pipeline module for a bag's topics (chosen by :func:`~shape_sensing.pipelines.contracts.select`;
     only that pipeline is imported)."""
-    return importlib.import_module(PIPELINES[contracts.select(topics, forced)])
+    return importlib.import_module(PIPELINES[contracts.select(topics, forced, configured)])
 
 
 def replay_bag(
@@ -81,7 +81,7 @@ def replay_bag(
 ) -> dict[str, Any] | None:
     """Replay ``input_path`` into ``out``; returns metrics when ground truth was present."""
     topics = bag_topics(input_path)
-    mod = select_pipeline(topics, pipeline)
+    mod = select_pipeline(topics, pipeline, configured=config is not None)
     if Path(out).resolve() == Path(input_path).resolve():
         raise ValueError(f"--out {out} is the input bag; choose another output")
     args.bag_topics = topics

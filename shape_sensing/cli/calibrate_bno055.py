@@ -11,13 +11,17 @@ node restores the file at start (``calibration_file``) and on its
 ``~/restore_calibration`` service.
 
 Exit status: 0 when every sensor was captured, 1 on timeout (what was captured
-is saved), 2 on a bad argument or configuration.
+is saved), 2 on a bad argument or configuration, 130/143 on Ctrl-C/SIGTERM (what
+was captured is saved too). ``--out`` is checked before the calibration starts
+and written atomically.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from shape_sensing.demos.common import positive_float
+from shape_sensing.demos.common import non_negative_int, positive_float
 from shape_sensing.drivers.bno055_chain import SCHEMA, Bno055Chain, CalibrationStore, ChainOptions
 from shape_sensing.drivers.i2c_topology import Topology
 
@@ -58,7 +62,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the command."""
     parser.add_argument("--out", type=Path, required=True, help="calibration YAML to write (kept profiles are merged)")
     parser.add_argument("--config", type=Path, help="bno055_chain parameter file (default: the 18-sensor example tree)")
-    parser.add_argument("--bus", type=int, help="I2C adapter number, overrides the config's 'bus'")
+    parser.add_argument("--bus", type=non_negative_int, help="I2C adapter number, overrides the config's 'bus'")
     parser.add_argument(
         "--timeout", type=positive_float, default=300.0, help="give up after this many seconds (default 300)"
     )
@@ -66,11 +70,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rate", type=positive_float, default=20.0, help="sweep rate while calibrating, Hz (default 20)"
     )
     parser.add_argument("--simulate", action="store_true", help="use simulated chips that calibrate over a few seconds")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the simulation (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of the simulation, >= 0 (default 0)")
+
+
+def check_writable(out: Path) -> None:
+    """Fail now, not after minutes of hand motion, if ``out`` cannot be written (a directory, a parent that is a
+    file, no permission, a read-only file system)."""
+    if out.is_dir():
+        raise ValueError(f"--out {out} is a directory; give the calibration file's name (e.g. {out / 'bno055.yaml'})")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(prefix=f".{out.name}.", suffix=".probe", dir=out.parent):
+            pass
+    except OSError as exc:
+        raise ValueError(f"--out {out}: cannot write there ({exc.strerror or exc})") from None
+    if out.exists() and not os.access(out, os.R_OK):
+        raise ValueError(f"--out {out}: cannot read the profiles already in it (permission)")
 
 
 def run(args: argparse.Namespace) -> int:
     """Capture, print progress, save; see the module docstring for the exit status."""
+    check_writable(args.out)
     params = SCHEMA.load_yaml(args.config) if args.config else SCHEMA.defaults()
     if args.bus is not None:
         params["bus"] = args.bus
@@ -140,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     print("BNO055 calibration (datasheet 3.11); for each level below 3:")
     for name in ("gyr", "acc", "mag", "sys"):
         print(f"  {name}: {MOTIONS[name]}")
+    interrupted: KeyboardInterrupt | None = None
     try:
         while True:
             elapsed = (clock() - t0) / 1e9
@@ -164,9 +185,17 @@ def run(args: argparse.Namespace) -> int:
             if captured >= set(names) or elapsed >= args.timeout:
                 break
             sleep(max(0.0, period - (clock() - tick) / 1e9))
+    except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: keep what was captured
+        interrupted = exc
     finally:
         chain.close()
         bus.close()
+    if interrupted is not None:
+        got = sorted(n for n in names if chain.health[n].captures)
+        if got:
+            path = chain.save_calibration(args.out)
+            print(f"saved the {len(got)} profile(s) captured before the interruption to {path}: {got}")
+        raise interrupted
     path = chain.save_calibration(args.out)
     missing = [n for n in names if n not in captured]
     print(f"saved {len(chain.calibration.profiles)} profile(s) to {path}"
