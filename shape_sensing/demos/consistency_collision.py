@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from scipy.stats import chi2
 
+from shape_sensing.demos.consistency import nees_band
 from shape_sensing.drivers.contact_cap import ContactCap
 from shape_sensing.estimators.collision_pivot import (
     TIP_COVARIANCE_TERMS,
@@ -34,12 +34,6 @@ __all__ = ["CUMULATIVE_TERMS", "collision_nees", "nees_band"]
 START_NS = 1_000_000_000
 #: cumulative subsets of the tip covariance's terms, in the order they were added
 CUMULATIVE_TERMS = tuple(TIP_COVARIANCE_TERMS[: i + 1] for i in range(len(TIP_COVARIANCE_TERMS)))
-
-
-def nees_band(runs: int, dof: int, level: float = 0.95) -> tuple[float, float]:
-    """The two-sided ``level`` band of the mean of ``runs`` independent chi-square(``dof``) draws."""
-    lo, hi = chi2.ppf([(1 - level) / 2, (1 + level) / 2], dof * runs) / runs
-    return float(lo), float(hi)
 
 
 def collision_nees(
