@@ -7,6 +7,10 @@ averages 3. Each figure is printed with the 95 % band of the mean of ``M`` indep
 * hinge-arc (vine robot, simulator: seed 000's passive, active and growth experiments, sensors dropped, a kink;
   base placement known and unknown; seeds 0..M-1);
 * rigid-module (hyper-redundant robot, simulator, both heading modes, seeds 0..M-1);
+* collision-pivot (vine robot, collision simulator, three-obstacle course, every fault on, seeds 0..M-1): the
+  pivot length (1 DoF) and the tip (2 DoF) of both filters, the tip with the covariance's terms added one by one;
+* continuum (synthetic robot, batch, Laplace tip covariance, measurement noise as the weights state, seeds
+  0..M-1);
 * continuum (real dataset, tip Laplace covariance against the Vicon marker at the tip, batch; skipped without the
   dataset).
 """
@@ -72,6 +76,51 @@ def rigid_module(runs: int, duration: float) -> None:
               f"{np.round(per_run, 2).tolist()}; {band(runs)}")  # fmt: skip
 
 
+def collision_pivot(runs: int) -> None:
+    import time
+
+    from shape_sensing.demos.consistency_collision import collision_nees, nees_band
+
+    t0 = time.process_time()
+    res = collision_nees(runs)
+    cpu = time.process_time() - t0
+    for f, r in res.items():
+        lo, hi = nees_band(runs, 1)
+        print(
+            f"collision-pivot ({f}, three obstacles, all faults): pivot NEES (1 DoF) mean {np.mean(r['pivot']):.2f}, "
+            f"runs {np.round(r['pivot'], 2).tolist()}; 95 % band for {runs} run(s): [{lo:.2f}, {hi:.2f}]"
+        )
+        lo, hi = nees_band(runs, 2)
+        for terms, v in r["tip"].items():
+            print(
+                f"collision-pivot ({f}): tip NEES (2 DoF) with {terms}: mean {np.mean(v):.2f}, runs "
+                f"{np.round(v, 2).tolist()}; 95 % band for {runs} run(s): [{lo:.2f}, {hi:.2f}]"
+            )
+    print(f"collision-pivot: {cpu:.1f} s CPU, load average {Path('/proc/loadavg').read_text().split()[0]}")
+
+
+def continuum_synthetic(runs: int) -> None:
+    import time
+
+    from shape_sensing.demos.consistency_collision import nees_band
+    from shape_sensing.demos.consistency_continuum import continuum_nees
+
+    lo, hi = nees_band(runs, 3)
+    cases = [
+        ("poses at s 0/0.4 (tip measured), gyro at 0.2", {"pose_s": (0.0, 0.4), "gyro_s": (0.2,)}),
+        ("poses at s 0/0.2, gyros at 0.2/0.4", {}),
+        ("poses at s 0/0.2, gyros at 0.2/0.4, noise 4x the stated", {"noise_scale": 4.0}),
+    ]
+    for label, kw in cases:
+        t0 = time.process_time()
+        per_run = continuum_nees(runs, **kw)  # type: ignore[arg-type]
+        print(
+            f"continuum (synthetic bending robot, batch, {label}): tip NEES mean {np.mean(per_run):.2f}, runs "
+            f"{np.round(per_run, 2).tolist()}; 95 % band for {runs} run(s): [{lo:.2f}, {hi:.2f}] "
+            f"({time.process_time() - t0:.1f} s CPU)"
+        )
+
+
 def continuum(dataset: Path | None) -> None:
     from shape_sensing.cli.eval_continuum import evaluate_trial
     from shape_sensing.estimators.continuum import lie
@@ -108,6 +157,8 @@ def main() -> None:
         dataset = next((p / rel for p in Path(__file__).resolve().parents if (p / rel).is_dir()), None)
     hinge_arc(args.runs, 30.0)
     rigid_module(args.runs, 8.0)
+    collision_pivot(args.runs)
+    continuum_synthetic(args.runs)
     continuum(dataset)
 
 

@@ -17,7 +17,16 @@ from typing import Any
 
 import yaml
 
-__all__ = ["ConfigError", "Param", "Schema", "flatten", "load_node_params", "load_param_file", "param_file_text"]
+__all__ = [
+    "LIVE_PARAMS",
+    "ConfigError",
+    "Param",
+    "Schema",
+    "flatten",
+    "load_node_params",
+    "load_param_file",
+    "param_file_text",
+]
 
 
 class ConfigError(ValueError):
@@ -265,3 +274,38 @@ def param_file_text(node: str, params: Mapping[str, Any], comment: str = "") -> 
         {f"/**/{node}": {"ros__parameters": dict(params)}}, sort_keys=False, width=110, default_flow_style=None
     )
     return "".join(f"# {line}\n" for line in comment.splitlines()) + body
+
+
+#: Parameters of the live input stage (``pipelines/input_stage.py``), declared by every estimator node (and
+#: accepted, unused, by replay). Here, with the other parameter definitions, so an estimator's schema can hold them
+#: without importing the pipelines.
+LIVE_PARAMS: tuple[Param, ...] = (
+    Param(
+        "input_queue_depth",
+        int,
+        200,
+        "messages each input subscription queues (keep last): 200 holds a 2 s stall of a 100 Hz topic",
+        min=1,
+        max=100000,
+    ),
+    Param(
+        "reorder_window",
+        float,
+        0.2,
+        "stamp-ordered input stage: longest wait (s of the node's active time) for an input that delivered "
+        "nothing before the others are released past it",
+        min=0.0,
+        max=10.0,
+        unit="s",
+    ),
+    Param(
+        "max_lag",
+        float,
+        0.5,
+        "an input queued longer than this (publication to processing) is dropped, oldest first; ToF frames "
+        "are decimated 1:2 beyond half of it",
+        min=0.01,
+        max=60.0,
+        unit="s",
+    ),
+)

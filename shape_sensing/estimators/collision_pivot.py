@@ -49,9 +49,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from shape_sensing.config import ConfigError, Param, Schema
+from shape_sensing.config import LIVE_PARAMS, ConfigError, Param, Schema
 from shape_sensing.estimators.heading_drift import HeadingDriftEstimator
-from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 
 __all__ = [
     "EVENT_CONTACT_END",
@@ -205,6 +204,19 @@ class PaperPivotFilter:
         return x0 * u, x1 * u, (n00 * u * u, n01 * u * u, n01 * u * u, n11 * u * u)
 
 
+Cov2 = tuple[float, float, float]  # a symmetric 2x2 covariance: (xx, xy, yy)
+
+# The sources of error the tip covariance (PivotOutput.tip_covariance) is made of, each kept apart
+# (PivotOutput.tip_covariance_terms) so that what each contributes can be measured:
+# length: the grown length's noise (length_noise) along the heading;
+# pivot: the pivot filter's variance of the pivot length;
+# heading_noise: the heading sensor's noise (heading_noise) on the free length and on the segment behind the pivot;
+# drift: the heading drift estimate's variance times the grown length squared;
+# hypothesis: while a candidate pivot is open, the spread between its two tips (grown free from the candidate
+#     or still turning about the held pivot), as a variance along the line between them.
+TIP_COVARIANCE_TERMS = ("length", "pivot", "heading_noise", "drift", "hypothesis")
+
+
 @dataclass
 class PathRecon:
     """Algorithm 1 (PathRecon), online: one sample in, the tip out.
@@ -223,11 +235,27 @@ class PathRecon:
     _last_total: float = 0.0
     _live_tip: tuple[float, float] | None = None
     _live_total: float = 0.0
+    # Tip covariance, linearised and split by source (see TIP_COVARIANCE_TERMS): each term's covariance of the
+    # last fixed pivot, each term's heading variance of the segment behind the pivot (v_prev), and each term's
+    # tip covariance of the last step (a term absent from the step's variances contributes nothing)
+    base_cov: dict[str, Cov2] = field(default_factory=dict)
+    v_var: dict[str, float] = field(default_factory=dict)
+    tip_cov: dict[str, Cov2] = field(default_factory=dict)
+    _last_cov: dict[str, Cov2] = field(default_factory=dict)
+    _live_cov: dict[str, Cov2] = field(default_factory=dict)
 
     def step(
-        self, l_total: float, l_free: float, heading: float, is_contact: bool, live: bool = True
-    ) -> tuple[tuple[float, float], bool]:
-        """The tip for this sample; second item: a pivot was fixed before it (contact ended)."""
+        self, l_total: float, l_free: float, heading: float, is_contact: bool, live: bool = True,
+        variances: dict[str, tuple[float, float]] | None = None,
+    ) -> tuple[tuple[float, float], bool]:  # fmt: skip
+        """The tip for this sample; second item: a pivot was fixed before it (contact ended).
+
+        ``variances``: per source of error, ``(variance of the pivot length (m^2), variance of this
+        sample's heading (rad^2))``; when given, :attr:`tip_cov` holds each source's tip covariance (first
+        order: the fixed pivot's covariance carried on, the heading error swinging the free length and the
+        segment behind the pivot, the pivot-length error moving the tip along the difference of the two
+        directions).
+        """
         c, s = math.cos(heading), math.sin(heading)
         if self.v_prev is None:
             self.v_prev = (c, s)
@@ -235,8 +263,10 @@ class PathRecon:
         if self._was_contact and not is_contact:
             if self.pivot_at_last_live and self._live_tip is not None:
                 self.p_prev, self.l_prev = self._live_tip, self._live_total
+                self.base_cov = dict(self._live_cov)
             else:
                 self.p_prev, self.l_prev = self._last_tip, self._last_total
+                self.base_cov = dict(self._last_cov)
             self.pivots.append((self.p_prev[0], self.p_prev[1], self.l_prev))
             fixed = True
         px, py = self.p_prev
@@ -244,15 +274,34 @@ class PathRecon:
             d = l_total - l_free - self.l_prev
             vx, vy = self.v_prev
             tip = (px + d * vx + l_free * c, py + d * vy + l_free * s)
+            if variances is not None:
+                self.tip_cov = {}
+                for k, (var_l, var_h) in variances.items():
+                    b = self.base_cov.get(k, (0.0, 0.0, 0.0))
+                    gx, gy = vx - c, vy - s  # d tip / d L_pivot
+                    vv = self.v_var.get(k, 0.0) * d * d
+                    hh = var_h * l_free * l_free
+                    self.tip_cov[k] = (b[0] + var_l * gx * gx + vv * vy * vy + hh * s * s,
+                                       b[1] + var_l * gx * gy - vv * vx * vy - hh * c * s,
+                                       b[2] + var_l * gy * gy + vv * vx * vx + hh * c * c)  # fmt: skip
             if live:
                 self._live_tip, self._live_total = tip, l_total
+                self._live_cov = dict(self.tip_cov)
         else:
             d = l_total - self.l_prev
             tip = (px + d * c, py + d * s)
             self.v_prev = (c, s)
             self._live_tip = None
+            if variances is not None:
+                self.tip_cov = {}
+                for k, (_var_l, var_h) in variances.items():
+                    b = self.base_cov.get(k, (0.0, 0.0, 0.0))
+                    hh = var_h * d * d
+                    self.tip_cov[k] = (b[0] + hh * s * s, b[1] - hh * c * s, b[2] + hh * c * c)
+                    self.v_var[k] = var_h
         self._was_contact = is_contact
         self._last_tip, self._last_total = tip, l_total
+        self._last_cov = self.tip_cov
         return tip, fixed
 
     def current_pivot(self, l_pivot: float) -> tuple[float, float]:
@@ -322,6 +371,9 @@ class PivotOutput:
     heading_drift: float = 0.0  # rad/m, the drift per metre in use (estimated online or configured)
     heading_drift_variance: float = 0.0  # (rad/m)^2
     candidate_open: bool = False  # contact lost beyond contact_gap, the pivot not decided yet
+    # the tip's position covariance in the base frame, (xx, xy, yy) m^2: the sum of tip_covariance_terms
+    tip_covariance: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    tip_covariance_terms: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
 # The improvements over the paper's filter, each switchable for the ablation:
@@ -362,6 +414,7 @@ class CollisionPivotConfig:
     heading_drift_per_metre: float = 0.0
     force_min: float = 0.1
     force_noise: float = 0.05
+    force_slip: float = 0.12
     pressure_noise: float = 100.0
     contact_angle_noise: float = 0.05
     pivot_process_noise: float = 1e-4
@@ -372,6 +425,7 @@ class CollisionPivotConfig:
     withdraw_margin: float = 0.05
     heading_noise: float = 0.0087
     heading_drift_prior_sigma: float = 0.052
+    length_noise: float = 1e-4  # m, 1 sigma of the grown length (encoder resolution): the tip's along-track variance
     improvements: tuple[str, ...] | None = None
 
     @classmethod
@@ -426,6 +480,7 @@ class CollisionPivotEstimator:
         self._mean = 0.0  # constant-pivot filter (pivot_events)
         self._var = 0.0
         self._accepted = 0
+        self._slope = 0.0  # d L_free / d theta_contact / L_free at the last accepted sample: tan(theta_contact)
         self.counts = {"samples": 0, "contact_samples": 0, "held_samples": 0, "measurements": 0,
                        "dropouts_skipped": 0, "buckling_violations": 0, "gated": 0, "pivots": 0, "candidates": 0,
                        "merged": 0, "withdrawn": 0}  # fmt: skip
@@ -564,7 +619,10 @@ class CollisionPivotEstimator:
                 c["buckling_violations"] += 1
             z = s.total_length - min(max(l_free_meas, 0.0), s.total_length)
             if self.pivot_events:
-                used = self._constant_update(z, l_free_meas, theta_c, f_avg, p_avg, n_avg, met, dt)
+                # unclipped: clipping L_free to [0, L_total] biases a pivot at the base (or behind the last fixed
+                # one) forward; the estimate is clamped instead
+                z_raw = s.total_length - l_free_meas if math.isfinite(l_free_meas) else z
+                used = self._constant_update(z_raw, l_free_meas, theta_c, f_avg, p_avg, n_avg, met, dt)
             else:
                 self.kf.update(z, dt)
                 used = True
@@ -572,7 +630,10 @@ class CollisionPivotEstimator:
         if self.pivot_events:
             if contact:
                 self._var += cfg.pivot_process_noise**2 * max(dt, 0.0)
-            l_pivot, rate, cov = self._mean, 0.0, (self._var, 0.0, 0.0, 0.0)
+            # the contact angle comes from the cap's switches: its error is the same over many samples (the same
+            # switches pressed) and does not average down; it bounds the pivot's variance from below
+            floor = (max(s.total_length - self._mean, 0.0) * self._slope * cfg.contact_angle_noise) ** 2
+            l_pivot, rate, cov = self._mean, 0.0, (self._var + floor, 0.0, 0.0, 0.0)
         else:
             u = cfg.kf_unit
             k = self.kf
@@ -592,7 +653,15 @@ class CollisionPivotEstimator:
         else:
             floor = self._episode_l_prev if self.pivot_events else 0.0
         l_pivot_c = min(max(l_pivot, floor), s.total_length)
-        tip, fixed = self.recon.step(s.total_length, s.total_length - l_pivot_c, heading, contact, s.live_contact)
+        variances = {"pivot": (cov[0], 0.0), "heading_noise": (0.0, cfg.heading_noise**2),
+                     "drift": (0.0, drift_var * s.total_length**2)}  # fmt: skip
+        tip, fixed = self.recon.step(s.total_length, s.total_length - l_pivot_c, heading, contact, s.live_contact,
+                                     variances)  # fmt: skip
+        terms = dict(self.recon.tip_cov)
+        ln, ch, sh = cfg.length_noise**2, math.cos(heading), math.sin(heading)
+        terms["length"] = (ln * ch * ch, ln * ch * sh, ln * sh * sh)
+        hyp = (0.0, 0.0, 0.0)
+        free = tip  # the tip grown free from the last fixed pivot
         if contact:
             self._held_pivot = l_pivot_c
         elif self._candidate is not None and self._snapshot is not None and turning:
@@ -602,6 +671,16 @@ class CollisionPivotEstimator:
             vx, vy = sp.v_prev if sp.v_prev is not None else (1.0, 0.0)
             d, lf = self._held_pivot - sp.l_prev, s.total_length - self._held_pivot
             tip = (sp.p_prev[0] + d * vx + lf * math.cos(heading), sp.p_prev[1] + d * vy + lf * math.sin(heading))
+        if self._candidate is not None and self._snapshot is not None and not contact:
+            # undecided: the other hypothesis's tip is as likely; its offset is a variance along the line between them
+            sp = self._snapshot
+            vx, vy = sp.v_prev if sp.v_prev is not None else (1.0, 0.0)
+            d, lf = self._held_pivot - sp.l_prev, s.total_length - self._held_pivot
+            held_tip = (sp.p_prev[0] + d * vx + lf * math.cos(heading),
+                        sp.p_prev[1] + d * vy + lf * math.sin(heading))  # fmt: skip
+            other = free if turning else held_tip
+            dx, dy = other[0] - tip[0], other[1] - tip[1]
+            hyp = (dx * dx, dx * dy, dy * dy)
         if fixed:
             self.pivot_index += 1
             c["pivots"] += 1
@@ -622,6 +701,8 @@ class CollisionPivotEstimator:
             pivot_length_rate=rate, covariance=cov, pivot=pivot, pivot_index=self.pivot_index,
             in_contact=contact, held=held, buckling_condition_met=met, measurement_used=used, events=events,
             heading_drift=drift, heading_drift_variance=drift_var, candidate_open=self._candidate is not None,
+            tip_covariance=tuple(sum(v[i] for v in terms.values()) + hyp[i] for i in range(3)),  # type: ignore[arg-type]
+            tip_covariance_terms={**terms, "hypothesis": hyp},
         )  # fmt: skip
 
     def _measure(self, s: CollisionSample, force: float, pressure: float) -> tuple[float, float, bool]:
@@ -639,8 +720,11 @@ class CollisionPivotEstimator:
         cfg = self.config
         if not met or not math.isfinite(l_free):
             return False
-        n = max(n, 1)
-        rel = ((cfg.force_noise / max(f_avg, 1e-9)) ** 2 + (cfg.pressure_noise / max(p_avg, 1e-9)) ** 2) / n
+        # Each sample's relative error of L_free: the force's additive noise and stick-slip, the pressure's noise,
+        # the contact angle's. Not divided by the moving average's n: successive averages share n - 1 samples, so
+        # each brings about one sample's information (dividing by n counted every sample n times).
+        rel = (cfg.force_noise / max(f_avg, 1e-9)) ** 2 + cfg.force_slip**2
+        rel += (cfg.pressure_noise / max(p_avg, 1e-9)) ** 2
         rel += (math.tan(theta_c) * cfg.contact_angle_noise) ** 2
         r = l_free * l_free * rel + 1e-6
         innov = z - self._mean
@@ -652,6 +736,7 @@ class CollisionPivotEstimator:
         self._mean += k * innov
         self._var *= 1.0 - k
         self._accepted += 1
+        self._slope = math.tan(theta_c)
         return True
 
 
@@ -687,6 +772,9 @@ SCHEMA = Schema(
         Param("force_min", float, 0.1, "improved: a contact reading below this force is a dropout", min=0.0,
               unit="N"),
         Param("force_noise", float, 0.05, "improved: force sensor noise (1 sigma)", min=0.0, unit="N"),
+        Param("force_slip", float, 0.12, "improved: force sensor stick-slip, relative (1 sigma)", min=0.0),
+        Param("length_noise", float, 1e-4, "improved: grown length noise (1 sigma; the tip covariance's along-track "
+              "part)", min=0.0, unit="m"),
         Param("pressure_noise", float, 100.0, "improved: pressure sensor noise (1 sigma)", min=0.0, unit="Pa"),
         Param("contact_angle_noise", float, 0.05, "improved: contact angle noise (1 sigma)", min=0.0, unit="rad"),
         Param("pivot_process_noise", float, 1e-4, "improved: pivot random walk", min=0.0, unit="m/sqrt(s)"),

@@ -76,10 +76,9 @@ from typing import NamedTuple
 import numpy as np
 from scipy.spatial.transform import Rotation
 
-from shape_sensing.config import Param, Schema
+from shape_sensing.config import LIVE_PARAMS, Param, Schema
 from shape_sensing.estimators.straight_reference import StraightReference, capture_reference
 from shape_sensing.geometry import FloatArray
-from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 from shape_sensing.types import DeferredValues, DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 
 __all__ = [

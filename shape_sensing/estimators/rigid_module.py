@@ -61,9 +61,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from shape_sensing.config import ConfigError, Param, Schema
+from shape_sensing.config import LIVE_PARAMS, ConfigError, Param, Schema
 from shape_sensing.geometry import FloatArray, matrix_to_rotvec, quat_to_matrix, rotvec_to_matrix
-from shape_sensing.pipelines.input_stage import LIVE_PARAMS
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample, ShapeEstimate
 
 __all__ = [

@@ -44,7 +44,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from shape_sensing.config import Param
+from shape_sensing.config import LIVE_PARAMS
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
 __all__ = ["GAP_FACTOR", "KEEP_WHEN_BEHIND", "LIVE_PARAMS", "InputCounters", "InputStage", "Released"]
@@ -55,39 +55,6 @@ KEEP_WHEN_BEHIND = 4
 
 #: A stamp step longer than this many running periods of an input counts missing inputs.
 GAP_FACTOR = 1.8
-
-#: Parameters of the live input stage, declared by every estimator node (and accepted, unused, by replay).
-LIVE_PARAMS: tuple[Param, ...] = (
-    Param(
-        "input_queue_depth",
-        int,
-        200,
-        "messages each input subscription queues (keep last): 200 holds a 2 s stall of a 100 Hz topic",
-        min=1,
-        max=100000,
-    ),
-    Param(
-        "reorder_window",
-        float,
-        0.2,
-        "stamp-ordered input stage: longest wait (s of the node's active time) for an input that delivered "
-        "nothing before the others are released past it",
-        min=0.0,
-        max=10.0,
-        unit="s",
-    ),
-    Param(
-        "max_lag",
-        float,
-        0.5,
-        "an input queued longer than this (publication to processing) is dropped, oldest first; ToF frames "
-        "are decimated 1:2 beyond half of it",
-        min=0.01,
-        max=60.0,
-        unit="s",
-    ),
-)
-
 
 @dataclass
 class InputCounters:
