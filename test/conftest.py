@@ -89,6 +89,10 @@ SLOW_TESTS = (
     "test/test_continuum_eval.py::test_gyro_readings_missing_at_impacts_do_not_flip_a_node",
     "test/test_collision_faults.py::test_calibrate_heading_drift_recovers_the_simulated_drift_from_a_straight_growth_bag",
     "test/test_vine_frames.py",
+    "test/test_tof_real_recording.py::test_layout_from_tf_static",
+    "test/test_tof_real_recording.py::test_real_style_recording",
+    "test/test_tof_real_recording.py::test_replay_of_the_recording",
+    "test/test_tof_range_convention_localise.py::test_radial_chips",
 )
 
 

@@ -41,6 +41,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="estimate again from the bag's sensor data against this prior map (.ply/.pcd) and score that",
     )
     parser.add_argument("--no-strain", action="store_true", help="with --reestimate: leave strain out")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="with --reestimate: the estimator's parameter file (continuum_estimator layout, e.g. a copy of "
+        "config/continuum_tof.yaml) naming the sensor topics and arc lengths; the ToF mountings come from the "
+        "bag's /tf_static. Default: the demo's /tof_rig topic",
+    )
+    parser.add_argument(
+        "--range-convention",
+        choices=("perpendicular", "radial"),
+        default=None,
+        help="with --reestimate: what the ToF distances measure (default: the parameter file's "
+        "tof_range_convention, else perpendicular; see docs/robots/tof_real_recording.md)",
+    )
+    parser.add_argument(
+        "--still",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --reestimate: the robot stood still this long from the first sensor stamp (gyroscope bias); "
+        "default: the parameter file's gyro_bias_duration, or the demo rig's still period",
+    )
 
 
 def _resolve(path: Path) -> Path:
@@ -92,10 +115,20 @@ def evaluate(path: Path, truth_topic: str = TRUTH, estimate_topic: str = ESTIMAT
 
 
 def reestimate(
-    path: Path, map_path: Path, use_strain: bool = True, truth_topic: str = TRUTH, progress: bool = False
+    path: Path,
+    map_path: Path,
+    use_strain: bool = True,
+    truth_topic: str = TRUTH,
+    progress: bool = False,
+    config: Path | None = None,
+    still: float | None = None,
+    range_convention: str | None = None,
 ) -> dict[str, object]:
     """Estimate again from the sensor data in a bag and score it against the bag's ground truth (``progress``: a
-    bar of the solver's iterations on stderr; the estimate takes minutes on a long run)."""
+    bar of the solver's iterations on stderr; the estimate takes minutes on a long run). ``config`` and
+    ``still``: where the sensors sit and the still start (see
+    :func:`~shape_sensing.pipelines.tof_recording.sensor_data_from_bag`); ``range_convention``: what the ToF
+    distances measure (``None``: the parameter file's ``tof_range_convention``, else perpendicular)."""
     from shape_sensing.demos.common import Progress
     from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise, ring_errors
     from shape_sensing.io.maps import load_map
@@ -108,20 +141,33 @@ def reestimate(
         truth[stamp] = (s, T)
     if not truth:
         raise BagError(f"{bag} has no ground truth on {truth_topic}: nothing to score against")
-    data = sensor_data_from_bag(bag)
+    data = sensor_data_from_bag(bag, config, still)
     prior = load_map(map_path)
     with Progress("eval-tof: estimate", 0, enabled=progress, unit="iteration") as bar:
-        res = localise(data, prior, LocaliseConfig(use_strain=use_strain), progress=lambda done, _: bar.update(done))
+        cfg = LocaliseConfig(use_strain=use_strain, range_convention=range_convention or _convention(config))
+        res = localise(data, prior, cfg, progress=lambda done, _: bar.update(done))
     stamps = np.array(sorted(truth))
     s_all = truth[int(stamps[0])][0]
     T_all = np.stack([truth[int(k)][1] for k in stamps])
     ring = s_all > 0
-    dp, ang = ring_errors(res.state, stamps * 1e-9, s_all[ring], T_all[:, ring])
+    # the truth's stamps on the sensor data's clock (relative to its first sensor stamp; any epoch)
+    dp, ang = ring_errors(res.state, (stamps - data.t0_ns) * 1e-9, s_all[ring], T_all[:, ring])
     out: dict[str, object] = {"bag": str(bag), "reestimated": True, "tof_points": res.stats.tof_points}
     share = res.tof_matched_fraction  # NaN without valid ToF points: null in the JSON
     out["tof_matched_fraction"] = round(share, 4) if np.isfinite(share) else None
     out.update({k: round(v, 4) for k, v in summarise_errors(dp, ang).items()})
     return out
+
+
+def _convention(config: Path | None) -> str:
+    """The parameter file's ``tof_range_convention`` (perpendicular without one)."""
+    if config is None:
+        return "perpendicular"
+    from shape_sensing.config import load_node_params
+    from shape_sensing.estimators.continuum.online import SCHEMA
+
+    # the file's value (checked against the node's choices), else the node's default
+    return str({**SCHEMA.defaults(), **load_node_params(Path(config), SCHEMA)}["tof_range_convention"])
 
 
 def _watched() -> bool:
@@ -135,9 +181,14 @@ def run(args: argparse.Namespace) -> int:
     if args.reestimate is not None:
         if not args.reestimate.is_file():
             raise ValueError(f"--reestimate {args.reestimate}: no such map file (.ply/.pcd)")
+        if args.config is not None and not args.config.is_file():
+            raise ValueError(f"--config {args.config}: no such parameter file")
+        if args.still is not None and not (np.isfinite(args.still) and args.still >= 0):
+            raise ValueError(f"--still {args.still}: expected a finite time >= 0 (s)")
         metrics = reestimate(
-            args.path, args.reestimate, not args.no_strain, args.truth_topic, progress=not args.json or _watched()
-        )
+            args.path, args.reestimate, not args.no_strain, args.truth_topic, progress=not args.json or _watched(),
+            config=args.config, still=args.still, range_convention=args.range_convention,
+        )  # fmt: skip
     else:
         metrics = evaluate(args.path, args.truth_topic, args.estimate_topic)
     print_metrics(metrics, args.json, title="eval-tof")

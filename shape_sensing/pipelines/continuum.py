@@ -13,8 +13,13 @@ Outputs: the inputs, copied, and the node's topics for every slice leaving the
 window: ``/tf``, ``shape/path``, ``shape/tip`` (Laplace covariance) and
 ``shape/markers`` (at ``marker_rate``). Estimate topics already in the input bag
 are not copied: they are what is re-estimated. Ground truth topics
-(``truth/...``) are copied unchanged; no metrics are computed here
-(``eval-continuum`` scores the dataset's trials).
+(``truth/...`` under the namespace, and ``/truth/...``) are copied unchanged;
+no metrics are computed here (``eval-continuum`` scores the dataset's trials).
+Where the truth is a shape_sensing/ShapeSamples topic (the ToF demo's
+``/truth/shape``), the estimate is also written as ShapeSamples on
+``/estimate/shape`` at the truth's stamps and arc lengths (the window's
+finalised slices, interpolated in time by the GP prior), which
+``shape-sensing eval-tof OUT`` scores.
 """
 
 from __future__ import annotations
@@ -22,8 +27,11 @@ from __future__ import annotations
 import argparse
 import logging
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from shape_sensing.config import Schema, load_node_params
 from shape_sensing.estimators.continuum.online import SCHEMA, ContinuumMessages, ContinuumTracker
@@ -122,6 +130,7 @@ def replay(
             )  # fmt: skip
     builder = ContinuumMessages(writer.factory, p["frame_prefix"], p["marker_rate"])
     truth_prefix = resolve_topic("truth/", ns)
+    sampler = _TruthSampler(tracker, writer, p["frame_prefix"] + p["base_frame"])
     strain_topic = resolve_topic(p["strain_topic"], ns) if p["strain_topic"] else None
     map_written = False
     for bm in messages:
@@ -167,12 +176,73 @@ def replay(
                 continue
             new = tracker.push_pose(pose_index[bm.topic], stamp, T)
         else:
-            if bm.topic.startswith(truth_prefix) or bm.topic == "/tf_static":
+            if bm.topic.startswith((truth_prefix, "/truth/")) or bm.topic == "/tf_static":
                 writer.copy(bm)
+                if bm.msgtype == _SAMPLES:
+                    sampler.add(bm)
             continue
         first = len(tracker.window.final_t) - len(new) if tracker.window is not None else 0
         for j, est in enumerate(new):
             rec = tracker.pop_reconstruction(first + j)
             for topic, m in builder.build(est, tracker.tip_covariance(first + j), rec):
                 writer.write(resolve_topic(topic, ns), m, est.stamp_ns)
+            sampler.finalised(first + j)
     return None
+
+
+_SAMPLES = "shape_sensing/msg/ShapeSamples"
+#: where the estimate at the ground truth's stamps goes (``shape-sensing eval-tof``'s default estimate topic)
+ESTIMATE_SAMPLES_TOPIC = "/estimate/shape"
+
+
+class _TruthSampler:
+    """The window's estimate at the ground truth's stamps and arc lengths, written as ShapeSamples once the slices
+    around each stamp are final (the GP's interpolation between them, as the batch estimate is scored)."""
+
+    def __init__(self, tracker: ContinuumTracker, writer: BagWriter, frame: str) -> None:
+        self.tracker, self.writer, self.frame = tracker, writer, frame
+        self.pending: list[tuple[int, Any]] = []  # (stamp_ns, arc lengths) of truth samples not yet estimated
+
+    def add(self, bm: BagMessage) -> None:
+        from shape_sensing.messages.tof import shape_samples_from_msg
+
+        try:
+            stamp, s, _ = shape_samples_from_msg(bm.msg)
+        except (AttributeError, MessageError, ValueError):
+            return
+        if s.size and np.all(np.isfinite(s)) and s.min() >= 0.0 and s.max() <= self.tracker.params["length"] + 1e-9:
+            self.pending.append((stamp, s))
+
+    def finalised(self, i: int) -> None:
+        """Slice ``i`` is final: every pending truth stamp from it up to the next slice is estimated."""
+        from shape_sensing.estimators.continuum.model import GridState
+        from shape_sensing.estimators.continuum.query import query_poses
+        from shape_sensing.messages.tof import shape_samples_msg
+
+        win, tr = self.tracker.window, self.tracker
+        if win is None or tr.t0_ns is None or not self.pending:
+            return
+        t0 = float(win.final_t[i])
+        if i + 1 < len(win.final_t):
+            nxt = (win.final_t[i + 1], win.final_T[i + 1], win.final_eps[i + 1], win.final_varpi[i + 1])
+        else:
+            nxt = (float(win.state.t[0]), win.state.T[0], win.state.eps[0], win.state.varpi[0])
+        two = GridState(
+            np.array([t0, float(nxt[0])]),
+            tr.s_nodes,
+            np.stack([win.final_T[i], nxt[1]]),
+            np.stack([win.final_eps[i], nxt[2]]),
+            np.stack([win.final_varpi[i], nxt[3]]),
+        )
+        keep = []
+        for stamp, s in self.pending:
+            t = float((Fraction(stamp) - tr._t0) / 10**9)
+            if t < t0:  # before the first slice (the still start): never estimated
+                continue
+            if t >= float(nxt[0]):
+                keep.append((stamp, s))
+                continue
+            T = query_poses(two, np.full(s.size, t), s)
+            msg = shape_samples_msg(stamp, self.frame, "continuum_window", s, T, None, self.writer.factory)
+            self.writer.write(ESTIMATE_SAMPLES_TOPIC, msg, stamp)
+        self.pending = keep

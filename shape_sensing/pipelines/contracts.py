@@ -159,11 +159,12 @@ _TOF_FRAME = "shape_sensing/msg/TofFrame"
 #: Recordings that no replay pipeline re-estimates, told apart by their topics, and what reads each instead.
 NOT_REPLAYED: tuple[tuple[Callable[[dict[str, str]], bool], str], ...] = (
     (
-        lambda topics: "/tof_rig" in topics and _TOF_FRAME in topics.values(),
-        "a ToF continuum recording (demo tof-continuum), localised against a prior map: score its estimate with "
-        "'shape-sensing eval-tof BAG', or estimate again with 'shape-sensing eval-tof BAG --reestimate MAP' (the "
-        "demo writes the map beside the bag as prior_map.ply); the continuum_estimator node's pipeline replays it "
-        "with --config FILE, a copy of config/continuum_tof.yaml whose map_file is that map",
+        lambda topics: any(ty == _TOF_FRAME and not t.startswith("/tof_rings/") for t, ty in topics.items()),
+        "a ToF continuum recording (demo tof-continuum, or a robot's ToF rings), localised against a prior map: "
+        "the continuum_estimator node's pipeline replays it with --config FILE, a copy of "
+        "config/continuum_tof.yaml naming the robot's topics and whose map_file is the map; 'shape-sensing "
+        "eval-tof BAG --reestimate MAP [--config FILE]' estimates it again in one batch (the demo writes the map "
+        "beside the bag as prior_map.ply; see docs/robots/tof_real_recording.md)",
     ),
     (
         lambda topics: any(t.startswith("/tof_rings/") and ty == _TOF_FRAME for t, ty in topics.items()),

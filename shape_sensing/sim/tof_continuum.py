@@ -30,6 +30,7 @@ __all__ = [
     "SimConfig",
     "SimRun",
     "gyro_readings",
+    "ray_lengths",
     "robot_poses",
     "segment_curvatures",
     "simulate",
@@ -77,6 +78,9 @@ class SimConfig:
     strain_sigma_theta: float = 0.015
     strain_sigma_kappa: float = 0.01
     invalid_fraction: float = 0.02
+    #: what the simulated chips report: "perpendicular" (distance along the boresight, the VL53L5CX as ST
+    #: describes it) or "radial" (the length of each zone's ray, as the seed paper's simulated rangefinders)
+    range_convention: str = "perpendicular"
     trajectory: int = 0
     max_radius: float = 0.18
     seed: int = 0
@@ -110,11 +114,18 @@ class SimRun:
 
 
 def zone_readings(
-    lam: FloatArray, hit: NDArray[np.bool_], rng: np.random.Generator, invalid_fraction: float
+    lam: FloatArray,
+    hit: NDArray[np.bool_],
+    rng: np.random.Generator,
+    invalid_fraction: float,
+    ray_length: FloatArray | None = None,
 ) -> tuple[FloatArray, NDArray[np.uint8]]:
     """Reported distances and status codes of zones whose exact boresight distance is ``lam`` (``hit``: a
     target within range): Table I noise, "sigma high" below its 0.025 m minimum and for a random
-    ``invalid_fraction`` of the zones, "no target" (NaN) where nothing was hit."""
+    ``invalid_fraction`` of the zones, "no target" (NaN) where nothing was hit. ``ray_length``: the length of
+    each zone's ray per unit of boresight distance (``lam``'s shape): a radial chip reports ``lam ray_length``."""
+    if ray_length is not None:
+        lam = lam * ray_length
     d = np.where(hit, lam, np.nan)
     sig = table_i_sigma(d)
     noisy = d + np.nan_to_num(sig) * rng.standard_normal(d.shape)
@@ -123,6 +134,16 @@ def zone_readings(
     bad = hit & (rng.random(d.shape) < invalid_fraction)
     status[bad] = STATUS_SIGMA_HIGH
     return noisy, status
+
+
+def ray_lengths(u: FloatArray, convention: str) -> FloatArray | None:
+    """Per zone ray ``u`` (``(..., 3)``, unit boresight component), the factor from boresight distance to the reported
+    one: ``|u|`` for a radial chip, ``None`` (no change) for a perpendicular one."""
+    if convention == "perpendicular":
+        return None
+    if convention == "radial":
+        return np.asarray(np.linalg.norm(u, axis=-1))
+    raise ValueError(f"range_convention must be 'perpendicular' or 'radial', got {convention!r}")
 
 
 def gyro_readings(
@@ -224,7 +245,8 @@ def simulate(scene: Scene, robot: RobotSpec | None = None, cfg: SimConfig | None
         o = np.repeat(Ts[:, :3, 3], Z, axis=0)
         lam, part = scene.cast(o, u)
         hit = np.isfinite(lam) & (lam * np.linalg.norm(u, axis=1) <= m.max_range)
-        noisy, status = zone_readings(lam, hit, rng, cfg.invalid_fraction)
+        ray = ray_lengths(u, cfg.range_convention)
+        noisy, status = zone_readings(lam, hit, rng, cfg.invalid_fraction, ray)
         tt.append(t_m)
         mm.append(np.full(t_m.size, mi))
         dd.append(noisy.reshape(-1, Z))

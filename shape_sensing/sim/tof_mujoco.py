@@ -47,6 +47,7 @@ from shape_sensing.sim.tof_continuum import (
     SimRun,
     _fit_scale,
     gyro_readings,
+    ray_lengths,
     segment_curvatures,
     strain_readings,
     zone_readings,
@@ -496,7 +497,9 @@ def simulate(
     ft = np.asarray(tof_t)
     order = np.argsort(ft, kind="stable")
     lam_all = np.stack(tof_lam)[order]
-    noisy, status = zone_readings(lam_all, np.stack(tof_hit)[order], rng, cfg.invalid_fraction)
+    zone_u = np.stack([u_loc[mi] for mi in np.asarray(tof_mount, dtype=np.int64)[order]])
+    ray = ray_lengths(zone_u, cfg.range_convention)
+    noisy, status = zone_readings(lam_all, np.stack(tof_hit)[order], rng, cfg.invalid_fraction, ray)
     gt = np.asarray(gyro_t)
     w, bias = gyro_readings(np.concatenate(gyro_w), rings, rng, cfg)
     st = np.asarray(strain_t)

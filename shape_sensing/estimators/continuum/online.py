@@ -150,6 +150,14 @@ SCHEMA = Schema(
             min=1e-4,
             unit="m",
         ),
+        Param(
+            "tof_range_convention",
+            str,
+            "perpendicular",
+            "what the ToF frames' distances measure: 'perpendicular' (along the boresight, as the VL53L5CX reports "
+            "them by ST's forum answers and as the ring driver publishes them) or 'radial' (along each zone's ray)",
+            choices=("perpendicular", "radial"),
+        ),
         Param("tof_sigma_extra", float, 0.005, "added in quadrature to Table I's zone noise", min=0.0, unit="m"),
         Param("cauchy_tof", float, 1.0, "Cauchy scale of the ToF factors (whitened); 0 = least squares", min=0.0),
         Param("tof_gate", float, 0.3, "ToF points farther than this from the map are not matched", min=1e-3, unit="m"),
@@ -319,7 +327,10 @@ class ContinuumTracker:
             self.stats.skipped_bad += 1
             return []
         try:
-            q, sig, bad = frame_points(self.tof_mounts[index], distance, None if status is None else np.asarray(status))
+            q, sig, bad = frame_points(
+                self.tof_mounts[index], distance, None if status is None else np.asarray(status),
+                range_convention=self.params["tof_range_convention"],
+            )  # fmt: skip
         except ContinuumError:
             self.stats.skipped_bad += 1
             return []
@@ -352,7 +363,8 @@ class ContinuumTracker:
         s = np.asarray(arc_length, dtype=np.float64).reshape(-1)
         th = np.asarray(bending_angle, dtype=np.float64).reshape(-1)
         ka = np.asarray(curvature, dtype=np.float64).reshape(-1)
-        ok = np.ones(s.size, dtype=bool) if valid is None or len(valid) == 0 else np.asarray(valid, dtype=bool)
+        # a copy: a message's array may be read-only (a bag reader's view of its buffer), and it is narrowed below
+        ok = np.ones(s.size, dtype=bool) if valid is None or len(valid) == 0 else np.array(valid, dtype=bool)
         if not (th.size == ka.size == s.size == ok.size):
             self.stats.skipped_bad += 1
             return []

@@ -48,6 +48,7 @@ __all__ = [
     "ANOMALY_TAU",
     "MIN_RANGE",
     "OUTLIER_GATE",
+    "RANGE_CONVENTIONS",
     "VALID_STATUS",
     "VISIBLE_K",
     "TofAssociation",
@@ -118,6 +119,10 @@ def _zone_directions(zones_per_side: int, fov: float) -> FloatArray:
     return out
 
 
+#: what a zone's distance measures (see :func:`frame_points`); the ring driver's ``range_convention`` names the same
+RANGE_CONVENTIONS = ("perpendicular", "radial")
+
+
 @dataclass(frozen=True)
 class TofMount:
     """A ToF sensor on the robot.
@@ -179,9 +184,16 @@ def frame_points(
     status: NDArray[np.uint8] | None = None,
     *,
     valid_status: tuple[int, ...] = VALID_STATUS,
+    range_convention: str = "perpendicular",
 ) -> tuple[FloatArray, FloatArray, int]:
     """Valid zones of one frame as ``(P, 3)`` points in the ring's backbone frame, their Table I sigmas, and the
-    number of zones left out (bad status, NaN, below the minimum range or beyond the maximum)."""
+    number of zones left out (bad status, NaN, below the minimum range or beyond the maximum).
+
+    ``range_convention`` (:data:`RANGE_CONVENTIONS`): what a distance measures. "perpendicular" (the default):
+    along the boresight, to the plane through the target (ST's answers on its forum: facing a wall squarely
+    every zone reports the wall's distance; the ring driver converts a chip configured "radial" to this before
+    publishing, so its TofFrames are perpendicular); "radial": along the zone's ray (the seed paper's simulated
+    rangefinders, and recordings of drivers that publish the ray length)."""
     d = np.asarray(distance, dtype=np.float64).reshape(-1)
     z = mount.zones_per_side**2
     if d.size != z:
@@ -193,7 +205,12 @@ def frame_points(
         if st.size != z:
             raise ContinuumError(f"{mount.name}: frame has {st.size} status codes, expected {z}")
         ok &= np.isin(st, valid_status)
-    q = d[ok, None] * _zone_directions(int(mount.zones_per_side), float(mount.fov))[ok]
+    u = _zone_directions(int(mount.zones_per_side), float(mount.fov))[ok]  # a copy (fancy indexing)
+    if range_convention == "radial":
+        u = u / np.linalg.norm(u, axis=1, keepdims=True)
+    elif range_convention != "perpendicular":
+        raise ContinuumError(f"range convention must be one of {RANGE_CONVENTIONS}, got {range_convention!r}")
+    q = d[ok, None] * u
     qr = q @ mount.T_ring_sensor[:3, :3].T + mount.T_ring_sensor[:3, 3]
     return qr, sig[ok], int((~ok).sum())
 

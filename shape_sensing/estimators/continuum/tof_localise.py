@@ -82,6 +82,8 @@ class SensorData:
     strain_theta: FloatArray
     strain_kappa: FloatArray
     still: float = 1.0
+    #: the recording's clock at t = 0 (ns): a bag's stamps (any epoch) less this are the times above
+    t0_ns: int = 0
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,9 @@ class LocaliseConfig:
     tof_noise: str = "estimate"
     #: rounds of that estimate (each a batch solve from the last estimate)
     tof_noise_iterations: int = 2
+    #: what the ToF distances measure: "perpendicular" (along the boresight; the VL53L5CX as ST describes it and
+    #: the ring driver publishes) or "radial" (along each zone's ray); see :func:`~.tof.frame_points`
+    range_convention: str = "perpendicular"
 
 
 @dataclass
@@ -174,7 +179,9 @@ def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> t
         for i in range(data.tof_t.size):
             m = data.mounts[int(data.tof_mount[i])]
             try:
-                q, sig, bad = frame_points(m, data.tof_distance[i], data.tof_status[i])
+                q, sig, bad = frame_points(
+                    m, data.tof_distance[i], data.tof_status[i], range_convention=cfg.range_convention
+                )
             except ContinuumError:
                 stats.frames_bad += 1
                 continue
