@@ -43,9 +43,12 @@ def _split(fq: str) -> tuple[str, str]:
 def wait_for_subscriptions(node_fq: str, topics: set[str], timeout: float) -> set[str]:
     """Block until ``node_fq`` subscribes to every topic of ``topics`` (``topics`` empty: to any topic).
 
-    Returns the topics it subscribes to. Raises TimeoutError naming what is missing.
+    Returns the topics it subscribes to. Raises TimeoutError naming what is missing, RuntimeError without ROS 2.
     """
-    import rclpy
+    try:  # a ROS 2 command (the launch files' bag:=): rclpy only here, so the core imports without ROS 2
+        import rclpy
+    except ImportError as exc:
+        raise RuntimeError("play-bag needs ROS 2: source /opt/ros/<distro>/setup.bash first") from exc
 
     name, ns = _split(node_fq)
     rclpy.init(args=[])
