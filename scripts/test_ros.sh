@@ -11,9 +11,9 @@
 # 2. `colcon build` plain and `--symlink-install`, each into its own build/install under $ROS_WS (default .ros-ws).
 # 3. On each sourced install, with the venv's interpreter and the installed package (not the source tree):
 #    the plain build runs the WHOLE suite with pytest (ROS-free tests on the distribution's stack under ROS's pytest
-#    plugins, the rclpy node tests, launch tests, rclpy-vs-rosbags serialisation); the symlink build runs the whole
-#    suite again through `colcon test` (CMakeLists.txt registers it) and `colcon test-result`, and checks that every
-#    test file needing ROS 2 reported. A run that collects nothing, fails a test or skips one for want of rclpy fails.
+#    plugins, on every core, then the rclpy node tests, launch tests, rclpy-vs-rosbags serialisation one at a time);
+#    the symlink build runs the test files that need ROS 2 again through `colcon test` (CMakeLists.txt registers the
+#    suite; SHAPE_SENSING_TEST_FILES selects) and `colcon test-result`, and checks that every one of them reported. A run that collects nothing, fails a test or skips one for want of rclpy fails.
 # 4. The RViz launch tests (test/test_rviz.py: each launch file with rviz:=true under Xvfb, RViz's log and a
 #    screenshot judged) run once, on the plain build, timed on their own; their screenshots and logs go to out/rviz/.
 #    Where RViz or Xvfb is absent they skip, unless SHAPE_SENSING_REQUIRE_RVIZ=1 (CI), where that fails.
@@ -152,14 +152,24 @@ print("shape_sensing and shape_sensing.msg from", where)'
     done
     note "every node imports on $SYS_PY alone ($mode)"
     if [ "$mode" = plain ]; then
-      run_pytest "$mode-all" test/ --ignore=test/test_rviz.py
+      # the whole suite: the test files that need no ROS 2 on every core (pytest-xdist), those that do one at a
+      # time (launch tests start processes and take the DDS domain); the RViz tests after, on their own
+      ros_files=()
+      mapfile -t ros_files < <(ros_test_files | grep -v 'test/test_rviz.py')
+      ignores=()
+      for f in "${ros_files[@]}" test/test_rviz.py; do ignores+=("--ignore=$f"); done
+      run_pytest "$mode-ros-free" -n auto test/ "${ignores[@]}"
+      run_pytest "$mode-ros" "${ros_files[@]}"
       rm -rf out/rviz
       run_pytest "$mode-rviz" test/test_rviz.py
       note "RViz screenshots and logs: $ROOT/out/rviz/"
     else
       # the RViz tests ran on the plain build (they take minutes); here they report as skipped
       export SHAPE_SENSING_SKIP_RVIZ="ran on the plain build (scripts/test_ros.sh)"
-      # the whole suite the way a ROS user runs it: colcon test (CMakeLists.txt registers it), colcon test-result
+      # the way a ROS user runs the tests: colcon test (CMakeLists.txt registers the suite), colcon test-result;
+      # the plain build ran the whole suite, so here only the test files that need ROS 2 (SHAPE_SENSING_TEST_FILES)
+      ros_test_files > "$WS/ros-test-files.txt"
+      export SHAPE_SENSING_TEST_FILES="$WS/ros-test-files.txt"
       t0=$(clock)
       VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" colcon --log-base "$base/log" test --paths "$ROOT" \
         --build-base "$base/build" --install-base "$base/install" --event-handlers console_cohesion- summary+
@@ -180,7 +190,7 @@ print("shape_sensing and shape_sensing.msg from", where)'
         grep -q "$(basename "$f" .py)" "$xml" \
           || { echo "colcon test: no result from $f" >&2; exit 1; }
       done
-      note "colcon test ($mode, whole suite): $result [$(( $(clock) - t0 )) s]"
+      note "colcon test ($mode, the test files that need ROS 2): $result [$(( $(clock) - t0 )) s]"
     fi
   )
 done

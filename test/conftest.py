@@ -100,3 +100,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.nodeid.startswith(SLOW_TESTS):
             item.add_marker(pytest.mark.slow)
+
+
+# SHAPE_SENSING_TEST_FILES=FILE (scripts/test_ros.sh, for `colcon test`, whose ctest command takes no pytest
+# arguments): collect only the test files FILE lists, one path per line relative to the repository. The ROS stage runs
+# the whole suite once on the plain build; the symlink build's `colcon test` runs the files that need ROS 2 again.
+_SELECTED = os.environ.get("SHAPE_SENSING_TEST_FILES")
+
+
+def _selected_files() -> set[str]:
+    assert _SELECTED is not None
+    try:
+        lines = Path(_SELECTED).read_text().split()
+    except OSError as exc:
+        raise pytest.UsageError(f"SHAPE_SENSING_TEST_FILES={_SELECTED}: {exc}") from exc
+    if not lines:
+        raise pytest.UsageError(f"SHAPE_SENSING_TEST_FILES={_SELECTED} lists no test file")
+    return {Path(line).name for line in lines}
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if _SELECTED is None or collection_path.is_dir() or not collection_path.name.startswith("test_"):
+        return None
+    return collection_path.name not in _selected_files() or None

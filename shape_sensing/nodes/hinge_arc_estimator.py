@@ -102,8 +102,10 @@ class HingeArcEstimatorNode:
         names: dict[Any, str] = {"length": self.params["length_topic"] or "length", "imus": array_topic}
         names |= {i: t for i, t in enumerate(self.params["imu_topics"])}
         # the length first: the simulator and the drivers publish it before the IMUs of the same stamp
+        # no length topic: no length input to wait for (an input never heard holds the others for a window)
+        length_keys: list[Any] = ["length"] if self.params["length_topic"] else []
         self.inputs = LiveInputs(
-            node, self.params, ["length", *imu_keys], self._on_released, None,
+            node, self.params, [*length_keys, *imu_keys], self._on_released, None,
             self.factory, names=names,
         )  # fmt: skip
         if array_topic:
