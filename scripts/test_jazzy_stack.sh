@@ -23,11 +23,12 @@ venv="${JAZZY_VENV:-.venv-jazzy}"
 touch "$venv/COLCON_IGNORE"  # not a package for colcon to find
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet -c requirements-jazzy-stack.txt setuptools wheel
-"$venv/bin/python" -m pip install --quiet -c requirements-jazzy-stack.txt -e '.[hardware,test,sim]' plyfile
+"$venv/bin/python" -m pip install --quiet -c requirements-jazzy-stack.txt -e '.[hardware,test,sim]' plyfile \
+  pytest-xdist==3.8.0  # every core, as make test
 "$venv/bin/python" - <<'PY'
 import sys, numpy, scipy, matplotlib
 print(f"Jazzy stack: Python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy.__version__}, "
       f"matplotlib {matplotlib.__version__}")
 assert numpy.__version__.startswith("1.26.") and scipy.__version__.startswith("1.11."), "not the Jazzy stack"
 PY
-"$venv/bin/python" -m pytest -q -p no:cacheprovider
+"$venv/bin/python" -m pytest -q -p no:cacheprovider -n auto
