@@ -92,7 +92,7 @@ def test_simulator_node_feeds_the_estimator_node(monkeypatch: pytest.MonkeyPatch
     assert set(est_node.subscriptions) == {"base/length", "base/pressure", "cap/state", "cap/imu", "obstacle/wrench"}
     seen = {topic: 0 for topic in sim_node.publishers}
     for k in range(700):  # 14 s at 10 cm/s: past the obstacle
-        sim_node.now_ns = 1_000_000_000 + k * 20_000_000
+        sim_node.now_ns = est_node.now_ns = 1_000_000_000 + k * 20_000_000  # one clock, as on a robot
         _tick(sim_node)
         for topic, pub in sim_node.publishers.items():
             for msg in pub.sent[seen.get(topic, 0):]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pytest
 from ros_stand_ins import FakeNode, install
 
@@ -43,7 +44,7 @@ def test_input_watch_names_never_heard_stale_and_future_stamped_inputs() -> None
     w.seen(1, 9_500_000_000, 6_500_000_000)  # 3 s ahead of the node's clock
     s = w.status("x")
     assert s.level == DiagnosticLevel.WARN
-    assert s.message == "2/3 inputs fresh; stale: c (1.5 s); stamped ahead of the clock: b (+3.0 s, 1 messages)"
+    assert s.message == "2/3 inputs fresh; stale: c (1.5 s); stamped ahead of the clock: b (+3.0 s, 1 messages skipped)"
     clock.ns += 2_000_000_000
     assert w.status("x").level == DiagnosticLevel.ERROR  # nothing fresh now: fewer than the 2 required
 
@@ -130,3 +131,43 @@ def test_hinge_arc_heartbeat_names_dead_and_future_stamped_imus(monkeypatch: pyt
         "17/19 inputs fresh; never heard: imu_03/data, imu_11/data; stamped ahead of the clock: imu_05/data (+3.0 s"
     ), status.message
     assert "estimates in the last second; straight reference:" in status.message
+
+
+def test_hinge_arc_keeps_estimating_past_an_imu_stamped_in_the_future(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Messages stamped 3 s ahead on one IMU: before, the stamp-ordered input stage held them until the other IMUs'
+    stamps caught up and then fed them to the tracker as current readings, 3 s old (and a stream of them from the
+    start held the straight reference's capture, so nothing was estimated, the issue's stall). Here imu_05 sends half a
+    second of such messages a second into the run: they are skipped, counted and named, and the estimate goes on at
+    its 10 Hz through and after them. (A stream of them from the start still holds the automatic capture, which waits
+    for every used IMU: the heartbeat names the IMU.)"""
+    install(monkeypatch, "shape_sensing.nodes.vine_imu_simulator")
+    srv = {"std_srvs": {}, "std_srvs.srv": {"Trigger": object}}
+    install(monkeypatch, "shape_sensing.nodes.hinge_arc_estimator", srv)
+    from shape_sensing.nodes.hinge_arc_estimator import HingeArcEstimatorNode
+    from shape_sensing.nodes.vine_imu_simulator import VineImuSimulatorNode
+
+    sim = FakeNode("vine_imu_simulator", {"rate": 50.0})
+    VineImuSimulatorNode(sim)
+    est = FakeNode("hinge_arc_estimator", {"publish_rate": 10.0}, NS)
+    app = HingeArcEstimatorNode(est)
+    seen: dict[str, int] = {}
+    per_second = []
+    for k in range(250):  # 5 s at 50 Hz; imu_05 stamped 3 s ahead from 1.2 s to 1.7 s
+        sim.now_ns = est.now_ns = 1_000_000_000 + k * 20_000_000
+        sim.timers[0][1]()
+        for topic, pub in sim.publishers.items():
+            for msg in pub.sent[seen.get(topic, 0) :]:
+                if topic not in est.subscriptions:
+                    continue
+                if topic == "imu_05/data" and 60 <= k < 85:
+                    msg.header.stamp.sec += 3
+                est.subscriptions[topic][1](msg)
+            seen[topic] = len(pub.sent)
+        if k % 50 == 49:
+            for _, release in est.timers:  # the input stage's release timer and the status timer
+                release()
+            per_second.append(app.tracker.stats.estimates)
+    counts = list(np.diff([0, *per_second]))
+    assert all(c >= 8 for c in counts[1:]), f"estimates per second of data: {counts}"  # 10 Hz, less the start
+    assert app.tracker.stats.bad_samples == 25, app.tracker.stats  # every future-stamped message skipped, counted
+    assert "stamped ahead of the clock: imu_05/data (+3.0 s, 25 messages skipped)" in app.watch.status("x").message

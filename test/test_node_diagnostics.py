@@ -51,7 +51,7 @@ def test_collision_pivot_estimator_diagnostics_once_per_second_named_after_the_n
     CollisionPivotEstimatorNode(est_node)
     seen: dict[str, int] = {}
     for k in range(175):  # 3.5 s of data at 50 Hz
-        sim_node.now_ns = 1_000_000_000 + k * 20_000_000
+        sim_node.now_ns = est_node.now_ns = 1_000_000_000 + k * 20_000_000  # one clock, as on a robot
         sim_node.timers[0][1]()
         for topic, pub in sim_node.publishers.items():
             for msg in pub.sent[seen.get(topic, 0) :]:

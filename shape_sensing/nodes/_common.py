@@ -44,6 +44,7 @@ __all__ = [
     "route_logging",
     "run",
     "sensor_qos",
+    "stamped_ahead",
     "start_heartbeat",
     "static_qos",
     "tf_qos",
@@ -174,8 +175,9 @@ def override_sources(fq: str, args: Sequence[str]) -> tuple[set[str], set[str]]:
     return own, wildcard - own
 
 
-def fatal_unknown_overrides(schema: Schema, overrides: Mapping[str, Any], fq: str,
-                            args: Sequence[str] | None) -> tuple[list[str], list[str]]:
+def fatal_unknown_overrides(
+    schema: Schema, overrides: Mapping[str, Any], fq: str, args: Sequence[str] | None
+) -> tuple[list[str], list[str]]:
     """(unknown names that stop the node, unknown names ignored): a name only a robot-wide wildcard section gives
     (``/**:``) may belong to another node and is ignored; one given to this node (its own section, ``-p``, or of
     unknown origin) is a misspelling and fatal."""
@@ -590,13 +592,18 @@ class InputWatch:
         self.future_by_ns = [0] * n  # how far ahead the last such message was
         self.started_ns = self._now()
 
-    def seen(self, index: int, stamp_ns: int, clock_ns: int) -> None:
-        """Input ``index`` delivered a message stamped ``stamp_ns`` at node time ``clock_ns``."""
+    def seen(self, index: int, stamp_ns: int, clock_ns: int) -> bool:
+        """Input ``index`` delivered a message stamped ``stamp_ns`` at node time ``clock_ns``; True when that stamp
+        is more than :data:`FUTURE_TOLERANCE_NS` ahead of the clock (the node skips such a message: in stamp order it
+        would hold back, then outdate, every other input). A clock at 0 (simulated time before ``/clock``) judges
+        nothing. The input counts as heard either way (it is alive, its clock is wrong)."""
         self.arrived[index] = self._now()
         self.count[index] += 1
         if clock_ns > 0 and stamp_ns - clock_ns > FUTURE_TOLERANCE_NS:
             self.future[index] += 1
             self.future_by_ns[index] = stamp_ns - clock_ns
+            return True
+        return False
 
     def faults(self) -> dict[str, list[str]]:
         """Inputs at fault by kind: ``never`` heard, ``stale`` (silent longer than the limit), ``future``-stamped."""
@@ -608,7 +615,9 @@ class InputWatch:
             elif now - self.arrived[i] > self.stale_ns:
                 out["stale"].append(f"{name} ({(now - self.arrived[i]) * 1e-9:.1f} s)")
             if self.future[i]:
-                out["future"].append(f"{name} (+{self.future_by_ns[i] * 1e-9:.1f} s, {self.future[i]} messages)")
+                out["future"].append(
+                    f"{name} (+{self.future_by_ns[i] * 1e-9:.1f} s, {self.future[i]} messages skipped)"
+                )
         return out
 
     def status(self, name: str, extra: str = "") -> Any:
@@ -661,8 +670,30 @@ def start_heartbeat(node: Any, statuses: Callable[[], Iterable[Any]], factory: A
     return node.create_timer(period_s, beat, clock=Clock(clock_type=ClockType.STEADY_TIME))
 
 
-def note_input(node: Any, watch: InputWatch, index: int, msg: Any) -> None:
-    """Tell ``watch`` that input ``index`` delivered ``msg`` (its header stamp against the node's clock)."""
+def note_input(node: Any, watch: InputWatch, index: int, msg: Any) -> bool:
+    """Tell ``watch`` that input ``index`` delivered ``msg`` (its header stamp against the node's clock); True when
+    the message is stamped ahead of the clock and is to be skipped (the heartbeat names the input), with a warning
+    in the log (throttled)."""
     stamp = getattr(getattr(msg, "header", None), "stamp", None)
     stamp_ns = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec) if stamp is not None else 0
-    watch.seen(index, stamp_ns, int(node.get_clock().now().nanoseconds))
+    ahead = watch.seen(index, stamp_ns, int(node.get_clock().now().nanoseconds))
+    if ahead:
+        _warn_ahead(node, watch.names[index], watch.future_by_ns[index])
+    return ahead
+
+
+def stamped_ahead(node: Any, topic: str, stamp_ns: int, clock_ns: int) -> bool:
+    """True (with a throttled warning) when ``stamp_ns`` is more than :data:`FUTURE_TOLERANCE_NS` ahead of the node's
+    clock ``clock_ns`` (0: simulated time before ``/clock``, judges nothing): a message the node is to skip."""
+    if clock_ns <= 0 or stamp_ns - clock_ns <= FUTURE_TOLERANCE_NS:
+        return False
+    _warn_ahead(node, topic, stamp_ns - clock_ns)
+    return True
+
+
+def _warn_ahead(node: Any, topic: str, ahead_ns: int) -> None:
+    node.get_logger().warning(
+        f"skipped a message on {topic} stamped {ahead_ns * 1e-9:.1f} s ahead of the node's clock "
+        "(sensor and node clocks out of sync?)",
+        throttle_duration_sec=5.0,
+    )

@@ -90,7 +90,9 @@ class CollisionPivotEstimatorNode:
         node.get_logger().info(f"collision-pivot estimator ({p['filter']} filter), outputs under {self.prefix}/")
 
     def _on_input(self, kind: str, msg: Any, info: Any) -> None:
-        note_input(self.node, self.watch, self.kinds.index(kind), msg)
+        if note_input(self.node, self.watch, self.kinds.index(kind), msg):  # stamped ahead: skipped, named
+            self.tracker.bad_samples += 1
+            return
         try:
             stamp = msgs.stamp_from_msg(msg)
         except (AttributeError, TypeError, ValueError) as exc:

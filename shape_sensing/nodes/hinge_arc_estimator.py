@@ -50,6 +50,7 @@ from shape_sensing.nodes._common import (
     note_input,
     reliable_qos,
     run,
+    stamped_ahead,
     start_heartbeat,
     tf_qos,
 )
@@ -144,7 +145,9 @@ class HingeArcEstimatorNode:
 
     # -- inputs -----------------------------------------------------------
     def _on_imu(self, index: int, msg: Any, info: Any) -> None:
-        note_input(self.node, self.watch, index, msg)
+        if note_input(self.node, self.watch, index, msg):  # stamped ahead of the clock: skipped, named
+            self.tracker.stats.bad_samples += 1
+            return
         try:
             stamp_ns, orientation = msgs.imu_orientation_from_msg(msg)
         except MessageError as exc:
@@ -165,14 +168,21 @@ class HingeArcEstimatorNode:
                 f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}", throttle_duration_sec=5.0
             )
             return
-        quats, usable = sweep.unit_orientations()
         now_ns = int(self.node.get_clock().now().nanoseconds)
-        for i in usable.nonzero()[0]:  # the heartbeat's record of each IMU heard
-            self.watch.seen(int(i), int(sweep.stamps_ns[i]), now_ns)
+        if stamped_ahead(self.node, self.params["imu_array_topic"], sweep.stamp_ns, now_ns):
+            self.tracker.stats.bad_samples += 1
+            return
+        quats, usable = sweep.unit_orientations()
+        for i in usable.nonzero()[0]:  # the heartbeat's record of each IMU heard; one stamped ahead is left out
+            if self.watch.seen(int(i), int(sweep.stamps_ns[i]), now_ns):
+                usable[i] = False
+                self.tracker.stats.bad_samples += 1
         self.inputs.offer("imus", sweep.stamp_ns, (sweep.stamps_ns, quats, usable), info)
 
     def _on_length(self, msg: Any, info: Any) -> None:
-        note_input(self.node, self.watch, len(self.params["imu_topics"]), msg)
+        if note_input(self.node, self.watch, len(self.params["imu_topics"]), msg):
+            self.tracker.stats.bad_samples += 1
+            return
         position = list(msg.position)
         if not position:
             self.tracker.stats.bad_samples += 1

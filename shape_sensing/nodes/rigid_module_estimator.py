@@ -49,6 +49,7 @@ from shape_sensing.nodes._common import (
     note_input,
     reliable_qos,
     run,
+    stamped_ahead,
     start_heartbeat,
     tf_qos,
 )
@@ -121,7 +122,9 @@ class RigidModuleEstimatorNode:
         )
 
     def _on_imu(self, index: int, msg: Any, info: Any) -> None:
-        note_input(self.node, self.watch, index, msg)
+        if note_input(self.node, self.watch, index, msg):  # stamped ahead of the clock: skipped, named
+            self.tracker.stats.bad_samples += 1
+            return
         try:
             sample = msgs.imu_from_msg(msg)
         except MessageError as exc:
@@ -143,6 +146,9 @@ class RigidModuleEstimatorNode:
             )
             return
         now_ns = int(self.node.get_clock().now().nanoseconds)
+        if stamped_ahead(self.node, self.params["imu_array_topic"], sweep.stamp_ns, now_ns):
+            self.tracker.stats.bad_samples += 1
+            return
         for sample in samples:  # the heartbeat's record of each platform heard (platform_<i>, as the tracker reads it)
             tail = sample.frame_id.rsplit("platform_", 1)[-1]
             if "platform_" in sample.frame_id and tail.isdigit() and int(tail) < len(self.topics):
@@ -217,7 +223,6 @@ class RigidModuleEstimatorNode:
         now_ns = self.node.get_clock().now().nanoseconds
         named = qualify_status(inputs, fq_name(self.node), node_namespace(self.node))
         self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status, named], self.factory))
-
 
     def _heartbeat(self) -> list[Any]:
         t = self.tracker
