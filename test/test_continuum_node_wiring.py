@@ -18,6 +18,7 @@ from ros_stand_ins import FakeNode, install
 from shape_sensing.estimators.continuum.online import CONTINUUM_TOPICS, SCHEMA
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import default_factory
+from shape_sensing.types import DiagnosticLevel
 
 LENGTH = 0.466
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,8 +65,16 @@ def test_straight_robot_in_tf_path_and_tip_out(stand_ins: None) -> None:
     assert node.publishers["shape/path"].qos["reliability"] == "reliable"
     gyro_mid, gyro_tip, base, tip = (node.subscriptions[t][1] for t in ("gyro_mid/data", "gyro_tip/data",
                                                                        "base_pose", "tip_pose"))  # fmt: skip
+    # the heartbeat (steady timer) before any input: every input named, nothing fresh
+    ((beat_period, beat),) = node.steady_timers
+    assert beat_period == 1.0
+    beat()
+    (heard,) = node.publishers["/diagnostics"].sent[-1].status
+    assert heard.name == "/continuum_estimator: sensors heard" and heard.level == DiagnosticLevel.ERROR.value
+    assert heard.message.startswith("0/4 inputs fresh; never heard: gyro_mid/data, gyro_tip/data, base_pose, tip_pose")
     for k in range(60):  # 1.2 s at 50 Hz of a straight, still robot
         stamp = 5_000_000_000 + 20_000_000 * k
+        node.now_ns = stamp + 10_000_000  # the node's clock, just after the stamps (one clock, as on a robot)
         base(_pose_msg(stamp, 0.0))
         tip(_pose_msg(stamp, LENGTH))
         gyro_mid(_gyro_msg(stamp + 7_000_000))
@@ -90,7 +99,7 @@ def test_straight_robot_in_tf_path_and_tip_out(stand_ins: None) -> None:
     assert 5_000_000_000 < stamp < 5_000_000_000 + 20_000_000 * 60
     assert node.publishers["shape/markers"].sent, "markers at marker_rate"
     # the status timer reports the counts
-    period, status = node.timers[-1]  # after the input stage's release timer
+    ((period, status),) = [(p, cb) for p, cb in node.timers if cb == app._on_status]
     assert period == pytest.approx(1.0)
     status()
     diag, inputs = node.publishers["/diagnostics"].sent[-1].status  # the estimator's and its inputs' status
@@ -98,6 +107,19 @@ def test_straight_robot_in_tf_path_and_tip_out(stand_ins: None) -> None:
     assert diag.message == "estimating" and values["pose"] == "120" and values["gyro"] == "120"
     assert inputs.name == "/continuum_estimator: inputs" and inputs.message.startswith("keeping up")
     assert app.tracker.stats.skipped_bad == 0
+    beat()
+    (heard,) = node.publishers["/diagnostics"].sent[-1].status
+    assert heard.level == DiagnosticLevel.OK.value, heard.message
+    assert heard.message.startswith("4/4 inputs fresh: all inputs fresh; ") and "estimates in the last second" in (
+        heard.message
+    )
+    # a pose stamped 3 s ahead of the node's clock is skipped, counted and named
+    tip(_pose_msg(node.now_ns + 3_000_000_000, LENGTH))
+    assert app.tracker.stats.skipped_bad == 1
+    beat()
+    (heard,) = node.publishers["/diagnostics"].sent[-1].status
+    assert heard.level == DiagnosticLevel.WARN.value
+    assert "stamped ahead of the clock: tip_pose (+3.0 s, 1 messages skipped)" in heard.message
 
 
 def test_bad_messages_are_counted_and_skipped(stand_ins: None) -> None:
@@ -105,6 +127,7 @@ def test_bad_messages_are_counted_and_skipped(stand_ins: None) -> None:
 
     node = FakeNode("continuum_estimator", _shipped_config())
     app = ContinuumEstimatorNode(node)
+    node.now_ns = 6_000_000_000  # the node's clock, after the stamps
     base = node.subscriptions["base_pose"][1]
     gyro = node.subscriptions["gyro_mid/data"][1]
     base(_pose_msg(5_000_000_000, 0.0, quat=(0.0, 0.0, 0.0, 0.0)))  # the all-zero quaternion of a default message
@@ -117,6 +140,6 @@ def test_bad_messages_are_counted_and_skipped(stand_ins: None) -> None:
     base(_pose_msg(5_030_000_000, 0.0))
     app.inputs.flush()
     assert app.tracker.stats.pose == 1
-    status = node.timers[-1][1]
+    status = app._on_status
     status()
     assert node.publishers["/diagnostics"].sent[-1].status[0].message == "no estimate in the last second"

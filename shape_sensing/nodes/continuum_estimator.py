@@ -49,11 +49,14 @@ from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.messages.strain import strain_from_msg
 from shape_sensing.messages.tof import tof_frame_from_msg
 from shape_sensing.nodes._common import (
+    InputWatch,
     declare_schema,
     fq_name,
     node_namespace,
+    note_input,
     reliable_qos,
     run,
+    start_heartbeat,
     static_qos,
     tf_qos,
 )
@@ -132,6 +135,13 @@ class ContinuumEstimatorNode:
             self.map_timer = node.create_timer(2.0, self._repeat_prior_map)
         self.published = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
+        # heartbeat: every second on a steady timer (also while a bag's /clock is paused or not yet running), the
+        # inputs never heard, stale or stamped ahead of the clock named; ERROR when no input is fresh
+        self.key_index = {k: i for i, k in enumerate(names)}
+        self.watch = InputWatch(list(names.values()), 1.0, required=1)
+        self.estimates_total = 0
+        self._beat_estimates = 0
+        self.heartbeat = start_heartbeat(node, self._heartbeat, self.factory, self.publishers["/diagnostics"])
         node.get_logger().info(
             f"{len(self.params['gyro_topics'])} gyro, {len(self.params['pose_topics'])} pose and "
             f"{len(self.params['tof_topics'])} ToF topics, "
@@ -139,6 +149,9 @@ class ContinuumEstimatorNode:
         )
 
     def _on_gyro(self, index: int, msg: Any, info: Any) -> None:
+        if note_input(self.node, self.watch, self.key_index[("gyro", index)], msg):  # stamped ahead: skipped
+            self.tracker.stats.skipped_bad += 1
+            return
         try:
             sample = msgs.imu_from_msg(msg)
         except MessageError as exc:
@@ -160,6 +173,9 @@ class ContinuumEstimatorNode:
             self.map_timer.cancel()
 
     def _on_pose(self, index: int, msg: Any, info: Any) -> None:
+        if note_input(self.node, self.watch, self.key_index[("pose", index)], msg):  # stamped ahead: skipped
+            self.tracker.stats.skipped_bad += 1
+            return
         try:
             T = msgs.pose_to_matrix(msg.pose.pose)
         except ValueError as exc:  # zero or non-finite quaternion
@@ -169,10 +185,16 @@ class ContinuumEstimatorNode:
         self.inputs.offer(("pose", index), msgs.stamp_from_msg(msg), T, info)
 
     def _on_tof(self, index: int, msg: Any, info: Any) -> None:
+        if note_input(self.node, self.watch, self.key_index[("tof", index)], msg):  # stamped ahead: skipped
+            self.tracker.stats.skipped_bad += 1
+            return
         stamp, _, distance, status = tof_frame_from_msg(msg)
         self.inputs.offer(("tof", index), stamp, (distance, status), info)
 
     def _on_strain(self, msg: Any, info: Any) -> None:
+        if note_input(self.node, self.watch, self.key_index[("strain", 0)], msg):  # stamped ahead: skipped
+            self.tracker.stats.skipped_bad += 1
+            return
         try:
             stamp, s, theta, kappa, valid = strain_from_msg(msg)
         except MessageError as exc:
@@ -202,6 +224,7 @@ class ContinuumEstimatorNode:
             for topic, m in self.messages.build(est, self.tracker.tip_covariance(first + j), rec):
                 self.publishers[topic].publish(m)
             self.published += 1
+            self.estimates_total += 1
 
     def _on_status(self) -> None:
         st = self.tracker.stats
@@ -221,6 +244,11 @@ class ContinuumEstimatorNode:
         )
         now_ns = self.node.get_clock().now().nanoseconds
         self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status, inputs], self.factory))
+
+    def _heartbeat(self) -> list[DiagnosticStatus]:
+        done = self.estimates_total - self._beat_estimates
+        self._beat_estimates = self.estimates_total
+        return [self.watch.status(f"{NODE_NAME}: sensors heard", f"{done} estimates in the last second")]
 
 
 def main(args: Sequence[str] | None = None) -> int:
