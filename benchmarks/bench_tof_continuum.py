@@ -4,7 +4,7 @@ time goes.
 * ``real``: the seed's real robot (three rings of three 8x8 ToF at 15 Hz, three gyros at 120 Hz, no strain, 0.9 m),
   the sliding window of :func:`~shape_sensing.estimators.continuum.tof_localise.localise` (4 slices at 10 Hz,
   its default iterations per step), on scene S0 against the S0 map.
-* ``launch``: the node's core (:class:`~shape_sensing.estimators.continuum.online.ContinuumTracker`) with
+* ``launch``: the node's core (:class:`~shape_sensing.pipelines.continuum_tracker.ContinuumTracker`) with
   ``config/continuum_tof.yaml``, what ``launch/continuum_tof.launch.xml`` runs: the 1.5 m simulated robot with 16
   ToF (five rings of three and a tip sensor), five gyros at 120 Hz and strain gauges every 3 cm at 20 Hz, window 4
   at 10 Hz, 16 nodes, the scene reconstruction and anomalies of every finalised slice; every reading pushed in
@@ -37,7 +37,7 @@ import numpy as np
 
 from shape_sensing.config import load_node_params
 from shape_sensing.demos.tof_continuum import MAP_SPACING, sensor_data
-from shape_sensing.estimators.continuum.online import SCHEMA, ContinuumTracker
+from shape_sensing.pipelines.continuum_tracker import SCHEMA, ContinuumTracker
 from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise, ring_errors, summarise_errors
 from shape_sensing.io.maps import PriorMap, write_ply
 from shape_sensing.sim.tof_continuum import RobotSpec, SimConfig, SimRun, simulate

@@ -9,7 +9,7 @@ import pytest
 
 from shape_sensing.config import ConfigError
 from shape_sensing.estimators.continuum.model import Weights
-from shape_sensing.estimators.continuum.online import SCHEMA, ContinuumMessages, ContinuumTracker
+from shape_sensing.pipelines.continuum_tracker import SCHEMA, ContinuumMessages, ContinuumTracker
 from shape_sensing.estimators.continuum.synthetic import bending_strain, sample_measurements
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.messages.factory import default_factory

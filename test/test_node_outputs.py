@@ -139,7 +139,7 @@ def test_continuum_slice_grid_does_not_depend_on_the_first_sample_received() -> 
     The slice grid sits on whole multiples of the slice period in the stamps' clock; before, it started at the
     first sample received, so a late start shifted every slice (by 12 ms in the first ROS 2 run).
     """
-    from shape_sensing.estimators.continuum.online import ContinuumTracker
+    from shape_sensing.pipelines.continuum_tracker import ContinuumTracker
 
     params = {"gyro_topics": ["g_mid", "g_tip"], "gyro_arc_lengths": [0.2, 0.4], "pose_topics": ["p_base", "p_tip"],
               "pose_arc_lengths": [0.0, 0.4], "length": 0.4, "nodes": 5, "rate": 30.0, "window_size": 4}  # fmt: skip

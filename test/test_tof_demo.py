@@ -140,7 +140,7 @@ def test_degraded_inputs_give_finite_estimates(s0_map: PriorMap, caplog: pytest.
 def test_online_tracker_takes_tof_frames(tmp_path: Path, s0_map: PriorMap) -> None:
     """The continuum_estimator's core: ToF frames, gyros and the map from parameters, estimates stamped in order."""
     from shape_sensing.config import ConfigError
-    from shape_sensing.estimators.continuum.online import ContinuumTracker
+    from shape_sensing.pipelines.continuum_tracker import ContinuumTracker
 
     run = simulate(compressor_scene("S0"), cfg=SimConfig(duration=1.5))
     s0_map.save_ply(tmp_path / "map.ply")

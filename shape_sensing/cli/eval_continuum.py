@@ -482,9 +482,9 @@ def write_bag(
     :func:`input_topics` under ``namespace``) let ``ros2 bag play`` feed the node and
     ``shape-sensing replay`` re-estimate the bag (with :func:`node_params`). Returns messages written.
     """
-    from shape_sensing.estimators.continuum.online import SCHEMA as NODE_SCHEMA
     from shape_sensing.io.bag import BagWriter
     from shape_sensing.messages import common as mc
+    from shape_sensing.pipelines.continuum_tracker import SCHEMA as NODE_SCHEMA
     from shape_sensing.types import ImuSample, ShapeEstimate, TransformStamped
 
     state = res.state

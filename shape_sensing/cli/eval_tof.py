@@ -164,7 +164,7 @@ def _convention(config: Path | None) -> str:
     if config is None:
         return "perpendicular"
     from shape_sensing.config import load_node_params
-    from shape_sensing.estimators.continuum.online import SCHEMA
+    from shape_sensing.pipelines.continuum_tracker import SCHEMA
 
     # the file's value (checked against the node's choices), else the node's default
     return str({**SCHEMA.defaults(), **load_node_params(Path(config), SCHEMA)}["tof_range_convention"])

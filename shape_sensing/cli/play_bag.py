@@ -16,10 +16,9 @@ import argparse
 import os
 import shutil
 import sys
-import time
 from pathlib import Path
 
-__all__ = ["add_arguments", "run", "wait_for_subscriptions"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -35,42 +34,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("play_args", nargs=argparse.REMAINDER, help="after --: further ros2 bag play arguments")
 
 
-def _split(fq: str) -> tuple[str, str]:
-    ns, _, name = fq.rstrip("/").rpartition("/")
-    return name, ns or "/"
-
-
-def wait_for_subscriptions(node_fq: str, topics: set[str], timeout: float) -> set[str]:
-    """Block until ``node_fq`` subscribes to every topic of ``topics`` (``topics`` empty: to any topic).
-
-    Returns the topics it subscribes to. Raises TimeoutError naming what is missing, RuntimeError without ROS 2.
-    """
-    try:  # a ROS 2 command (the launch files' bag:=): rclpy only here, so the core imports without ROS 2
-        import rclpy
-    except ImportError as exc:
-        raise RuntimeError("play-bag needs ROS 2: source /opt/ros/<distro>/setup.bash first") from exc
-
-    name, ns = _split(node_fq)
-    rclpy.init(args=[])
-    probe = rclpy.create_node(f"play_bag_waiting_for_{name}")
-    try:
-        end = time.monotonic() + timeout
-        subscribed: set[str] = set()
-        while time.monotonic() < end:
-            try:
-                subscribed = {t for t, _ in probe.get_subscriber_names_and_types_by_node(name, ns)}
-            except Exception:  # the node is not discovered yet
-                subscribed = set()
-            if subscribed and (topics <= subscribed if topics else True):
-                return subscribed
-            rclpy.spin_once(probe, timeout_sec=0.1)
-        missing = sorted(topics - subscribed) if topics else ["any topic"]
-        raise TimeoutError(f"{node_fq} did not subscribe to {missing} within {timeout:g} s")
-    finally:
-        probe.destroy_node()
-        rclpy.try_shutdown()
-
-
 def run(args: argparse.Namespace) -> int:
     if not args.bag.exists():
         print(f"play-bag: no bag at {args.bag}", file=sys.stderr)
@@ -79,11 +42,16 @@ def run(args: argparse.Namespace) -> int:
     if ros2 is None or "ROS_DISTRO" not in os.environ:
         print("play-bag: ros2 is not on PATH (source /opt/ros/<distro>/setup.bash)", file=sys.stderr)
         return 2
-    try:
+    try:  # a ROS 2 command (the launch files' bag:=): rclpy only in the nodes' layer, imported here
+        from shape_sensing.nodes.graph import wait_for_subscriptions
+
         subscribed = wait_for_subscriptions(args.node, set(args.topics or ()), args.timeout)
     except TimeoutError as exc:
         print(f"play-bag: {exc}", file=sys.stderr)
         return 1
+    except RuntimeError as exc:  # ROS 2 on PATH, but this interpreter has no rclpy
+        print(f"play-bag: {exc}", file=sys.stderr)
+        return 2
     print(f"play-bag: {args.node} subscribes to {len(subscribed)} topics; playing {args.bag}", flush=True)
     extra = [a for a in args.play_args if a != "--"]
     cmd = [ros2, "bag", "play", str(args.bag), "--delay", f"{args.delay:g}", *extra]  # the bag before list options

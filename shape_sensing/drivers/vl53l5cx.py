@@ -382,13 +382,34 @@ def parse_frame(raw: bytes, resolution: int, stamp_ns: int = 0) -> TofReading:
 RANGE_CONVENTIONS = ("perpendicular", "radial")
 
 
+# -- zone geometry: zone (row, col) of an N x N frame covers angles ``ax`` (col, along +x) and ``ay`` (row, along +y)
+# in N equal steps of the field of view; with the perpendicular convention a zone's point is
+# ``distance * [tan(ax), tan(ay), 1]`` (the distance along the boresight, as ``msg/TofFrame.msg`` says)
+
+
+def zone_angles(zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> tuple[FloatArray, FloatArray]:
+    """Centre angles ``(ax, ay)`` of every zone, row-major (``zones_per_side ** 2`` each)."""
+    n = int(zones_per_side)
+    centres = ((np.arange(n) + 0.5) / n - 0.5) * fov
+    ay, ax = np.meshgrid(centres, centres, indexing="ij")
+    return ax.ravel(), ay.ravel()
+
+
+def zone_directions(zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> FloatArray:
+    """``(N*N, 3)`` vectors ``[tan(ax), tan(ay), 1]`` (z = 1: multiply by the boresight distance)."""
+    ax, ay = zone_angles(zones_per_side, fov)
+    return np.column_stack([np.tan(ax), np.tan(ay), np.ones_like(ax)])
+
+
+def zone_points(distance_m: FloatArray, zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> FloatArray:
+    """Points (sensor frame, m) of boresight distances (NaN distances give NaN points)."""
+    return zone_directions(zones_per_side, fov) * np.asarray(distance_m, float)[:, None]
+
+
 def zone_direction_norms(zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> FloatArray:
     """``|[tan(ax), tan(ay), 1]|`` of each zone's centre ray (row-major; equal angular zones over ``fov``): the
     ratio of a radial distance to the perpendicular one."""
-    n = int(zones_per_side)
-    t = np.tan(((np.arange(n) + 0.5) / n - 0.5) * fov)
-    ty, tx = np.meshgrid(t, t, indexing="ij")
-    return np.sqrt(tx.ravel() ** 2 + ty.ravel() ** 2 + 1.0)
+    return np.asarray(np.linalg.norm(zone_directions(zones_per_side, fov), axis=1))
 
 
 def to_perpendicular(reading: TofReading) -> TofReading:

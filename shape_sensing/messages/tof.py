@@ -1,10 +1,10 @@
 """Messages of the sensor rings: ``shape_sensing/TofFrame`` and ``sensor_msgs/PointCloud2`` of the valid zones.
 
-:func:`zone_directions` and :func:`zone_points` are the geometry (ROS-free):
-zone (row, col) of an N x N frame covers angles ``ax`` (col, along +x) and
-``ay`` (row, along +y) in N equal steps of the field of view; a zone's point
-is ``distance * [tan(ax), tan(ay), 1]`` since the chip reports the distance
-along the boresight (as ``msg/TofFrame.msg`` says).
+:func:`zone_directions` and :func:`zone_points` are the chip's zone geometry, defined with the driver
+(:mod:`shape_sensing.drivers.vl53l5cx`) and re-exported here: zone (row, col) of an N x N frame covers angles
+``ax`` (col, along +x) and ``ay`` (row, along +y) in N equal steps of the field of view; a zone's point is
+``distance * [tan(ax), tan(ay), 1]`` since the chip reports the distance along the boresight (as
+``msg/TofFrame.msg`` says).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from shape_sensing.drivers.vl53l5cx import FIELD_OF_VIEW_RAD, TofReading
+from shape_sensing.drivers.vl53l5cx import FIELD_OF_VIEW_RAD, TofReading, zone_angles, zone_directions, zone_points
 from shape_sensing.geometry import FloatArray, matrix_to_quat
 from shape_sensing.messages.common import _marker, header, pose_msg, pose_to_matrix, stamp_from_msg
 from shape_sensing.messages.errors import MessageError
@@ -48,25 +48,6 @@ _FLOAT32 = 7  # sensor_msgs/PointField FLOAT32
 
 def _f(factory: MessageFactory | None) -> MessageFactory:
     return factory if factory is not None else default_factory()
-
-
-def zone_angles(zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> tuple[FloatArray, FloatArray]:
-    """Centre angles ``(ax, ay)`` of every zone, row-major (``zones_per_side ** 2`` each)."""
-    n = int(zones_per_side)
-    centres = ((np.arange(n) + 0.5) / n - 0.5) * fov
-    ay, ax = np.meshgrid(centres, centres, indexing="ij")
-    return ax.ravel(), ay.ravel()
-
-
-def zone_directions(zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> FloatArray:
-    """``(N*N, 3)`` vectors ``[tan(ax), tan(ay), 1]`` (z = 1: multiply by the boresight distance)."""
-    ax, ay = zone_angles(zones_per_side, fov)
-    return np.column_stack([np.tan(ax), np.tan(ay), np.ones_like(ax)])
-
-
-def zone_points(distance_m: FloatArray, zones_per_side: int, fov: float = FIELD_OF_VIEW_RAD) -> FloatArray:
-    """Points (sensor frame, m) of boresight distances (NaN distances give NaN points)."""
-    return zone_directions(zones_per_side, fov) * np.asarray(distance_m, float)[:, None]
 
 
 def _valid_distances(reading: TofReading, min_range: float, max_range: float) -> FloatArray:

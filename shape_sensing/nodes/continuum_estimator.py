@@ -1,6 +1,6 @@
 """``continuum_estimator`` node: gyro and pose topics -> continuum-robot shape on TF, Path, markers, tip pose.
 
-Thin rclpy layer over :class:`shape_sensing.estimators.continuum.online.ContinuumTracker`
+Thin rclpy layer over :class:`shape_sensing.pipelines.continuum_tracker.ContinuumTracker`
 (a sliding-window continuous-time estimator with Gaussian-process priors in arc
 length and time).
 
@@ -37,12 +37,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from shape_sensing.config import ConfigError
-from shape_sensing.estimators.continuum.online import (
-    CONTINUUM_TOF_TOPICS,
-    CONTINUUM_TOPICS,
-    ContinuumMessages,
-    ContinuumTracker,
-)
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
@@ -62,6 +56,12 @@ from shape_sensing.nodes._common import (
 )
 from shape_sensing.nodes._input import LiveInputs
 from shape_sensing.pipelines.continuum import NODE_SCHEMA as SCHEMA
+from shape_sensing.pipelines.continuum_tracker import (
+    CONTINUUM_TOF_TOPICS,
+    CONTINUUM_TOPICS,
+    ContinuumMessages,
+    ContinuumTracker,
+)
 from shape_sensing.pipelines.input_stage import LIVE_PARAMS, Released
 from shape_sensing.runtime import retain_heap
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate

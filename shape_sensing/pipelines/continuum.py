@@ -34,7 +34,6 @@ from typing import Any
 import numpy as np
 
 from shape_sensing.config import Schema, load_node_params
-from shape_sensing.estimators.continuum.online import SCHEMA, ContinuumMessages, ContinuumTracker
 from shape_sensing.io.bag import BagMessage, BagWriter
 from shape_sensing.io.errors import BagError
 from shape_sensing.messages import common as msgs
@@ -42,6 +41,7 @@ from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.strain import strain_from_float64_multiarray, strain_from_msg
 from shape_sensing.messages.tof import tof_frame_from_msg
 from shape_sensing.pipelines.common import resolve_topic
+from shape_sensing.pipelines.continuum_tracker import SCHEMA, ContinuumMessages, ContinuumTracker
 from shape_sensing.pipelines.contracts import CONTINUUM_NAMESPACE as DEFAULT_NAMESPACE
 from shape_sensing.pipelines.contracts import continuum_arguments as add_replay_arguments
 from shape_sensing.pipelines.contracts import continuum_matches as matches

@@ -150,12 +150,12 @@ def _from_rig(path: Path, still: float | None) -> SensorData:
 
 def _from_config(path: Path, config: Path, still: float | None) -> SensorData:
     from shape_sensing.config import load_node_params
-    from shape_sensing.estimators.continuum.online import SCHEMA
     from shape_sensing.estimators.continuum.tof import TofMount, ring_mounts
     from shape_sensing.io.bag import read_bag
     from shape_sensing.io.errors import BagError
     from shape_sensing.messages.tof import tof_frame_from_msg
     from shape_sensing.pipelines.common import resolve_topic
+    from shape_sensing.pipelines.continuum_tracker import SCHEMA
     from shape_sensing.pipelines.contracts import CONTINUUM_NAMESPACE
 
     if not Path(config).is_file():

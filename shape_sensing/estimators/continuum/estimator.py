@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -13,11 +14,23 @@ from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights, straight_state
 from shape_sensing.estimators.continuum.solver import DECREMENT_TOL, GNResult, assign_measurements, gauss_newton
 from shape_sensing.geometry import FloatArray
-from shape_sensing.io.space_time_dataset import Trial
 
 __all__ = ["BatchEstimator", "Tuning", "measurements_from_trial", "time_grid", "weights_from_trial"]
 
 _log = logging.getLogger(__name__)
+
+
+class Trial(Protocol):
+    """What the estimator reads of a recorded trial (:class:`shape_sensing.io.space_time_dataset.Trial`, which the
+    I/O layer loads): the robot's noise model, the trial's initial condition and sensor switches, its streams."""
+
+    @property
+    def robot(self) -> Any: ...
+
+    @property
+    def config(self) -> Any: ...
+
+    def of_kind(self, kind: str) -> Sequence[Any]: ...
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,7 @@ def zone_directions(zones_per_side: int, fov: float) -> FloatArray:
 @lru_cache(maxsize=16)
 def _zone_directions(zones_per_side: int, fov: float) -> FloatArray:
     """:func:`zone_directions`, computed once per layout (every frame of a sensor uses it; read-only)."""
-    from shape_sensing.messages.tof import zone_directions as directions  # the ring driver's zone geometry
+    from shape_sensing.drivers.vl53l5cx import zone_directions as directions  # the chip's zone geometry
 
     out = np.asarray(directions(zones_per_side, fov), dtype=np.float64)
     out.flags.writeable = False
