@@ -37,9 +37,9 @@ import numpy as np
 
 from shape_sensing.config import load_node_params
 from shape_sensing.demos.tof_continuum import MAP_SPACING, sensor_data
-from shape_sensing.pipelines.continuum_tracker import SCHEMA, ContinuumTracker
 from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise, ring_errors, summarise_errors
 from shape_sensing.io.maps import PriorMap, write_ply
+from shape_sensing.pipelines.continuum_tracker import SCHEMA, ContinuumTracker
 from shape_sensing.sim.tof_continuum import RobotSpec, SimConfig, SimRun, simulate
 from shape_sensing.sim.tof_scene import compressor_scene
 

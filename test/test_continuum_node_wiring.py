@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 from ros_stand_ins import FakeNode, install
 
-from shape_sensing.pipelines.continuum_tracker import CONTINUUM_TOPICS, SCHEMA
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import default_factory
+from shape_sensing.pipelines.continuum_tracker import CONTINUUM_TOPICS, SCHEMA
 from shape_sensing.types import DiagnosticLevel
 
 LENGTH = 0.466

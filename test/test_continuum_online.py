@@ -9,10 +9,10 @@ import pytest
 
 from shape_sensing.config import ConfigError
 from shape_sensing.estimators.continuum.model import Weights
-from shape_sensing.pipelines.continuum_tracker import SCHEMA, ContinuumMessages, ContinuumTracker
 from shape_sensing.estimators.continuum.synthetic import bending_strain, sample_measurements
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.messages.factory import default_factory
+from shape_sensing.pipelines.continuum_tracker import SCHEMA, ContinuumMessages, ContinuumTracker
 
 PARAMS = {
     "gyro_topics": ["g_mid", "g_tip"],

@@ -14,10 +14,10 @@ import yaml
 
 from shape_sensing.cli import main as cli_main
 from shape_sensing.cli.replay import replay_bag, select_pipeline
-from shape_sensing.pipelines.continuum_tracker import ContinuumTracker
 from shape_sensing.estimators.continuum.synthetic import bending_strain, sample_measurements
 from shape_sensing.io.bag import BagWriter, bag_topics, read_bag
 from shape_sensing.messages import common as mc
+from shape_sensing.pipelines.continuum_tracker import ContinuumTracker
 from shape_sensing.types import ImuSample
 
 ROOT = Path(__file__).resolve().parents[1]

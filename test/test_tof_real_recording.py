@@ -142,8 +142,8 @@ def test_replay_of_the_recording_keeps_the_truth_and_writes_a_scored_estimate(
 def test_strain_flags_decoded_from_a_message_are_read_only_and_taken() -> None:
     """A StrainArray's ``valid`` decoded from CDR is a read-only view of the buffer; the tracker leaves it as it is
     (it used to narrow it in place: "output array is read-only") and drops the invalid gauge."""
-    from shape_sensing.pipelines.continuum_tracker import ContinuumTracker
     from shape_sensing.messages.factory import default_factory
+    from shape_sensing.pipelines.continuum_tracker import ContinuumTracker
 
     f = default_factory()
     s, th, ka = np.array([0.3, 0.6, 0.9]), np.array([0.1, 0.2, 0.3]), np.array([1.0, 1.5, 2.0])
