@@ -35,6 +35,7 @@ else:
         "/vine/imu_00/mag": ("sensor_msgs/msg/MagneticField", 5.0),
         "/vine/imu_17/temperature": ("sensor_msgs/msg/Temperature", 1.0),
         "/vine/imu_17/calibration_status": ("shape_sensing/msg/Bno055Calibration", None),
+        "/vine/imus": ("shape_sensing/msg/ImuArray", 100.0),  # each sweep in one message, what the estimator reads
         "/vine/shape/path": ("nav_msgs/msg/Path", 30.0),
         "/vine/shape/tip": ("geometry_msgs/msg/PoseWithCovarianceStamped", 30.0),
         "/vine/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
@@ -64,9 +65,12 @@ else:
             h.check_frames(self.probe, FRAMES)
 
         def test_3_parameters_equal_the_files(self) -> None:
-            est = h.expected_parameters("hinge_arc_estimator", h.share("config", "vine_imu.yaml"))
+            # with driver:=true the launch points both at the driver's ImuArray topic (imu_array_topic:=imus)
+            est = h.expected_parameters("hinge_arc_estimator", h.share("config", "vine_imu.yaml"),
+                                        {"imu_array_topic": "imus"})  # fmt: skip
             h.check_param_dump("/vine/hinge_arc_estimator", est)
-            driver = h.expected_parameters("bno055_chain", h.share("config", "bno055_chain.yaml"), {"simulate": True})
+            driver = h.expected_parameters("bno055_chain", h.share("config", "bno055_chain.yaml"),
+                                           {"simulate": True, "imu_array_topic": "imus"})  # fmt: skip
             h.check_param_dump("/vine/bno055_chain", driver)
 
         def test_4_offset_service_answers(self) -> None:

@@ -147,6 +147,12 @@ SCHEMA = Schema(
         Param("calibration_file", str, "", "YAML calibration profiles restored at start and saved by the service"),
         Param("capture_calibration", bool, True, "capture each sensor's profile once it is fully calibrated"),
         Param("frame_prefix", str, "", "prefix of every frame id"),
+        Param(
+            "imu_array_topic", str, "",
+            "also publish every sweep as one shape_sensing/ImuArray on this topic (one row per sensor in the "
+            "configured order, a sensor not read in the sweep without orientation); '' for none. The per-sensor "
+            "NAME/data topics are published either way",
+        ),
         Param("orientation_covariance", "float[]", [3e-4, 3e-4, 3e-4], "diagonal", min=0.0, check=_diag3, unit="rad^2"),
         Param(
             "angular_velocity_covariance",

@@ -13,11 +13,13 @@ import numpy as np
 
 from shape_sensing.drivers.bno055 import CalibrationStatus
 from shape_sensing.drivers.bno055_chain import Bno055Reading
+from shape_sensing.drivers.i2c_topology import SensorSpec
 from shape_sensing.geometry import FloatArray
 from shape_sensing.messages.common import diagnostic_array, header, imu_to_msg
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory, default_factory, published_type
-from shape_sensing.types import DiagnosticStatus
+from shape_sensing.messages.imu_array import imu_array_msg
+from shape_sensing.types import DiagnosticStatus, ImuSample
 
 __all__ = [
     "CALIBRATION_LABELS",
@@ -182,7 +184,29 @@ class ChainMessages:
             for k in ("orientation_covariance", "angular_velocity_covariance", "linear_acceleration_covariance")
         }
         self.mag_covariance = params.get("magnetic_field_covariance")
+        self.array_frame = self.prefix + "bno055_chain"  # the ImuArray header's frame: the bus, not a TF frame
         self.last_calibration: dict[str, list[int]] = {}
+
+    def imu_array(self, readings: Iterable[Bno055Reading], sensors: Sequence[SensorSpec], stamp_ns: int) -> Any:
+        """shape_sensing/ImuArray of one sweep: row i is ``sensors[i]`` (the chain's configured order, which the
+        estimator's ``imu_topics`` follow), with the fields and covariances of its ``NAME/data`` message; a sensor
+        not read in this sweep is sent without orientation (covariance element 0 = -1) at ``stamp_ns``, the
+        sweep's stamp in the header (a sweep without readings is still sent: it says the chain is alive)."""
+        by_name = {r.name: r for r in readings}
+        absent = np.zeros((3, 3))
+        absent[0, 0] = -1.0
+        covs = {k: _cov3(v, k.replace("_covariance", "").replace("_", " ")) for k, v in self.covariances.items()}
+        samples = []
+        for spec in sensors:
+            r = by_name.get(spec.name)
+            if r is None:
+                samples.append(ImuSample(stamp_ns=stamp_ns, frame_id=self.prefix + spec.frame_id, orientation=None,
+                                         angular_velocity=np.zeros(3), linear_acceleration=np.zeros(3),
+                                         angular_velocity_covariance=absent,
+                                         linear_acceleration_covariance=absent))  # fmt: skip
+            else:
+                samples.append(r.to_imu_sample(self.prefix, **covs))
+        return imu_array_msg(stamp_ns, self.array_frame, samples, self.factory)
 
     def sweep(self, readings: Iterable[Bno055Reading]) -> list[tuple[str, Any]]:
         """Messages for the readings of one sweep, in reading order."""

@@ -31,6 +31,7 @@ from shape_sensing.drivers.errors import DriverConfigError
 from shape_sensing.drivers.i2c_topology import Topology
 from shape_sensing.messages import hardware as hw_msgs
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE
 from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos, static_qos
 
 __all__ = ["NODE_NAME", "Bno055ChainNode", "main"]
@@ -89,6 +90,11 @@ class Bno055ChainNode:
             for s in topology.sensors
             for suffix, typename in hw_msgs.CHAIN_TOPICS.items()
         }
+        self.sensors = list(topology.sensors)
+        array_topic = p["imu_array_topic"]
+        self.array_pub = (
+            node.create_publisher(f.cls(IMU_ARRAY_TYPE), array_topic, sensor_qos()) if array_topic else None
+        )
         self.diag_pub = node.create_publisher(
             f.cls("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics", reliable_qos()
         )
@@ -112,8 +118,12 @@ class Bno055ChainNode:
             return  # use_sim_time without a /clock yet
         if self.sim is not None:
             self.sim.bus.now_ns = max(self.sim.bus.now_ns, now)
-        for topic, msg in self.messages.sweep(self.chain.sweep().readings):
+        readings = self.chain.sweep().readings
+        for topic, msg in self.messages.sweep(readings):
             self.pubs[topic].publish(msg)
+        if self.array_pub is not None:  # the sweep as one message, stamped with its newest reading
+            stamp = max((r.stamp_ns for r in readings), default=now)
+            self.array_pub.publish(self.messages.imu_array(readings, self.sensors, stamp))
 
     def _on_diagnostics(self) -> None:
         now = self._now()

@@ -177,7 +177,7 @@ class HingeArcEstimatorNode:
             if self.watch.seen(int(i), int(sweep.stamps_ns[i]), now_ns):
                 usable[i] = False
                 self.tracker.stats.bad_samples += 1
-        self.inputs.offer("imus", sweep.stamp_ns, (sweep.stamps_ns, quats, usable), info)
+        self.inputs.offer("imus", sweep.stamp_ns, (sweep.stamps_ns, quats, usable, sweep.frame_ids), info)
 
     def _on_length(self, msg: Any, info: Any) -> None:
         if note_input(self.node, self.watch, len(self.params["imu_topics"]), msg):

@@ -31,7 +31,7 @@ import argparse
 import logging
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -116,6 +116,7 @@ class VineImuTracker:
         self.latest_ns = -1
         self.last_estimate_ns = -1  # stamp of the last estimate; each new one must carry a newer data stamp
         self.stats = _Stats()
+        self._frame_list = list(self.frame_ids)
         self._offset_requested = bool(self.params["auto_offset"])
         self._offset_manual = False
         self.stale_ns = int(self.params["stale_timeout"] * 1e9)
@@ -380,15 +381,30 @@ class VineImuTracker:
             self.latest_ns = stamp_ns
         return out
 
-    def push_orientations(self, stamps_ns: np.ndarray, quats: FloatArray, usable: np.ndarray) -> list[ShapeEstimate]:
+    def push_orientations(
+        self,
+        stamps_ns: np.ndarray,
+        quats: FloatArray,
+        usable: np.ndarray,
+        frame_ids: Sequence[str] | None = None,
+    ) -> list[ShapeEstimate]:
         """The unit orientations of one sweep (row i: IMU i; ``usable`` false: absent or bad), e.g. of an ImuArray.
 
         The same as :meth:`push_orientation` for each IMU in stamp order (index order among equal stamps),
         in one vectorised step when the sweep shares one stamp; sensors beyond the tracker's IMUs are ignored.
+        With ``frame_ids`` (the sweep's per-sensor frames), a row whose frame is not IMU i's is counted as a frame
+        mismatch and not used (a driver listing its sensors in another order than ``imu_topics``).
         """
         n = min(len(stamps_ns), self.n)
         if n == 0:
             return []
+        if frame_ids is not None and list(frame_ids[:n]) != self._frame_list[:n]:
+            wrong = np.array([f != e for f, e in zip(frame_ids[:n], self._frame_list[:n], strict=True)])
+            i = int(np.flatnonzero(wrong)[0])
+            self.stats.frame_mismatch += int((wrong & np.asarray(usable[:n], dtype=bool)).sum())
+            self.stats.last_rejection = f"sensor {i}: frame {frame_ids[i]!r}, expected {self._frame_list[i]!r}"
+            usable = np.asarray(usable, dtype=bool).copy()
+            usable[:n] &= ~wrong
         stamps = np.asarray(stamps_ns[:n], dtype=np.int64)
         s0 = int(stamps[0])
         if not bool((stamps == s0).all()):
@@ -506,8 +522,10 @@ def base_transforms(stamp_ns: int, world_imu_base: FloatArray, prefix: str = "")
     t_base_imu[:3, :3] = r
     t_world_base = np.asarray(world_imu_base, dtype=float) @ np.linalg.inv(t_base_imu)
     base, imu_base = prefix + VINE_BASE_FRAME, prefix + VINE_IMU_BASE_FRAME
-    return [TransformStamped(stamp_ns, "world", base, t_world_base),
-            TransformStamped(stamp_ns, base, imu_base, t_base_imu)]
+    return [
+        TransformStamped(stamp_ns, "world", base, t_world_base),
+        TransformStamped(stamp_ns, base, imu_base, t_base_imu),
+    ]
 
 
 def length_message(stamp_ns: int, frame_id: str, length: float, velocity: float, factory: MessageFactory) -> Any:
