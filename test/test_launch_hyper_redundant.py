@@ -81,6 +81,7 @@ else:
         for i in range(N_SENSORS)
     }
     TOPICS |= {
+        f"{NS}/imu/array": ("shape_sensing/msg/ImuArray", None),  # each poll's samples: what the estimator reads
         f"{NS}/joint_states": ("sensor_msgs/msg/JointState", 20.0),
         f"{NS}/shape/path": ("nav_msgs/msg/Path", 20.0),
         f"{NS}/shape/end_effector": ("geometry_msgs/msg/PoseWithCovarianceStamped", 20.0),
@@ -119,8 +120,11 @@ else:
             h.check_frames(self.probe, FRAMES)
 
         def test_3_parameters_equal_the_file(self, config: Path) -> None:
-            h.check_param_dump(f"{NS}/wt901", h.expected_parameters("wt901", config))
-            h.check_param_dump(f"{NS}/rigid_module_estimator", h.expected_parameters("rigid_module_estimator", config))
+            # with drivers:=true the launch points both at the driver's ImuArray topic (imu_array_topic:=imu/array)
+            array = {"imu_array_topic": "imu/array"}
+            h.check_param_dump(f"{NS}/wt901", h.expected_parameters("wt901", config, array))
+            h.check_param_dump(f"{NS}/rigid_module_estimator",
+                               h.expected_parameters("rigid_module_estimator", config, array))  # fmt: skip
 
         def test_4_wt901_calibration_services_reach_the_sensors(self) -> None:
             assert SENSORS is not None

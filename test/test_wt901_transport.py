@@ -301,3 +301,38 @@ def test_accelerometer_calibration_refuses_a_second_call_and_finishes_once(monke
     third = call()  # after the finish a new calibration is accepted, on a new timer
     assert third.success is True
     assert [t for t in node.live if t not in others] not in ([], pending)
+
+
+def test_node_publishes_each_poll_as_one_imu_array_equal_to_its_per_sensor_messages(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With ``imu_array_topic`` the WT901 node also sends the samples of each poll in one ImuArray, rows by frame
+    id: read back by the message layer, each row equals the sample of the per-sensor ``imu/<frame>`` message (real
+    pyserial loop:// ports carrying the emulator's bytes)."""
+    install(monkeypatch, "shape_sensing.nodes.wt901", {"std_srvs": {}, "std_srvs.srv": {"Trigger": object}})
+    from shape_sensing.messages.common import imu_from_msg
+    from shape_sensing.messages.imu_array import imu_samples_from_sweep, imu_sweep_from_msg
+    from shape_sensing.nodes.wt901 import Wt901Node
+
+    frames = [f"platform_{i}" for i in range(3)]
+    node = _TimerNode("wt901", {"mode": "uart", "frame_ids": frames, "ports": ["loop://"] * 3,
+                                "imu_array_topic": "imu/array"})  # fmt: skip
+    app = Wt901Node(node)
+    emus = [Wt901Emulator() for _ in frames]
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        for sensor, emu in zip(app.reader.sensors, emus, strict=True):
+            sensor.port.write(emu.cycle_bytes(rng.uniform(-0.5, 0.5, 3)))
+        node.now_ns += 10_000_000
+        app._on_poll()
+    arrays = node.publishers["imu/array"].sent
+    assert len(arrays) == 20
+    per_sensor = {
+        (f, imu_from_msg(m).stamp_ns): imu_from_msg(m) for f in frames for m in node.publishers[f"imu/{f}"].sent
+    }
+    rows = [s for msg in arrays for s in imu_samples_from_sweep(imu_sweep_from_msg(msg))]
+    assert len(rows) == len(per_sensor) == 60 and {s.frame_id for s in rows} == set(frames)
+    for s in rows:
+        ref = per_sensor[(s.frame_id, s.stamp_ns)]
+        np.testing.assert_allclose(s.orientation, ref.orientation, atol=1e-12)
+        np.testing.assert_allclose(s.angular_velocity, ref.angular_velocity, atol=1e-12)

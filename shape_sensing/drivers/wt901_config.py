@@ -46,6 +46,11 @@ SCHEMA = Schema(
         Param("poll_rate", float, 400.0, "how often the ports/bus are drained", min=1.0, max=5000.0, unit="Hz"),
         Param("stale_timeout", float, 0.5, "a sensor silent this long is reported stale", min=0.0, unit="s"),
         Param("frame_prefix", str, "", "prefix of the published frame ids"),
+        Param(
+            "imu_array_topic", str, "",
+            "also publish the samples of each poll as one shape_sensing/ImuArray on this topic (rows by frame id); "
+            "'' for none. The per-sensor imu/<frame> topics are published either way",
+        ),
     ),
 )  # fmt: skip
 

@@ -33,6 +33,7 @@ from shape_sensing.drivers.wt901_config import SCHEMA, Wt901NodeConfig, build_ca
 from shape_sensing.drivers.wt901_serial import Wt901SerialGroup
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_array_msg
 from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos
 
 __all__ = ["NODE_NAME", "Wt901Node", "main"]
@@ -67,6 +68,11 @@ class Wt901Node:
             fid: node.create_publisher(imu_cls, f"imu/{raw}", sensor_qos())
             for fid, raw in zip(self.cfg.frame_ids(), p["frame_ids"], strict=True)
         }
+        array_topic = p["imu_array_topic"]
+        self.array_frame = p["frame_prefix"] + NODE_NAME  # the ImuArray header's frame: the bus, not a TF frame
+        self.array_pub = (
+            node.create_publisher(self.factory.cls(IMU_ARRAY_TYPE), array_topic, sensor_qos()) if array_topic else None
+        )
         self.diag_pub = node.create_publisher(
             self.factory.cls("diagnostic_msgs/msg/DiagnosticArray"), "/diagnostics", reliable_qos()
         )
@@ -84,10 +90,12 @@ class Wt901Node:
         return int(self.node.get_clock().now().nanoseconds)
 
     def _on_poll(self) -> None:
-        for sample in self.reader.poll():
-            pub = self.publishers.get(sample.frame_id)
-            if pub is not None:
-                pub.publish(msgs.imu_to_msg(sample, self.factory))
+        samples = [s for s in self.reader.poll() if s.frame_id in self.publishers]
+        for sample in samples:
+            self.publishers[sample.frame_id].publish(msgs.imu_to_msg(sample, self.factory))
+        if self.array_pub is not None and samples:  # the poll's samples as one message, stamped with the newest
+            stamp = max(s.stamp_ns for s in samples)
+            self.array_pub.publish(imu_array_msg(stamp, self.array_frame, samples, self.factory))
 
     def _on_diagnostics(self) -> None:
         now = self._now_ns()
