@@ -254,3 +254,44 @@ def load_param_file_text(text: str, node: str, tmp: Path) -> dict:
     f = tmp / "from_bag.yaml"
     f.write_text(text)
     return load_param_file(f, node)
+
+
+def test_replay_of_the_sweeps_as_imu_arrays_equals_replay_of_the_per_imu_topics(
+    demo_bag: tuple[Path, dict], tmp_path: Path
+) -> None:
+    """A recording of only the chain's sweeps (``/vine/imus``, shape_sensing/ImuArray, as the BNO055 driver and the
+    simulator publish them) is recognised and replayed without a configuration, one IMU per row, to the estimates
+    replay gives from the same readings as 18 sensor_msgs/Imu topics."""
+    import numpy as np
+
+    from shape_sensing.messages.common import imu_from_msg
+    from shape_sensing.messages.imu_array import imu_array_msg
+
+    bag, _ = demo_bag
+    per_imu = tmp_path / "per_imu.mcap"
+    arrays = tmp_path / "arrays.mcap"
+    sweeps: dict[int, list] = {}
+    with BagWriter(per_imu) as wp, BagWriter(arrays) as wa:
+        for m in read_bag(bag):
+            if m.topic.startswith(("/vine/shape", "/tf", "/diagnostics")) and m.topic != "/tf_static":
+                continue  # the estimate: what replay makes again
+            if m.topic.endswith("/data"):
+                wp.copy(m, qos="sensor")
+                index = int(m.topic.split("/")[-2].removeprefix("imu_"))
+                sweeps.setdefault(m.stamp_ns, []).append((index, imu_from_msg(m.msg)))
+                continue
+            wp.copy(m)
+            wa.copy(m)
+        assert len(sweeps) > 100 and all(len(v) == 18 for v in sweeps.values())
+        for stamp, rows in sorted(sweeps.items()):
+            samples = [s for _, s in sorted(rows, key=lambda r: r[0])]
+            wa.write("/vine/imus", imu_array_msg(stamp, "vine_imu_base", samples, wa.factory), stamp, qos="sensor")
+    assert bag_topics(arrays)["/vine/imus"] == "shape_sensing/msg/ImuArray"
+    assert not any(t.endswith("/data") for t in bag_topics(arrays))
+    out_p, out_a = tmp_path / "p.mcap", tmp_path / "a.mcap"
+    assert main(["replay", str(per_imu), "--out", str(out_p)]) == 0
+    assert main(["replay", str(arrays), "--out", str(out_a)]) == 0
+    tips_p = [(m.stamp_ns, m.msg.pose.pose.position) for m in read_bag(out_p, ["/vine/shape/tip"])]
+    tips_a = [(m.stamp_ns, m.msg.pose.pose.position) for m in read_bag(out_a, ["/vine/shape/tip"])]
+    assert len(tips_p) > 80 and [s for s, _ in tips_a] == [s for s, _ in tips_p]
+    np.testing.assert_allclose([(p.x, p.y, p.z) for _, p in tips_a], [(p.x, p.y, p.z) for _, p in tips_p], atol=1e-12)

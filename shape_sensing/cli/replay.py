@@ -110,9 +110,10 @@ def replay_bag(
                 writer.set_metadata(PARAMETERS_KEY.format(node=node), Path(config).read_text())
             metrics: dict[str, Any] | None
             # The bulk path sets the tracker up from --config and --namespace only; any other tracker option
-            # (e.g. a saved straight reference) runs the streaming path, which applies it.
+            # (e.g. a saved straight reference), and IMUs recorded as ImuArray sweeps, run the streaming path.
             tracker_options = [k for k in ("reference", "reference_at") if getattr(args, k, None) is not None]
-            if mod.NAME == "vine-imu" and not getattr(args, "streaming", False) and not tracker_options:
+            sweeps = mod.NAME == "vine-imu" and mod.reads_sweeps(topics, config, getattr(args, "namespace", "/vine"))
+            if mod.NAME == "vine-imu" and not getattr(args, "streaming", False) and not tracker_options and not sweeps:
                 from shape_sensing.pipelines import vine_imu_bulk
 
                 metrics = vine_imu_bulk.replay(input_path, writer, config, args, progress=_progress(args))

@@ -20,11 +20,13 @@ from pathlib import Path
 __all__ = ["CONTRACTS", "R_VINE_BASE_IMU_BASE", "VINE_BASE_FRAME", "VINE_IMU_BASE_FRAME", "Contract", "select"]
 
 _IMU = "sensor_msgs/msg/Imu"
+_IMU_ARRAY = "shape_sensing/msg/ImuArray"
 _POSE = "geometry_msgs/msg/PoseWithCovarianceStamped"
 
 # vine-imu
 VINE_NAMESPACE = "/vine"
 VINE_IMU_TOPIC_RE = re.compile(r"imu_\d+/data$")
+VINE_IMU_ARRAY_RE = re.compile(r"(^|/)imus$")  # the sweeps of the chain in one ImuArray each (driver, simulator)
 # hyper-redundant
 HR_NAMESPACE = "/hyper_redundant"
 HR_IMU_TOPIC_RE = re.compile(r"imu/platform_(\d+)$")
@@ -54,8 +56,12 @@ def _seconds(text: str) -> float:
 
 
 def vine_imu_matches(topics: dict[str, str]) -> bool:
-    """Whether a bag holds IMU topics named like the vine-imu pipeline's inputs (``imu_NN/data``)."""
-    return any(VINE_IMU_TOPIC_RE.search(t) and ty == _IMU for t, ty in topics.items())
+    """Whether a bag holds IMU topics named like the vine-imu pipeline's inputs (``imu_NN/data``, or the sweeps as
+    ``imus`` of type shape_sensing/ImuArray)."""
+    return any(
+        (VINE_IMU_TOPIC_RE.search(t) and ty == _IMU) or (VINE_IMU_ARRAY_RE.search(t) and ty == _IMU_ARRAY)
+        for t, ty in topics.items()
+    )
 
 
 def vine_imu_arguments(parser: argparse.ArgumentParser) -> None:

@@ -28,6 +28,7 @@ topic                       type                                  frame / conten
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import math
 import re
@@ -48,8 +49,11 @@ from shape_sensing.messages import common as msgs
 from shape_sensing.messages.common import UNIT_QUATERNION_TOLERANCE
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE as IMU_ARRAY_MSG
+from shape_sensing.messages.imu_array import imu_sweep_from_msg
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
 from shape_sensing.pipelines.contracts import R_VINE_BASE_IMU_BASE, VINE_BASE_FRAME, VINE_IMU_BASE_FRAME
+from shape_sensing.pipelines.contracts import VINE_IMU_ARRAY_RE as IMU_ARRAY_RE
 from shape_sensing.pipelines.contracts import VINE_IMU_TOPIC_RE as IMU_TOPIC_RE
 from shape_sensing.pipelines.contracts import VINE_NAMESPACE as DEFAULT_NAMESPACE
 from shape_sensing.pipelines.contracts import vine_imu_arguments as add_replay_arguments
@@ -606,6 +610,31 @@ class TipErrors:
 # -- replay ------------------------------------------------------------------
 
 
+def _array_topics(topics: dict[str, str], namespace: str) -> list[str]:
+    """The bag's ImuArray topics named like the vine chain's sweeps (``<namespace>/imus``)."""
+    prefix = namespace.rstrip("/") + "/"
+    return sorted(t for t, ty in topics.items() if ty == IMU_ARRAY_MSG and IMU_ARRAY_RE.search(t) and
+                  t.startswith(prefix))  # fmt: skip
+
+
+def reads_sweeps(topics: dict[str, str], config: Path | None, namespace: str) -> bool:
+    """Whether a replay of this bag reads the IMUs from ImuArray sweeps: the configuration's ``imu_array_topic``,
+    or, without one, a bag holding ``<namespace>/imus`` and no per-IMU topic (the bulk replay reads only the latter)."""
+    if config is not None:
+        return bool(load_node_params(config, SCHEMA).get("imu_array_topic"))
+    return bool(_array_topics(topics, namespace)) and not any(IMU_TOPIC_RE.search(t) for t in topics)
+
+
+def _peek(messages: Iterator[BagMessage], topic: str) -> tuple[BagMessage | None, Iterator[BagMessage]]:
+    """The first message on ``topic`` and an iterator giving every message again, that one included."""
+    seen: list[BagMessage] = []
+    for bm in messages:
+        seen.append(bm)
+        if bm.topic == topic:
+            return bm, itertools.chain(seen, messages)
+    return None, iter(seen)
+
+
 def _params_from(config: Path | None, topics: Iterable[str], namespace: str) -> dict[str, Any]:
     if config is not None:
         return load_node_params(config, SCHEMA)
@@ -637,6 +666,12 @@ def apply_recorded_reference(tracker: VineImuTracker, args: argparse.Namespace) 
 
 def check_inputs(tracker: VineImuTracker, topics: dict[str, str] | None, namespace: str) -> None:
     """Refuse a replay whose configured IMU topics cannot give an estimate from this bag (names them)."""
+    array = tracker.params["imu_array_topic"]
+    if array:
+        name = resolve_topic(array, namespace)
+        if topics is not None and name not in topics:
+            raise ValueError(f"the configured ImuArray topic {name} (imu_array_topic) is not in the bag")
+        return
     imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
     missing = [t for t in imu_index if topics is not None and t not in topics]
     if topics is not None and len(missing) == len(imu_index):
@@ -677,7 +712,20 @@ def replay(
     """
     topics: dict[str, str] | None = getattr(args, "bag_topics", None)
     namespace = getattr(args, "namespace", DEFAULT_NAMESPACE)
-    params = _params_from(config, (topics or {}).keys(), namespace)
+    arrays = _array_topics(topics or {}, namespace)
+    has_imu_topics = any(IMU_TOPIC_RE.search(t) for t in (topics or {}))
+    if config is None and arrays and not has_imu_topics:
+        # No config and only the sweeps (ImuArray): one IMU per row of the first sweep, read from the array.
+        first, messages = _peek(messages, arrays[0])
+        if first is None:
+            raise ValueError(f"{arrays[0]} holds no message")
+        n = len(first.msg.frame_id)
+        params: dict[str, Any] = {
+            "imu_topics": [f"imu_{i:02d}/data" for i in range(n)],
+            "imu_array_topic": arrays[0][len(namespace.rstrip("/")) + 1 :],
+        }
+    else:
+        params = _params_from(config, (topics or {}).keys(), namespace)
     tracker = VineImuTracker(params)
     reference = getattr(args, "reference", None)
     reference_at = getattr(args, "reference_at", None)
@@ -688,7 +736,12 @@ def replay(
             raise ValueError(f"--reference-at {reference_at}: expected a time >= 0 (s)")
         tracker.capture_at(reference_at)
     apply_recorded_reference(tracker, args)
-    imu_index = {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
+    array_name = (
+        resolve_topic(tracker.params["imu_array_topic"], namespace) if tracker.params["imu_array_topic"] else ""
+    )
+    imu_index = (
+        {} if array_name else {resolve_topic(t, namespace): i for i, t in enumerate(tracker.params["imu_topics"])}
+    )
     check_inputs(tracker, topics, namespace)
     length_topic = tracker.params["length_topic"]
     length_name = resolve_topic(length_topic, namespace) if length_topic else None
@@ -720,6 +773,15 @@ def replay(
                 tracker.stats.bad_samples += 1
                 continue
             new = tracker.push_orientation(imu_index[bm.topic], stamp, q)
+        elif array_name and bm.topic == array_name:  # a sweep: every IMU's orientation at once, as the node takes it
+            writer.copy(bm, qos="sensor")
+            try:
+                sweep = imu_sweep_from_msg(bm.msg)
+            except (MessageError, BagError):
+                tracker.stats.bad_samples += 1
+                continue
+            quats, usable = sweep.unit_orientations()
+            new = tracker.push_orientations(sweep.stamps_ns, quats, usable, sweep.frame_ids)
         elif length_name is not None and bm.topic == length_name:
             pos = list(bm.msg.position)
             if pos:
