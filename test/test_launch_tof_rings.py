@@ -59,7 +59,7 @@ else:
             h.check_topics(self.probe, TOPICS)
 
         def test_2_tf_world_to_every_frame(self) -> None:
-            h.check_frames(self.probe, RINGS + TOFS + IMUS)
+            h.check_frames(self.probe, RINGS + [f"{t}_optical" for t in TOFS] + IMUS)  # REP-103's optical suffix
 
         def test_3_parameters_equal_the_file(self) -> None:
             config = h.share("config", "tof_rings.yaml")

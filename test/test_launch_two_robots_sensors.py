@@ -46,9 +46,9 @@ else:
         FRAMES: ClassVar[list[str]] = [
             f
             for r in ROBOTS
-            for f in (f"tof_{r}_ring_0", f"tof_{r}_ring_2", f"tof_{r}_ring_1_tof_1", f"tof_{r}_ring_2_imu")
+            for f in (f"tof_{r}_ring_0", f"tof_{r}_ring_2", f"tof_{r}_ring_1_tof_1_optical", f"tof_{r}_ring_2_imu")
         ]
-        BARE: ClassVar[list[str]] = ["ring_0", "ring_1_tof_1", "ring_2_imu"]
+        BARE: ClassVar[list[str]] = ["ring_0", "ring_1_tof_1_optical", "ring_2_imu"]
 
     @launch_testing.post_shutdown_test()
     class TestTwoSensorSetsShutdown(unittest.TestCase):

@@ -36,7 +36,7 @@ def test_node_boots_the_simulated_rings_and_publishes(ros_stand_ins: None) -> No
         node.now_ns += 2_000_000
     diag()
     frames = node.publishers["ring_1_tof_2/frame"].sent
-    assert len(frames) > 10 and frames[-1].header.frame_id == "ring_1_tof_2" and frames[-1].zones_per_side == 8
+    assert len(frames) > 10 and frames[-1].header.frame_id == "ring_1_tof_2_optical" and frames[-1].zones_per_side == 8
     assert len(node.publishers["ring_1_tof_2/points"].sent) == len(frames)
     assert len(node.publishers["ring_0_imu/imu"].sent) > 300
     status = {s.name: s for s in node.publishers["/diagnostics"].sent[-1].status}

@@ -133,7 +133,7 @@ SCHEMA = Schema(
         Param(
             "mux_channels", "int[]", _SEED["mux_channels"], "parent channel of each mux (-1 on the host)", min=-1, max=7
         ),
-        Param("tof_names", "str[]", _SEED["tof_names"], "VL53L5CX names (topic namespaces, frame ids)"),
+        Param("tof_names", "str[]", _SEED["tof_names"], "VL53L5CX names (topic namespaces; frame ids <name>_optical)"),
         Param("tof_rings", "str[]", _SEED["tof_rings"], "ring of each VL53L5CX"),
         Param("tof_angles", "float[]", _SEED["tof_angles"], "angle of each VL53L5CX around its ring", unit="deg"),
         Param("tof_addresses", "int[]", _SEED["tof_addresses"], "VL53L5CX addresses (41 = 0x29)", min=0x08, max=0x77),
@@ -230,6 +230,11 @@ class RingLayout:
     tofs: list[SensorMount]
     imus: list[SensorMount]
     topology: Topology
+
+
+#: suffix of a ToF sensor's frame id (``<prefix><name>_optical``): its axes are a camera's optical axes (z the
+#: boresight, x along a zone row, y down the backbone), which REP-103 marks with this suffix
+OPTICAL_SUFFIX = "_optical"
 
 
 def tof_mount(angle_deg: float, radius: float) -> FloatArray:
@@ -335,7 +340,8 @@ def layout_from_params(p: Mapping[str, Any]) -> RingLayout:
     for i, (n, ring, ang, addr, mux, ch) in enumerate(zip(*(p[k] for k in tof_keys), strict=True)):
         if ring not in rings:
             raise DriverConfigError(f"tof_rings: sensor {n!r} names ring {ring!r}; known rings: {list(rings)}")
-        spec = SensorSpec(str(n), f"{prefix}{n}", int(addr), str(mux), int(ch))
+        # the frame of the zones: optical axes (z the boresight), named with REP-103's camera suffix
+        spec = SensorSpec(str(n), f"{prefix}{n}{OPTICAL_SUFFIX}", int(addr), str(mux), int(ch))
         specs.append(spec)
         T = tof_T[i] if tof_T is not None else tof_mount(float(ang), float(p["ring_radius"]))
         tofs.append(SensorMount(str(n), str(ring), "tof", T, spec))
@@ -641,4 +647,4 @@ def fov_rad() -> float:
     return FIELD_OF_VIEW_RAD
 
 
-__all__ += ["HOST", "fov_rad", "tof_mount"]
+__all__ += ["HOST", "OPTICAL_SUFFIX", "fov_rad", "tof_mount"]
