@@ -30,7 +30,7 @@ import numpy as np
 from shape_sensing.cli.scoring import error_stats, pose_errors
 from shape_sensing.demos.common import positive_float, positive_int
 from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.covariance import node_covariances
+from shape_sensing.estimators.continuum.covariance import node_covariances, residual_inflation
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.estimator import (
     BatchEstimator,
@@ -40,7 +40,7 @@ from shape_sensing.estimators.continuum.estimator import (
 )
 from shape_sensing.estimators.continuum.model import GridState, Weights
 from shape_sensing.estimators.continuum.query import query_poses
-from shape_sensing.estimators.continuum.solver import blas_single_thread
+from shape_sensing.estimators.continuum.solver import assign_measurements, blas_single_thread, build_factors
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.space_time_dataset import Trial, load_trial
@@ -269,7 +269,11 @@ def run_estimator(
                 stride = max(1, K // 50)
                 nodes = np.arange(0, K, stride) * res.state.N + res.state.N - 1
                 c = node_covariances(res.ab, nodes, slice(0, 6))
-                tip_cov = np.repeat(c, stride, axis=0)[:K]
+                # where the measurements disagree with the model more than usual (contact): inflated by the local
+                # a-posteriori variance factor (residual_inflation)
+                batches = build_factors(res.state, w, assign_measurements(res.state, meas))
+                inflation = residual_inflation(batches, K, res.state.N)
+                tip_cov = np.repeat(c, stride, axis=0)[:K] * inflation[:, None, None]
             return EvalResult(res.state, runtime, res.iterations, float(res.converged), tip_cov, saturated)
         if estimator == "window":
             win = SlidingWindow(
