@@ -291,8 +291,8 @@ def run_estimator(
             state = win.run(meas, t1, progress=progress)
             runtime = time.perf_counter() - tic
             tip_cov = None
-            if win.final_cov:
-                c = np.asarray(win.final_cov)
+            if win.final_cov:  # inflated where the residuals say the model does not explain the data
+                c = np.asarray(win.final_cov) * np.asarray(win.final_inflation)[:, None, None]
                 tip_cov = np.concatenate([c, np.repeat(c[-1:], state.K - c.shape[0], axis=0)])
             fraction = win.converged_steps / max(win.steps, 1) if win.iterations > 1 else None
             upd = max(win.final_updates) if win.final_updates else None

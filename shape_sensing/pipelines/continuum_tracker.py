@@ -586,7 +586,8 @@ class ContinuumTracker:
         """6x6 covariance of the tip pose of finalised slice ``i`` in the base frame (``[x y z rx ry rz]``)."""
         if self.window is None or i >= len(self.window.final_cov):
             return None
-        cov = self.window.final_cov[i]
+        # scaled where the measurements disagree with the model more than usual (an unmodelled contact)
+        cov = self.window.final_cov[i] * self.window.final_inflation[i]
         R = self.window.final_T[i][-1, :3, :3]
         A = np.zeros((6, 6))
         A[:3, :3] = A[3:, 3:] = R

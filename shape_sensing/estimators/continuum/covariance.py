@@ -14,7 +14,13 @@ from shape_sensing.estimators.continuum.model import DOF
 from shape_sensing.estimators.continuum.solver import blas_single_thread
 from shape_sensing.geometry import FloatArray
 
-__all__ = ["MEASUREMENT_FACTORS", "node_covariances", "pose_position_covariance", "residual_inflation"]
+__all__ = [
+    "MEASUREMENT_FACTORS",
+    "node_covariances",
+    "pose_position_covariance",
+    "residual_inflation",
+    "slice_residuals",
+]
 
 
 def node_covariances(
@@ -85,6 +91,20 @@ MEASUREMENT_FACTORS = ("pose", "gyro", "pose_between_nodes", "gyro_between_nodes
 INFLATION_HALF_WIDTH = 2
 
 
+def slice_residuals(batches: list[Any], n_slices: int, nodes_per_slice: int) -> tuple[FloatArray, FloatArray]:
+    """Per time slice, the sum of the squared whitened residuals of the measurement factors on it and their number of
+    scalar residuals (a factor belongs to the slice of its first node)."""
+    total = np.zeros(n_slices)
+    count = np.zeros(n_slices)
+    for b in batches:
+        if b.name not in MEASUREMENT_FACTORS or b.r.size == 0:
+            continue
+        k = np.asarray(b.nodes[0]) // nodes_per_slice
+        np.add.at(total, k, np.nansum(b.r**2, axis=1))
+        np.add.at(count, k, b.r.shape[1])
+    return total, count
+
+
 def residual_inflation(
     batches: list[Any], n_slices: int, nodes_per_slice: int, half: int = INFLATION_HALF_WIDTH,
     reference: float | None = None,
@@ -104,14 +124,7 @@ def residual_inflation(
         half: slices on each side.
         reference: the ordinary level of the local mean squared residual (``None``: the median here).
     """
-    total = np.zeros(n_slices)
-    count = np.zeros(n_slices)
-    for b in batches:
-        if b.name not in MEASUREMENT_FACTORS or b.r.size == 0:
-            continue
-        k = np.asarray(b.nodes[0]) // nodes_per_slice
-        np.add.at(total, k, np.nansum(b.r**2, axis=1))
-        np.add.at(count, k, b.r.shape[1])
+    total, count = slice_residuals(batches, n_slices, nodes_per_slice)
     kernel = np.ones(2 * half + 1)
     summed = np.convolve(count, kernel, "same")
     local = np.convolve(total, kernel, "same") / np.maximum(summed, 1.0)

@@ -39,7 +39,7 @@ from numpy.typing import NDArray
 from scipy.linalg import cho_factor, cho_solve
 
 from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.covariance import node_covariances
+from shape_sensing.estimators.continuum.covariance import INFLATION_HALF_WIDTH, node_covariances, slice_residuals
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.factors import FactorBatch
 from shape_sensing.estimators.continuum.marginal import ChainPrior, chain_prior_factor, marginalize_chain
@@ -64,6 +64,9 @@ from shape_sensing.estimators.continuum.tof import TofAssociation
 from shape_sensing.geometry import FloatArray
 
 __all__ = ["SlidingWindow", "StepInfo", "per_frame_budget"]
+
+#: finalised slices whose residual levels make the reference of the residual inflation (a minute at 10 Hz)
+INFLATION_HISTORY = 600
 
 _log = logging.getLogger(__name__)
 
@@ -193,6 +196,11 @@ class SlidingWindow:
         self.final_eps: list[FloatArray] = []
         self.final_varpi: list[FloatArray] = []
         self.final_cov: list[FloatArray] = []
+        #: per finalised slice, the factor its covariances are to be scaled by where the measurements disagree with the
+        #: model more than usual (:meth:`_inflation`); ``final_cov`` and ``final_node_cov`` are the Laplace ones alone
+        self.final_inflation: list[float] = []
+        self._residuals: list[tuple[float, float]] = []
+        self._levels: list[float] = []
         self.covariance_nodes = [int(n) for n in (covariance_nodes or [])]
         if any(not 0 <= n < s_nodes.size for n in self.covariance_nodes):
             raise ContinuumError(f"covariance nodes {self.covariance_nodes} must be in [0, {s_nodes.size})")
@@ -324,12 +332,36 @@ class SlidingWindow:
         prior = self._chain(state, batches) if self.marginal == "chain" else self._schur(state, batches, extra)
         if self.covariance:
             self.final_cov.append(node_covariances(ab, [tip], slice(0, 6), factor=cb)[0])
+            self.final_inflation.append(self._inflation(state, batches))
             if self.covariance_nodes:
                 # slice 0's node n sits at position n (time-major) or n K (arc-length-major, where tip = (N-1) K)
                 arc_major = tip != state.N - 1
                 at = [n * state.K if arc_major else n for n in self.covariance_nodes]
                 self.final_node_cov.append(node_covariances(ab, at, slice(0, 6), factor=cb))
         return prior
+
+    def _inflation(self, state: GridState, batches: list[FactorBatch]) -> float:
+        """The residual inflation of the slice being finalised (see
+        :func:`~shape_sensing.estimators.continuum.covariance.residual_inflation`), causal: its measurement residuals
+        with those of the :data:`~.covariance.INFLATION_HALF_WIDTH` finalised slices before it and the as many
+        window slices after it, over the median of that level over the last :data:`INFLATION_HISTORY` finalised
+        slices."""
+        total, count = slice_residuals(batches, state.K, state.N)
+        half = INFLATION_HALF_WIDTH
+        self._residuals.append((float(total[0]), float(count[0])))
+        before = self._residuals[-half - 1 :]
+        t = sum(x for x, _ in before) + float(total[1 : half + 1].sum())
+        c = sum(n for _, n in before) + float(count[1 : half + 1].sum())
+        if len(self._residuals) > INFLATION_HISTORY:
+            del self._residuals[0]
+        if c <= 0:
+            return 1.0
+        level = t / c
+        self._levels.append(level)
+        if len(self._levels) > INFLATION_HISTORY:
+            del self._levels[0]
+        ref = float(np.median(self._levels))
+        return max(level / ref, 1.0) if ref > 0 else 1.0
 
     @staticmethod
     def _touching(N: int, batches: list[FactorBatch]) -> list[FactorBatch]:
