@@ -420,15 +420,29 @@ def _try_shutdown() -> None:
         rclpy.shutdown()
 
 
-class SigintSeen(contextlib.AbstractContextManager["SigintSeen"]):
-    """Record that SIGINT arrived, then let the handler that was installed act on it as before.
+#: after SIGINT, rclpy is shut down from a thread if its own handler has not done so within this long (s)
+SIGINT_GRACE_S = 2.0
 
-    rclpy's own SIGINT handler chains to the Python one, which raises :class:`KeyboardInterrupt` at the
-    next bytecode boundary: that may be inside a message's ``__init__`` that rclpy's C++ ``take_message``
-    called, which then turns it into ``RuntimeError: Unable to convert call argument to Python object``,
-    before rclpy's deferred shutdown has made ``rclpy.ok()`` false. :attr:`seen` tells such an ending from
-    a real error. Installed only from the main thread and only over a callable handler (a SIGINT that the
-    parent set to be ignored stays ignored); the previous handler is restored on exit.
+
+def _shutdown_if_still_up() -> None:
+    import rclpy
+
+    if rclpy.ok():
+        _try_shutdown()
+
+
+class SigintSeen(contextlib.AbstractContextManager["SigintSeen"]):
+    """Record that SIGINT arrived, and let rclpy end the spin, without an exception raised at a random place.
+
+    rclpy's own (C) SIGINT handler shuts its contexts down, which ends the spin, then chains to the Python one.
+    Python's default one raises :class:`KeyboardInterrupt` at the next bytecode boundary, wherever that is: inside
+    a message's ``__init__`` that rclpy's C++ ``take_message`` called (rclpy turns it into ``RuntimeError: Unable to
+    convert call argument to Python object``), or inside an object's ``__del__``, where Python prints it as
+    "Exception ignored ... Traceback ... KeyboardInterrupt" into the node's log. This one only records it
+    (:attr:`seen` tells such an ending from a real error) and, should the context still be up
+    :data:`SIGINT_GRACE_S` later (rclpy's handlers not installed), shuts rclpy down from a thread. Installed only
+    from the main thread and only over a callable handler (a SIGINT that the parent set to be ignored stays ignored);
+    the previous handler is restored on exit.
     """
 
     def __init__(self) -> None:
@@ -442,11 +456,9 @@ class SigintSeen(contextlib.AbstractContextManager["SigintSeen"]):
 
     def _handle(self, signum: int, frame: Any) -> None:
         self._seen.set()
-        previous = self._previous
-        if callable(previous):
-            previous(signum, frame)
-        else:  # pragma: no cover - only installed over a callable handler
-            raise KeyboardInterrupt
+        fallback = threading.Timer(SIGINT_GRACE_S, _shutdown_if_still_up)
+        fallback.daemon = True
+        fallback.start()
 
     def __enter__(self) -> SigintSeen:
         if threading.current_thread() is threading.main_thread():

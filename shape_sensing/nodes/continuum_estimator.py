@@ -21,8 +21,9 @@ time, ``(window_size - 1) / rate`` behind the data): ``/tf`` (``base_frame`` ->
 samples, steps). With ToF sensors and a map also the scene reconstruction (seed 001,
 Eq. 10-12) of the ToF points between a slice and the next, ``tof/reconstruction`` and
 ``tof/anomalies`` (sensor_msgs/PointCloud2 in ``base_frame``: x y z, mahalanobis2,
-anomaly), and the prior map on ``tof/prior_map`` (latched: transient local) at start and three times more,
-2 s of node time apart (a subscriber that reset itself when a bag's clock started, as RViz does, gets it again).
+anomaly), and the prior map on ``tof/prior_map`` (latched: transient local) at start, and again 1 and 3 s
+(steady time) after the node's clock starts or jumps back (a subscriber that reset itself on that jump, as RViz
+does when a bag's clock starts, gets it again).
 ``strain_topic`` (shape_sensing/StrainArray: bending angle and curvature at arc lengths)
 adds the strain factor.
 
@@ -33,6 +34,7 @@ Time: only message stamps drive the estimator, so ``use_sim_time`` and
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,6 +71,10 @@ from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ShapeEstimate
 __all__ = ["NODE_NAME", "ContinuumEstimatorNode", "main"]
 
 NODE_NAME = "continuum_estimator"
+#: after the node's clock starts or jumps back, the prior map goes out again this long after (steady s)
+MAP_REPUBLISH_AFTER_S = (1.0, 3.0)
+#: a step back of the node's clock longer than this is a jump (a bag played again, a simulation reset)
+CLOCK_JUMP_BACK_NS = 500_000_000
 STATUS_PERIOD_S = 1.0
 
 
@@ -129,10 +135,11 @@ class ContinuumEstimatorNode:
                 qos = static_qos() if topic == "tof/prior_map" else reliable_qos()
                 self.publishers[topic] = node.create_publisher(self.factory.cls(t), topic, qos)
             self._publish_prior_map()
-            # and again three times, 2 s of node time apart: under use_sim_time the first went out stamped 0 before
-            # /clock ran, and RViz resets itself (dropping the latched map) when a bag's clock starts
-            self.map_repeats = 3
-            self.map_timer = node.create_timer(2.0, self._repeat_prior_map)
+        # when the node's clock starts (a bag's /clock) or jumps back (a bag played again), subscribers on the same
+        # clock reset themselves (RViz drops every display's data, the latched map included): the map goes out again
+        # 1 and 3 s later on the steady heartbeat, once they have reset
+        self._clock_seen_ns = 0
+        self._map_due: list[float] = []
         self.published = 0
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status)
         # heartbeat: every second on a steady timer (also while a bag's /clock is paused or not yet running), the
@@ -166,11 +173,21 @@ class ContinuumEstimatorNode:
         topic, msg = self.messages.prior_map(now_ns, base, self.tracker.tof_map)
         self.publishers[topic].publish(msg)
 
-    def _repeat_prior_map(self) -> None:
-        self._publish_prior_map()
-        self.map_repeats -= 1
-        if self.map_repeats <= 0:
-            self.map_timer.cancel()
+    def _republish_map_after_clock_jumps(self) -> None:
+        """On the steady heartbeat: see whether the node's clock started or jumped back since the last beat; publish
+        the prior map again when due (see ``__init__``)."""
+        if self.tracker.tof_map is None:
+            return
+        now_ns = int(self.node.get_clock().now().nanoseconds)
+        steady = time.monotonic()
+        started = self._clock_seen_ns <= 0 < now_ns
+        back = now_ns < self._clock_seen_ns - CLOCK_JUMP_BACK_NS
+        if started or back:
+            self._map_due = [steady + d for d in MAP_REPUBLISH_AFTER_S]
+        self._clock_seen_ns = now_ns
+        if self._map_due and steady >= self._map_due[0] - 0.05:
+            self._map_due.pop(0)
+            self._publish_prior_map()
 
     def _on_pose(self, index: int, msg: Any, info: Any) -> None:
         if note_input(self.node, self.watch, self.key_index[("pose", index)], msg):  # stamped ahead: skipped
@@ -246,6 +263,7 @@ class ContinuumEstimatorNode:
         self.publishers["/diagnostics"].publish(msgs.diagnostic_array(now_ns, [status, inputs], self.factory))
 
     def _heartbeat(self) -> list[DiagnosticStatus]:
+        self._republish_map_after_clock_jumps()
         done = self.estimates_total - self._beat_estimates
         self._beat_estimates = self.estimates_total
         return [self.watch.status(f"{NODE_NAME}: sensors heard", f"{done} estimates in the last second")]
