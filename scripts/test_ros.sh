@@ -178,7 +178,7 @@ print("shape_sensing and shape_sensing.msg from", where)'
       set -e
       tail -n 3 "$WS/colcon-test-result.txt"
       result="$(grep -E '^Summary: [0-9]+ tests' "$WS/colcon-test-result.txt" || true)"
-      read -r n_tests n_errors n_failures < <(echo "$result" | sed -E 's/^Summary: ([0-9]+) tests, ([0-9]+) errors, ([0-9]+) failures.*/\1 \2 \3/')
+      read -r n_tests n_errors n_failures < <(echo "$result" | sed -E 's/^Summary: ([0-9]+) tests?, ([0-9]+) errors?, ([0-9]+) failures?.*/\1 \2 \3/')
       xml="$base/build/shape_sensing/test_results/shape_sensing/shape_sensing_pytest.xunit.xml"
       if [ -z "$result" ] || [ "${n_tests:-0}" -eq 0 ]; then echo "colcon test ran no test" >&2; exit 1; fi
       if [ "$n_errors" -ne 0 ] || [ "$n_failures" -ne 0 ]; then
