@@ -53,8 +53,10 @@ def _driver_imports(path: Path) -> dict[str, set[str]]:
             for a in node.names:
                 if a.name.startswith("shape_sensing.drivers"):
                     found.setdefault(a.name, set()).add("*")
-        elif isinstance(node, ast.ImportFrom) and node.module == "shape_sensing" and any(
-            a.name == "drivers" for a in node.names
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module == "shape_sensing"
+            and any(a.name == "drivers" for a in node.names)
         ):
             found.setdefault("shape_sensing.drivers", set()).add("*")
     return found
@@ -62,7 +64,7 @@ def _driver_imports(path: Path) -> dict[str, set[str]]:
 
 def test_every_sim_module_is_classified() -> None:
     """A new simulator is checked too: each module under sim/ is a chip sim, a harness, a ToF sim or a robot sim."""
-    robot_sims = {"vine", "vine_collision"}
+    robot_sims = set(ROBOT_SIMS) - set(HARNESS_ALLOWED)
     known = TOF_SIMS | set(CHIP_SIMS) | set(HARNESS_ALLOWED) | robot_sims | {"__init__"}
     unknown = sorted(p.stem for p in SIM.glob("*.py") if p.stem not in known)
     assert not unknown, f"classify these simulators in test_sim_independence.py: {unknown}"
@@ -108,3 +110,59 @@ def test_the_check_sees_an_import(tmp_path: Path) -> None:
         "shape_sensing.drivers.wt901": {"encode_frame"},
         "shape_sensing.drivers.netft": {"*"},
     }
+
+
+ROBOT_SIMS = ["vine", "vine_collision", "hyper_redundant"]
+
+
+def _estimator_imports(path: Path) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("shape_sensing.estimators"):
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [a.name for a in node.names if a.name.startswith("shape_sensing.estimators")]
+    return found
+
+
+@pytest.mark.parametrize("name", ROBOT_SIMS)
+def test_robot_sim_imports_nothing_from_the_estimators(name: str) -> None:
+    """A robot simulator states its world's kinematics and physics itself: one that borrowed the estimator's would
+    pass every test over a wrong model."""
+    assert not _estimator_imports(SIM / f"{name}.py"), f"sim/{name}.py imports from the estimators"
+
+
+def test_hyper_redundant_sim_kinematics_agree_with_the_estimator_s() -> None:
+    """The two independent statements of the universal-joint chain and of the WT901's Euler angles (the simulator's on
+    scipy's Rotation, the estimator's written out) agree to rounding."""
+    import numpy as np
+
+    from shape_sensing.estimators import rigid_module as est
+    from shape_sensing.sim import hyper_redundant as sim
+
+    rng = np.random.default_rng(1)
+    euler = rng.uniform(-1.2, 1.2, (50, 3))
+    np.testing.assert_allclose(sim._euler_zyx_to_matrix(euler), est.euler_zyx_to_matrix(euler), atol=1e-12)
+    R = est.euler_zyx_to_matrix(euler)
+    np.testing.assert_allclose(sim._matrix_to_euler_zyx(R), est.matrix_to_euler_zyx(R), atol=1e-12)
+    theta = rng.uniform(-0.6, 0.6, (7, 2))
+    np.testing.assert_allclose(sim._joint_rotations(theta), est.ujoint_rotation(theta[:, 0], theta[:, 1]), atol=1e-12)
+    np.testing.assert_allclose(
+        sim._platform_poses(theta, 0.04, 0.05),
+        est.chain_transforms(est.module_transforms(theta, 0.04, 0.05)),
+        atol=1e-12,
+    )
+
+
+def test_vine_collision_sim_buckling_limit_agrees_with_the_estimator_s() -> None:
+    import math
+
+    from shape_sensing.estimators.collision_pivot import buckling_max_contact_angle
+    from shape_sensing.sim.vine_collision import _transverse_buckling_limit
+
+    for length in (0.001, 0.005, 0.02, 0.1, 0.5, 1.0, 2.0):
+        for radius in (0.01, 0.03, 0.05):
+            for mu in (0.0, 0.2, 0.5, 1.0):
+                a = _transverse_buckling_limit(length, radius, mu)
+                b = buckling_max_contact_angle(length, radius, mu)
+                assert math.isclose(a, b, abs_tol=1e-12), (length, radius, mu, a, b)

@@ -1,6 +1,6 @@
 """Ground-truth simulator of an n-module hyper-redundant robot with one WT901 per platform.
 
-Known joint trajectories drive the chain of :mod:`shape_sensing.estimators.rigid_module`
+Known joint trajectories drive a chain of universal-joint modules (its kinematics stated here, on scipy's rotations)
 (``Trans(z, d1) Rx(theta_x) Ry(theta_y) Trans(z, d2)`` per module). Each
 platform's sensor reads its world attitude through a fixed mounting
 misalignment, with white noise at the WT901's stated accuracy (0.05 deg
@@ -14,20 +14,53 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.spatial.transform import Rotation
 
 from shape_sensing.config import Param, Schema
-from shape_sensing.estimators.rigid_module import (
-    chain_transforms,
-    euler_zyx_to_matrix,
-    matrix_to_euler_zyx,
-    module_transforms,
-    ujoint_rotation,
-)
 from shape_sensing.geometry import FloatArray
 from shape_sensing.sim.wt901_emulator import OUTPUT_RATES_HZ
 from shape_sensing.types import ImuSample
 
 __all__ = ["SCHEMA", "EmulatedSensors", "HyperRedundantSim", "SimSnapshot"]
+
+# -- the world's kinematics, stated here (not the estimator's): rotations by scipy's Rotation --------------------------
+# Each module is a universal joint between two platforms: from the lower platform, d1 up its axis to the joint centre,
+# the joint turns by theta_x about x then theta_y about the turned y, and d2 further up the turned axis is the next
+# platform (the seed's rigid-module robot). A WT901 reports its attitude as roll, pitch, yaw of R = Rz Ry Rx.
+
+
+def _euler_zyx_to_matrix(euler: FloatArray) -> FloatArray:
+    """``(..., 3)`` roll, pitch, yaw -> ``Rz(yaw) Ry(pitch) Rx(roll)`` (intrinsic Z-Y-X)."""
+    e = np.asarray(euler, dtype=float)
+    flat = e.reshape(-1, 3)
+    R = Rotation.from_euler("ZYX", flat[:, ::-1]).as_matrix()
+    return np.asarray(R.reshape(*e.shape[:-1], 3, 3))
+
+
+def _matrix_to_euler_zyx(R: FloatArray) -> FloatArray:
+    """``(..., 3, 3)`` -> roll, pitch, yaw (pitch in [-pi/2, pi/2]), as the sensor reports them."""
+    m = np.asarray(R, dtype=float)
+    ypr = Rotation.from_matrix(m.reshape(-1, 3, 3)).as_euler("ZYX")
+    return np.asarray(ypr[:, ::-1].reshape(*m.shape[:-2], 3))
+
+
+def _joint_rotations(theta: FloatArray) -> FloatArray:
+    """``(n, 2)`` joint angles -> ``(n, 3, 3)`` ``Rx(theta_x) Ry(theta_y)`` (intrinsic X then Y)."""
+    return np.asarray(Rotation.from_euler("XY", np.asarray(theta, dtype=float)).as_matrix())
+
+
+def _platform_poses(theta: FloatArray, d1: float, d2: float) -> FloatArray:
+    """``(n, 2)`` joint angles -> ``(n, 4, 4)`` poses of platforms 1..n in the base platform's frame."""
+    out = np.empty((len(theta), 4, 4))
+    pose = np.eye(4)
+    for j, R in enumerate(_joint_rotations(theta)):
+        step = np.eye(4)
+        step[:3, :3] = R
+        step[:3, 3] = np.array([0.0, 0.0, d1]) + R @ np.array([0.0, 0.0, d2])
+        pose = pose @ step
+        out[j] = pose
+    return out
+
 
 SCHEMA = Schema(
     node="hyper_redundant_simulator",
@@ -114,10 +147,10 @@ class HyperRedundantSim:
         self._rng = rng
         self._freq = rng.uniform(0.1, 0.3, (n, 2))
         self._phase = rng.uniform(0, 2 * np.pi, (n, 2))
-        self._mount = euler_zyx_to_matrix(np.radians(rng.normal(0.0, self.mount_deg, (n + 1, 3))))
+        self._mount = _euler_zyx_to_matrix(np.radians(rng.normal(0.0, self.mount_deg, (n + 1, 3))))
         self._dist_freq = rng.uniform(0.02, 0.08, n + 1)
         self._dist_phase = rng.uniform(0, 2 * np.pi, n + 1)
-        self._base = euler_zyx_to_matrix(np.asarray(self.base_euler, dtype=float))
+        self._base = _euler_zyx_to_matrix(np.asarray(self.base_euler, dtype=float))
 
     def joint_angles(self, t: float) -> FloatArray:
         """``(n, 2)`` true joint angles at ``t`` (zero on the rods, then a smooth start)."""
@@ -135,15 +168,15 @@ class HyperRedundantSim:
         n = self.n_modules
         R = np.empty((n + 1, 3, 3))
         R[0] = self._base
-        Ru = ujoint_rotation(theta[:, 0], theta[:, 1])
+        Ru = _joint_rotations(theta)
         for j in range(n):
             R[j + 1] = R[j] @ Ru[j]
-        T = chain_transforms(module_transforms(theta, self.d1, self.d2))
+        T = _platform_poses(theta, self.d1, self.d2)
         poses = np.empty((n + 2, 4, 4))
         poses[0] = np.eye(4)
         poses[1 : n + 1] = T
         poses[-1] = T[-1] @ self.tool
-        sensed = matrix_to_euler_zyx(R @ self._mount)
+        sensed = _matrix_to_euler_zyx(R @ self._mount)
         noise = self._rng.normal(0.0, 1.0, (n + 1, 3)) * np.radians(
             [self.roll_pitch_noise_deg, self.roll_pitch_noise_deg, self.yaw_noise_deg]
         )

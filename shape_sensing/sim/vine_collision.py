@@ -38,7 +38,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from shape_sensing.config import Param, Schema
-from shape_sensing.estimators.collision_pivot import buckling_max_contact_angle
 
 __all__ = [
     "COURSES",
@@ -62,6 +61,17 @@ COURSES = ("single", "three", "straight")
 
 def _u(h: float) -> np.ndarray:
     return np.array([math.cos(h), math.sin(h)])
+
+
+def _transverse_buckling_limit(l_free: float, radius: float, mu: float) -> float:
+    """The largest contact angle (rad) at which the tip's contact buckles the body sideways: the seed's buckling
+    condition (its Eq. 1) stated here in its own form, not taken from the estimator, ``tan(theta) <= (L - mu R) /
+    (R + mu L)`` for a free length ``L``, body radius ``R`` and friction ``mu``; with ``L <= mu R`` no angle buckles
+    the body sideways (0). ``test_sim_independence.py`` checks it against the estimator's form."""
+    along = l_free - mu * radius
+    if along <= 0.0:
+        return 0.0
+    return math.atan2(along, radius + mu * l_free)
 
 
 @dataclass
@@ -378,7 +388,7 @@ class VineCollisionSim:
                 cap = math.atan2(u[0] * -n[1] - u[1] * -n[0], float(u @ -n))
                 lf_true = length - lv
                 f_n = math.pi * p_tip * self.course.radius**3 / (lf_true * max(math.cos(theta_c), 1e-6))
-                met = theta_c <= buckling_max_contact_angle(lf_true, self.course.radius, self.mu)
+                met = theta_c <= _transverse_buckling_limit(lf_true, self.course.radius, self.mu)
                 if t >= dropout_until and f.dropout_rate and rng.random() < f.dropout_rate / self.rate:
                     dropout_until = t + rng.uniform(f.dropout_min, f.dropout_max)
                 if t >= burst_until and burst_rate and rng.random() < burst_rate / self.rate:
