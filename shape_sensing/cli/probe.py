@@ -73,7 +73,6 @@ WT901_BAUDS = (115200, 9600, 230400, 460800, 921600, 57600, 38400, 19200, 4800) 
 WT901_TYPES = range(0x50, 0x60)
 WT901_CAN_TYPES = range(0x50, 0x55)
 BASE_STATION_BAUD = 115200
-_BS_SYNC, _BS_STATE, _BS_STATE_LEN = b"\xa5\x5a", 0x01, 13
 SCAN_ADDRESSES = range(0x08, 0x78)
 
 
@@ -356,28 +355,11 @@ def _wt901_frames(data: bytes) -> list[int]:
     return types
 
 
-def _crc16_ccitt_false(data: bytes) -> int:
-    crc = 0xFFFF
-    for byte in data:
-        crc ^= byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
-    return crc
-
-
 def _base_station_frames(data: bytes) -> int:
-    n, i = 0, data.find(_BS_SYNC)
-    size = 2 + 8 + _BS_STATE_LEN + 2
-    while i >= 0 and i + size <= len(data):
-        body = data[i + 2 : i + size - 2]
-        if body[0] == _BS_STATE_LEN and body[1] == _BS_STATE:
-            crc = data[i + size - 2] | (data[i + size - 1] << 8)
-            if crc == _crc16_ccitt_false(body):
-                n += 1
-                i = data.find(_BS_SYNC, i + size)
-                continue
-        i = data.find(_BS_SYNC, i + 1)
-    return n
+    """STATE frames that the base-station driver's own parser accepts in ``data`` (sync, length, id and CRC)."""
+    from shape_sensing.drivers.base_station import BaseStationParser
+
+    return len(BaseStationParser().feed(data))
 
 
 def probe_serial(
