@@ -193,3 +193,22 @@ def test_bad_arguments_are_named():
         InputStage(["a", "a"])
     with pytest.raises(ValueError, match="not among the inputs"):
         InputStage(["a"], decimate=["tof"])
+
+
+def test_a_start_up_burst_does_not_make_every_later_step_a_gap() -> None:
+    """Seen on ROS 2 (the vine-collision simulator's first messages): two stamps 5 ms apart, then a steady 50 Hz.
+    The period taken from the first step made every later 20 ms step a gap: about 100 "missing" inputs per second
+    per topic, a WARN for a node that lost nothing. The period is now the median of the recent steps; real gaps in
+    the same stream are still counted exactly."""
+    t0 = 10**18
+    burst = [t0, t0 + 5_000_000, t0 + 10_000_000] + [t0 + 10_000_000 + 20_000_000 * k for k in range(1, 51)]
+    stage = InputStage(["a"], reorder_window_s=0.2, max_lag_s=0.5)
+    for s in burst:
+        stage.offer("a", s, None, sent_ns=None, now_ns=0)
+    status = stage.report("x", 0, "")
+    assert status.level == DiagnosticLevel.OK and status.values["missing_total"] == "0", status.message
+    gaps = InputStage(["a"], reorder_window_s=0.2, max_lag_s=0.5)
+    for k in range(60):
+        if k not in (30, 31, 32, 45):  # three in a row and one lost
+            gaps.offer("a", t0 + 20_000_000 * k, None, sent_ns=None, now_ns=0)
+    assert gaps.report("x", 0, "").values["missing_total"] == "4"

@@ -28,8 +28,8 @@ Lag and the drop policy when behind
 
 Gaps
     Losses before the node (a queue that overflowed during a stall, a sensor that skipped) are
-    seen in each input's header stamps: a step longer than 1.8 times the input's running period
-    counts ``round(step / period) - 1`` missing inputs.
+    seen in each input's header stamps: a step longer than 1.8 times the input's period (the median
+    of its last 15 steps, once it has 5) counts ``round(step / period) - 1`` missing inputs.
 
 :meth:`InputStage.report` gives one status per reporting period: WARN while anything was dropped,
 decimated, late or missing in the period, or the lag exceeded half of ``max_lag``; OK only
@@ -38,6 +38,7 @@ otherwise. Every counter is kept per input and in total.
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 from collections.abc import Hashable, Iterable, Sequence
@@ -55,6 +56,9 @@ KEEP_WHEN_BEHIND = 4
 
 #: A stamp step longer than this many running periods of an input counts missing inputs.
 GAP_FACTOR = 1.8
+#: An input's period is the median of its last this many stamp steps, once it has PERIOD_MIN_STEPS of them.
+PERIOD_STEPS = 15
+PERIOD_MIN_STEPS = 5
 
 @dataclass
 class InputCounters:
@@ -98,6 +102,7 @@ class _Input:
         "prev_ns",
         "rank",
         "since",
+        "steps",
         "total",
     )
 
@@ -107,6 +112,7 @@ class _Input:
         self.active_ns = 0  # stage-active time of the last arrival
         self.period_ns = 0.0  # running period of the stamps (0: not known yet)
         self.prev_ns = -1
+        self.steps: collections.deque[int] = collections.deque(maxlen=PERIOD_STEPS)  # recent stamp steps
         self.count = 0  # inputs seen, for decimation
         self.behind = 0  # inputs in a row beyond max_lag
         self.total = InputCounters()
@@ -215,15 +221,16 @@ class InputStage:
         if prev < 0 or stamp_ns <= prev:
             return
         step = stamp_ns - prev
-        if inp.period_ns <= 0:
-            inp.period_ns = float(step)
-            return
-        if step > GAP_FACTOR * inp.period_ns:
-            lost = max(1, round(step / inp.period_ns) - 1)
-            inp.total.missing += lost
-            inp.since.missing += lost
-        else:
-            inp.period_ns += 0.1 * (step - inp.period_ns)
+        steps = inp.steps
+        if len(steps) >= PERIOD_MIN_STEPS:
+            # the period: the median of the recent steps (a burst at start-up or a lost input does not move it; a rate
+            # that changes for good moves it within PERIOD_STEPS / 2 steps)
+            inp.period_ns = float(sorted(steps)[len(steps) // 2])
+            if step > GAP_FACTOR * inp.period_ns:
+                lost = max(1, round(step / inp.period_ns) - 1)
+                inp.total.missing += lost
+                inp.since.missing += lost
+        steps.append(step)
 
     @staticmethod
     def _bump(inp: _Input, name: str) -> None:
