@@ -212,3 +212,21 @@ def test_a_start_up_burst_does_not_make_every_later_step_a_gap() -> None:
         if k not in (30, 31, 32, 45):  # three in a row and one lost
             gaps.offer("a", t0 + 20_000_000 * k, None, sent_ns=None, now_ns=0)
     assert gaps.report("x", 0, "").values["missing_total"] == "4"
+
+
+def test_an_input_nobody_publishes_delays_the_others_for_two_seconds_only() -> None:
+    """Seen on ROS 2: the vine launch with its BNO055 driver and no base encoder (``length_topic`` set, nothing
+    published on it) gave every estimate 259 ms of latency, a reorder window held for the length that never came.
+    A never-heard input is now waited for during its first 2 s only (the heartbeat names it as never heard)."""
+    stage = InputStage(["length", "imus"], reorder_window_s=0.2, max_lag_s=0.5)
+    t0 = 10**18
+    held_back = []
+    for k in range(400):  # 4 s at 100 Hz, wall time = stamps
+        now = t0 + 10_000_000 * k
+        released = stage.offer("imus", now, k, sent_ns=None, now_ns=now)
+        newest = max((r.stamp_ns for r in released), default=None)
+        held_back.append(None if newest is None else (now - newest) * 1e-9)
+    early = [h for h in held_back[50:150] if h is not None]
+    late = [h for h in held_back[250:] if h is not None]
+    assert early and min(early) >= 0.15, "within its first 2 s the silent input is waited for (a window)"
+    assert late and max(late) == 0.0, "after 2 s each sweep goes out as it comes"

@@ -11,7 +11,9 @@ Stamp order (a bounded reorder window, as message_filters' sequencers do)
     once every input heard has reached its stamp (the watermark: the least of the inputs' newest
     stamps), in (stamp, input rank, arrival) order, the order ``shape-sensing replay`` reads a
     recording in. An input not heard yet is waited for as if it had been silent since the first input
-    of any kind. An input that delivered nothing for ``reorder_window`` seconds of the stage's
+    of any kind, for 2 s (``NEVER_HEARD_NS``); then not at all (a topic nobody publishes; should it start
+    later, its first inputs older than what was released count as late). An input that delivered nothing
+    for ``reorder_window`` seconds of the stage's
     active time is not waited for; time in which the stage itself took nothing (a stall of the
     whole process) does not count against an input. An input older than what was already
     released is *late*: counted and dropped (it would join the wrong step).
@@ -56,6 +58,8 @@ KEEP_WHEN_BEHIND = 4
 
 #: A stamp step longer than this many running periods of an input counts missing inputs.
 GAP_FACTOR = 1.8
+#: An input never heard for this long (the stage's active time since its first input) is no longer waited for.
+NEVER_HEARD_NS = 2_000_000_000
 #: An input's period is the median of its last this many stamp steps, once it has PERIOD_MIN_STEPS of them.
 PERIOD_STEPS = 15
 PERIOD_MIN_STEPS = 5
@@ -246,8 +250,12 @@ class InputStage:
             if inp.latest_ns < 0:
                 if self._first_ns is None:
                     continue
-                # never heard: waited for as if silent since the first input of any kind
+                # never heard: waited for as if silent since the first input of any kind, and no longer after
+                # NEVER_HEARD_S of that (a topic with no publisher, e.g. no base encoder fitted, would otherwise
+                # delay every estimate by a window for good; the heartbeat names it)
                 silent = active - self._first_active_ns
+                if silent > NEVER_HEARD_NS:
+                    continue
                 mark = min(mark, self._first_ns - 1 + silent - self.window_ns)
                 continue
             silent = active - inp.active_ns
