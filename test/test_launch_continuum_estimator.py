@@ -33,7 +33,7 @@ else:
         "/continuum/shape/markers": ("visualization_msgs/msg/MarkerArray", 5.0),
         "/tf": ("tf2_msgs/msg/TFMessage", 30.0),
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
-        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 1.0),
+        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # status and heartbeat, 1 Hz each
     }
     FRAMES = ["continuum_base"] + [f"continuum_node_{i:02d}" for i in range(NODES)]
 

@@ -46,7 +46,7 @@ else:
         "/continuum/shape/markers": ("visualization_msgs/msg/MarkerArray", None),
         "/tf": ("tf2_msgs/msg/TFMessage", 10.0),
         "/tf_static": ("tf2_msgs/msg/TFMessage", None),
-        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 1.0),
+        "/diagnostics": ("diagnostic_msgs/msg/DiagnosticArray", 2.0),  # status and heartbeat, 1 Hz each
         "/clock": ("rosgraph_msgs/msg/Clock", None),
         # the scene reconstruction of each finalised slice's ToF points and its anomalies (Eq. 10-12), the map
         "/continuum/tof/reconstruction": ("sensor_msgs/msg/PointCloud2", 10.0),
