@@ -145,8 +145,10 @@ def _hyper_redundant(sim: bool) -> Scene:
         return Scene("hyper_redundant", "hyper_redundant.launch.xml", "hyper_redundant.rviz", {"drivers": "false"},
                      topics, (), elements, feeders=[feeder])  # fmt: skip
     topics[f"{ns}/truth/end_effector"] = "geometry_msgs/msg/PoseStamped"
+    # the arrow starts at the pose and is up to about 50 px long on screen, pointing wherever the end effector
+    # does: a 30 px radius around its start held under half of its pixels when it pointed across the view
     elements.append(Element("end effector (truth, orange arrow)", TRUTH, rh.pose_point(f"{ns}/truth/end_effector"),
-                            min_pixels=15, radius_px=30.0, rgb_alt=TRUTH_IN_BODY, own_colour=True))  # fmt: skip
+                            min_pixels=15, radius_px=60.0, rgb_alt=TRUTH_IN_BODY, own_colour=True))  # fmt: skip
     return Scene("hyper_redundant_sim", "hyper_redundant_sim.launch.xml", "hyper_redundant_sim.rviz", {}, topics, (),
                  elements, robot_kind="hyper_redundant")  # fmt: skip
 
