@@ -185,6 +185,12 @@ class ChainMessages:
         }
         self.mag_covariance = params.get("magnetic_field_covariance")
         self.array_frame = self.prefix + "bno055_chain"  # the ImuArray header's frame: the bus, not a TF frame
+        # the ImuArray rows' covariances, checked once (they are parameters): not on every sweep
+        self._array_covs = {
+            k: _cov3(v, k.replace("_covariance", "").replace("_", " ")) for k, v in self.covariances.items()
+        }
+        self._absent = np.zeros((3, 3))
+        self._absent[0, 0] = -1.0  # sensor_msgs/Imu: not provided
         self.last_calibration: dict[str, list[int]] = {}
 
     def imu_array(self, readings: Iterable[Bno055Reading], sensors: Sequence[SensorSpec], stamp_ns: int) -> Any:
@@ -193,9 +199,7 @@ class ChainMessages:
         not read in this sweep is sent without orientation (covariance element 0 = -1) at ``stamp_ns``, the
         sweep's stamp in the header (a sweep without readings is still sent: it says the chain is alive)."""
         by_name = {r.name: r for r in readings}
-        absent = np.zeros((3, 3))
-        absent[0, 0] = -1.0
-        covs = {k: _cov3(v, k.replace("_covariance", "").replace("_", " ")) for k, v in self.covariances.items()}
+        absent, covs = self._absent, self._array_covs
         samples = []
         for spec in sensors:
             r = by_name.get(spec.name)
