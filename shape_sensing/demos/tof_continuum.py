@@ -58,7 +58,7 @@ from shape_sensing.messages.strain import (
 )
 from shape_sensing.messages.tof import point_cloud2_msg, shape_samples_msg, tof_frame_msg
 from shape_sensing.pipelines.tof_recording import RIG_TOPIC, STRAIN_TOPIC
-from shape_sensing.sim.tof_continuum import SimConfig, SimRun, simulate
+from shape_sensing.sim.tof_continuum import Imperfections, SimConfig, SimRun, simulate
 from shape_sensing.sim.tof_scene import SCENES, compressor_scene
 from shape_sensing.types import ImuSample, TransformStamped
 
@@ -132,12 +132,21 @@ def resolve_simulator(name: str) -> str:
 
 
 def simulate_run(
-    scene: str, simulator: str, duration: float, trajectory: int, seed: int, reach: float | None = None
+    scene: str,
+    simulator: str,
+    duration: float,
+    trajectory: int,
+    seed: int,
+    reach: float | None = None,
+    imperfections: Imperfections | None = None,
 ) -> SimRun:
     """A run of ``scene`` on ``simulator`` (``mujoco`` or ``kinematic``); ``reach`` (m): the commanded shape's
-    largest distance from the duct axis (``SimConfig.max_radius``; default the simulator's own)."""
+    largest distance from the duct axis (``SimConfig.max_radius``; default the simulator's own);
+    ``imperfections``: the real rig's (kinematic simulator only; default none)."""
     if reach is not None and not (np.isfinite(reach) and reach > 0):
         raise ValueError(f"reach must be a positive number of metres, got {reach!r}")
+    if imperfections is not None and imperfections != Imperfections() and simulator != "kinematic":
+        raise ValueError(f"imperfections are simulated by the kinematic simulator only, not by {simulator!r}")
     if simulator == "mujoco":
         from shape_sensing.sim import tof_mujoco
 
@@ -145,7 +154,9 @@ def simulate_run(
         cfg = SimConfig(duration=duration, trajectory=trajectory, seed=seed, max_radius=r)
         return tof_mujoco.simulate(compressor_scene(scene), cfg=cfg)
     if simulator == "kinematic":
-        cfg = SimConfig(duration=duration, trajectory=trajectory, seed=seed)
+        cfg = SimConfig(
+            duration=duration, trajectory=trajectory, seed=seed, imperfections=imperfections or Imperfections()
+        )
         if reach is not None:
             cfg = dataclasses.replace(cfg, max_radius=reach)
         return simulate(compressor_scene(scene), cfg=cfg)

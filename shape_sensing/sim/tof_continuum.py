@@ -15,6 +15,7 @@ the same :class:`SimRun` (and the same bag topics) with the same sensor noise (t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,6 +27,8 @@ from shape_sensing.geometry import FloatArray
 from shape_sensing.sim.tof_scene import Scene
 
 __all__ = [
+    "IMPERFECTIONS",
+    "Imperfections",
     "RobotSpec",
     "SimConfig",
     "SimRun",
@@ -40,6 +43,7 @@ __all__ = [
 
 STATUS_VALID = 5
 STATUS_SIGMA_HIGH = 3
+STATUS_LARGE_PULSE = 9
 STATUS_NO_TARGET = 255
 
 
@@ -64,6 +68,95 @@ class RobotSpec:
 
 
 @dataclass(frozen=True)
+class Imperfections:
+    """What a real rig has and the ideal simulation does not, each a switch: the defaults are all off (the ideal
+    world); :meth:`realistic` turns each on at a value a real build has, :meth:`only` one of them.
+
+    Attributes:
+        footprint_rays: rays per zone side. A zone sees a patch of the scene, not a line: with more than one ray
+            the zone's return is built from all of them as the chip's histogram does (see :func:`merged_returns`):
+            surfaces closer together than ``merge_separation`` along the boresight merge into one target at the
+            signal-weighted mean distance, which at a depth edge lies on no surface (a mixed pixel).
+        merge_separation: m; ST gives 600 mm as the smallest separation at which two targets in one zone are
+            told apart (VL53L5CX datasheet DS13754, multi-target detection).
+        large_pulse_spread: m; a merged target whose surfaces span more than this along the boresight is
+            reported with status 9, "range valid with large pulse (may be due to a merged target)" (UM2884).
+            The chip's own threshold is not published; this is an assumption of the simulator.
+        mount_translation: m, 1-sigma per axis of each sensor's position on its ring (what the estimator is told
+            is the nominal mounting).
+        mount_rotation_deg: deg, 1-sigma of each sensor's orientation error (about a random axis).
+        gyro_time_offset: s, the gyroscopes' clock minus the ToF sensors' clock.
+        gyro_clock_drift: the gyroscopes' clock rate error (50e-6: a 50 ppm crystal).
+        registration_translation: m, how far the robot's base is from where the map puts it (a random
+            direction).
+        registration_rotation_deg: deg, the base's orientation error in the map (about a random axis).
+        map_noise: m, 1-sigma per axis of the noise of the scanned prior map's points (used where the map is
+            built, see :func:`shape_sensing.sim.tof_scene.scanned_map`).
+        twist: rad/m, amplitude of the torsion of each segment (tendon loads off the neutral axis).
+        extension: amplitude of the axial strain (negative: the backbone shortens under tendon tension, in
+            proportion to its bending).
+    """
+
+    footprint_rays: int = 1
+    merge_separation: float = 0.6
+    large_pulse_spread: float = 0.10
+    mount_translation: float = 0.0
+    mount_rotation_deg: float = 0.0
+    gyro_time_offset: float = 0.0
+    gyro_clock_drift: float = 0.0
+    registration_translation: float = 0.0
+    registration_rotation_deg: float = 0.0
+    map_noise: float = 0.0
+    twist: float = 0.0
+    extension: float = 0.0
+
+    def __post_init__(self) -> None:
+        if int(self.footprint_rays) != self.footprint_rays or self.footprint_rays < 1:
+            raise ValueError(f"footprint_rays must be a whole number >= 1, got {self.footprint_rays!r}")
+        for name in ("merge_separation", "large_pulse_spread"):
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be > 0 m, got {v!r}")
+        for name in ("mount_translation", "mount_rotation_deg", "registration_translation",
+                     "registration_rotation_deg", "map_noise", "twist", "extension"):  # fmt: skip
+            v = getattr(self, name)
+            if not (np.isfinite(v) and v >= 0):
+                raise ValueError(f"{name} must be finite and >= 0, got {v!r}")
+        for name in ("gyro_time_offset", "gyro_clock_drift"):
+            if not np.isfinite(getattr(self, name)):
+                raise ValueError(f"{name} must be finite, got {getattr(self, name)!r}")
+
+    @classmethod
+    def realistic(cls) -> Imperfections:
+        """Every imperfection on at the value of :data:`IMPERFECTIONS`."""
+        return cls(**{k: v for group in IMPERFECTIONS.values() for k, v in group.items()})  # type: ignore[arg-type]
+
+    @classmethod
+    def only(cls, *names: str) -> Imperfections:
+        """The named groups of :data:`IMPERFECTIONS` on at their realistic values, the rest off."""
+        bad = [n for n in names if n not in IMPERFECTIONS]
+        if bad:
+            raise ValueError(f"unknown imperfection(s) {bad}; expected some of {sorted(IMPERFECTIONS)}")
+        return cls(**{k: v for n in names for k, v in IMPERFECTIONS[n].items()})  # type: ignore[arg-type]
+
+
+#: The realistic value of each imperfection, by group (what :meth:`Imperfections.only` turns on):
+#: a 3x3-ray footprint per zone (so mixed pixels form at depth edges); a sensor placed to 1 mm and 1 deg on its
+#: ring (a printed mount, a hand-soldered board); the gyroscopes 5 ms late on the ToF clock with a 50 ppm
+#: crystal; the base placed in the map to 2 cm and 2 deg (a tape measure and a level); a map scanned to 2 mm
+#: (a structured-light or handheld laser scan); up to 0.5 deg/m of twist and 0.2 % axial compression.
+IMPERFECTIONS: dict[str, dict[str, float]] = {
+    "footprint": {"footprint_rays": 3},
+    "mounting": {"mount_translation": 0.001, "mount_rotation_deg": 1.0},
+    "time": {"gyro_time_offset": 0.005, "gyro_clock_drift": 50e-6},
+    "registration": {"registration_translation": 0.02, "registration_rotation_deg": 2.0},
+    "map": {"map_noise": 0.002},
+    "twist": {"twist": float(np.deg2rad(0.5))},
+    "extension": {"extension": 0.002},
+}
+
+
+@dataclass(frozen=True)
 class SimConfig:
     """Rates, noise and motion of a run."""
 
@@ -84,6 +177,7 @@ class SimConfig:
     trajectory: int = 0
     max_radius: float = 0.18
     seed: int = 0
+    imperfections: Imperfections = field(default_factory=Imperfections)
 
 
 @dataclass
@@ -111,6 +205,14 @@ class SimRun:
     truth_s: FloatArray
     truth_pose: FloatArray  # (Tt, S, 4, 4)
     part_names: list[str] = field(default_factory=list)
+    #: the sensors as they really sit (``mounts`` is what the estimator is told: the nominal layout)
+    true_mounts: list[TofMount] = field(default_factory=list)
+    #: the robot's base in the map's frame (the scene's); ``truth_pose`` is in the map's frame too
+    T_map_base: FloatArray = field(default_factory=lambda: np.eye(4))
+    #: per ToF zone: a merged return of surfaces more than 1 cm apart along the boresight (a mixed pixel)
+    tof_mixed: NDArray[np.bool_] | None = None
+    #: per ToF zone: the part with the second most signal in a merged return (-1: none)
+    tof_part_other: NDArray[np.int64] | None = None
 
 
 def zone_readings(
@@ -185,24 +287,156 @@ def segment_curvatures(t: FloatArray, trajectory: int, segments: int, still: flo
     return scale * ramp[:, None, None] * k
 
 
-def robot_poses(kappa: FloatArray, s: FloatArray, length: float) -> FloatArray:
-    """``(len(kappa), len(s), 4, 4)`` backbone poses from per-segment curvatures ``(T, segments, 2)``."""
+def segment_twist_stretch(
+    kappa: FloatArray, t: FloatArray, trajectory: int, still: float, imp: Imperfections
+) -> FloatArray:
+    """``(len(t), segments, 4)``: the bending ``kappa`` (``(T, segments, 2)``) with each segment's torsion (rad/m) and
+    axial strain: the torsion a slow sinusoid of amplitude ``imp.twist`` started as the bending is, the axial
+    strain ``-imp.extension`` times the bending over its largest value (the tendons' pull shortens the backbone)."""
     nt, nseg, _ = kappa.shape
+    out = np.zeros((nt, nseg, 4))
+    out[..., :2] = kappa
+    if imp.twist > 0:
+        rng = np.random.default_rng(2000 + trajectory)
+        freq = np.asarray(rng.uniform(0.1, 0.25, nseg), dtype=np.float64)
+        phase = np.asarray(rng.uniform(0, 2 * np.pi, nseg), dtype=np.float64)
+        tau = np.clip(np.asarray(t, dtype=np.float64) - still, 0.0, None)
+        ramp = _smoothstep(tau / 1.0)
+        out[..., 2] = imp.twist * ramp[:, None] * np.sin(2 * np.pi * freq[None] * tau[:, None] + phase[None])
+    if imp.extension > 0:
+        bend = np.hypot(kappa[..., 0], kappa[..., 1])
+        top = float(bend.max()) if bend.size else 0.0
+        if top > 0:
+            out[..., 3] = -imp.extension * bend / top
+    return out
+
+
+def robot_poses(kappa: FloatArray, s: FloatArray, length: float) -> FloatArray:
+    """``(len(kappa), len(s), 4, 4)`` backbone poses from per-segment curvatures ``(T, segments, 2)`` about x, y, or
+    ``(T, segments, 4)`` with each segment's torsion (rad/m) and axial strain as well; ``s`` is material arc length."""
+    nt, nseg, nk = kappa.shape
     s = np.asarray(s, dtype=np.float64)
     seg_len = length / nseg
+
+    def strain(k: FloatArray) -> FloatArray:  # (..., nk) -> (..., 6): [0, 0, 1 + e, kx, ky, torsion]
+        xi = np.zeros(k.shape[:-1] + (6,))
+        xi[..., 2] = 1.0 + (k[..., 3] if nk > 3 else 0.0)
+        xi[..., 3:5] = k[..., :2]
+        if nk > 2:
+            xi[..., 5] = k[..., 2]
+        return xi
+
     out = np.empty((nt, s.size, 4, 4))
     for i in range(nt):
         ends = [np.eye(4)]
         for j in range(nseg):
-            xi = seg_len * np.array([0, 0, 1.0, kappa[i, j, 0], kappa[i, j, 1], 0])
-            ends.append(ends[-1] @ lie.exp(xi[None])[0])
+            ends.append(ends[-1] @ lie.exp(seg_len * strain(kappa[i, j])[None])[0])
         j = np.clip((s / seg_len).astype(np.int64), 0, nseg - 1)
         local = s - j * seg_len
-        xis = np.zeros((s.size, 6))
-        xis[:, 2] = local
-        xis[:, 3:5] = local[:, None] * kappa[i, j]
+        xis = local[:, None] * strain(kappa[i, j])
         out[i] = np.stack([ends[jj] for jj in j]) @ lie.exp(xis)
     return out
+
+
+def merged_returns(
+    lam: FloatArray, ray: FloatArray, part: NDArray[np.int64], max_range: float, imp: Imperfections
+) -> tuple[
+    FloatArray,
+    FloatArray,
+    NDArray[np.bool_],
+    NDArray[np.int64],
+    NDArray[np.int64],
+    NDArray[np.bool_],
+    NDArray[np.bool_],
+]:
+    """What a zone reports from the ``R`` rays of its footprint: ``lam`` ``(N, R)`` their boresight distances (inf:
+    no hit), ``ray`` ``(N, R)`` each ray's length per unit of boresight distance, ``part`` ``(N, R)`` what each hit.
+
+    The chip bins the photons of the whole zone into one histogram: rays whose boresight distances lie within
+    ``imp.merge_separation`` of each other (chained) form one target at their signal-weighted mean distance,
+    signal falling with the square of the range (equal reflectance); of several targets the strongest is
+    reported (the driver's default target order). Returns per zone the reported boresight distance and ray
+    length (``lam * |u|`` averaged the same way), whether anything within ``max_range`` was hit, the part with the
+    most signal in the target and the one with the next most (-1: one part only), whether the target merges
+    two parts or surfaces more than 1 cm apart (a mixed pixel), and whether they span more than
+    ``imp.large_pulse_spread`` (the chip's status 9)."""
+    r = lam * ray
+    hit = np.isfinite(r) & (r <= max_range)
+    n, nr = lam.shape
+    order = np.argsort(np.where(hit, lam, np.inf), axis=1)
+    ls = np.take_along_axis(np.where(hit, lam, np.inf), order, axis=1)
+    rs = np.take_along_axis(np.where(hit, r, np.inf), order, axis=1)
+    ps = np.take_along_axis(part, order, axis=1)
+    hs = np.isfinite(ls)
+    w = np.where(hs, 1.0 / np.where(hs, rs, 1.0) ** 2, 0.0)
+    gap = np.diff(np.where(hs, ls, 1e9), axis=1) > imp.merge_separation
+    gid = np.concatenate([np.zeros((n, 1), dtype=np.int64), np.cumsum(gap, axis=1)], axis=1)
+    signal = np.stack([np.sum(w * (gid == g), axis=1) for g in range(nr)], axis=1)  # (N, groups)
+    best = np.argmax(signal, axis=1)
+    ing = (gid == best[:, None]) & hs
+    ws = np.where(ing, w, 0.0)
+    tot = ws.sum(axis=1)
+    ok = tot > 0
+    den = np.where(ok, tot, 1.0)
+    lam_rep = np.where(ok, np.sum(ws * np.where(ing, ls, 0.0), axis=1) / den, np.inf)
+    r_rep = np.where(ok, np.sum(ws * np.where(ing, rs, 0.0), axis=1) / den, np.inf)
+    lo = np.min(np.where(ing, ls, np.inf), axis=1)
+    hi = np.max(np.where(ing, ls, -np.inf), axis=1)
+    spread = np.where(ok, hi - lo, 0.0)
+    same = ps[:, :, None] == ps[:, None, :]
+    by_part = np.einsum("nij,nj->ni", same.astype(np.float64), ws)
+    who = np.take_along_axis(ps, np.argmax(by_part, axis=1)[:, None], axis=1)[:, 0]
+    other_signal = np.where(ps != who[:, None], by_part, 0.0)
+    other = np.take_along_axis(ps, np.argmax(other_signal, axis=1)[:, None], axis=1)[:, 0]
+    other = np.where(ok & (other_signal.max(axis=1) > 0), other, -1)
+    mixed = ok & ((spread > 0.01) | (other >= 0))
+    return lam_rep, r_rep, ok, np.where(ok, who, -1), other, mixed, ok & (spread > imp.large_pulse_spread)
+
+
+def footprint_rays(u: FloatArray, zones_per_side: int, fov: float, rays: int) -> FloatArray:
+    """``(Z, rays^2, 3)``: rays ``[tan(ax), tan(ay), 1]`` spread evenly over each zone's square of angles around its
+    centre ray ``u`` (``(Z, 3)``); the zone spans ``fov / zones_per_side`` per axis."""
+    if rays == 1:
+        return np.asarray(u, dtype=np.float64)[:, None, :]
+    width = fov / zones_per_side
+    off = ((np.arange(rays) + 0.5) / rays - 0.5) * width
+    ox, oy = np.meshgrid(off, off, indexing="xy")
+    ax = np.arctan(u[:, 0])[:, None] + ox.reshape(1, -1)
+    ay = np.arctan(u[:, 1])[:, None] + oy.reshape(1, -1)
+    return np.stack([np.tan(ax), np.tan(ay), np.ones_like(ax)], axis=-1)
+
+
+def _random_rotation(rng: np.random.Generator, angle: float) -> FloatArray:
+    """A rotation by ``angle`` (rad) about a random axis."""
+    axis = rng.standard_normal(3)
+    axis /= np.linalg.norm(axis)
+    return np.asarray(lie.exp(np.concatenate([np.zeros(3), angle * axis])[None])[0][:3, :3])
+
+
+def perturbed_mounts(mounts: list[TofMount], imp: Imperfections, rng: np.random.Generator) -> list[TofMount]:
+    """The sensors as built: each moved by ``imp.mount_translation`` and turned by ``imp.mount_rotation_deg``
+    (1-sigma, per axis and about a random axis) from its nominal mounting."""
+    if imp.mount_translation == 0 and imp.mount_rotation_deg == 0:
+        return list(mounts)
+    out = []
+    for m in mounts:
+        T = m.T_ring_sensor.copy()
+        T[:3, 3] += imp.mount_translation * rng.standard_normal(3)
+        T[:3, :3] = T[:3, :3] @ _random_rotation(rng, np.deg2rad(imp.mount_rotation_deg) * abs(rng.standard_normal()))
+        out.append(dataclasses.replace(m, T_ring_sensor=T))
+    return out
+
+
+def base_in_map(imp: Imperfections, rng: np.random.Generator) -> FloatArray:
+    """The robot's base in the map: ``imp.registration_translation`` off in a random direction and turned by
+    ``imp.registration_rotation_deg`` about a random axis."""
+    T = np.eye(4)
+    if imp.registration_rotation_deg:
+        T[:3, :3] = _random_rotation(rng, np.deg2rad(imp.registration_rotation_deg))
+    if imp.registration_translation:
+        d = rng.standard_normal(3)
+        T[:3, 3] = imp.registration_translation * d / np.linalg.norm(d)
+    return T
 
 
 def _fit_scale(cfg: SimConfig, robot: RobotSpec) -> float:
@@ -216,45 +450,68 @@ def _fit_scale(cfg: SimConfig, robot: RobotSpec) -> float:
 
 
 def simulate(scene: Scene, robot: RobotSpec | None = None, cfg: SimConfig | None = None) -> SimRun:
-    """Run the robot through ``scene``: ToF frames, gyroscopes, strain and ground truth."""
+    """Run the robot through ``scene``: ToF frames, gyroscopes, strain and ground truth (in the map's frame,
+    which is the scene's), with the imperfections of ``cfg.imperfections`` (none by default)."""
     robot = robot or RobotSpec()
     cfg = cfg or SimConfig()
+    imp = cfg.imperfections
     if cfg.duration <= cfg.still:
         raise ValueError(f"duration {cfg.duration} s must exceed the still period {cfg.still} s")
     rng = np.random.default_rng(cfg.seed)
+    # each imperfection draws from its own stream, so that turning one on leaves the others' draws (and the
+    # sensor noise) as they were: runs with and without it differ by it alone
+    T_map_base = base_in_map(imp, np.random.default_rng((cfg.seed, 2)))
     scale = _fit_scale(cfg, robot)
 
     def poses(t: FloatArray, s: FloatArray) -> FloatArray:
-        return robot_poses(
-            segment_curvatures(t, cfg.trajectory, robot.segments, cfg.still, scale), np.asarray(s), robot.length
-        )
+        k = segment_curvatures(t, cfg.trajectory, robot.segments, cfg.still, scale)
+        if imp.twist > 0 or imp.extension > 0:
+            k = segment_twist_stretch(k, t, cfg.trajectory, cfg.still, imp)
+        return robot_poses(k, np.asarray(s), robot.length)
 
     mounts = robot.mounts()
+    true_mounts = perturbed_mounts(mounts, imp, np.random.default_rng((cfg.seed, 1)))
     # ToF: each sensor at 15 Hz, sensors of a ring read one after another within the frame period
     period = 1.0 / cfg.tof_rate
     frames_t = np.arange(0.0, cfg.duration - 1e-9, period)
-    tt, mm, dd, st, pp = [], [], [], [], []
-    for mi, m in enumerate(mounts):
+    tt, mm, dd, st, pp, mx, po = [], [], [], [], [], [], []
+    for mi, m in enumerate(true_mounts):
         t_m = frames_t + (mi % 3) * period / 3.0
         t_m = t_m[t_m < cfg.duration]
-        Tr = poses(t_m, np.array([m.s]))[:, 0]
+        Tr = T_map_base @ poses(t_m, np.array([m.s]))[:, 0]
         Ts = Tr @ m.T_ring_sensor
         u_loc = zone_directions(m.zones_per_side, m.fov)
         Z = u_loc.shape[0]
-        u = np.einsum("fij,zj->fzi", Ts[:, :3, :3], u_loc).reshape(-1, 3)
-        o = np.repeat(Ts[:, :3, 3], Z, axis=0)
+        sub = footprint_rays(u_loc, m.zones_per_side, m.fov, imp.footprint_rays)  # (Z, R, 3)
+        R = sub.shape[1]
+        u = np.einsum("fij,zrj->fzri", Ts[:, :3, :3], sub).reshape(-1, 3)
+        o = np.repeat(Ts[:, :3, 3], Z * R, axis=0)
         lam, part = scene.cast(o, u)
-        hit = np.isfinite(lam) & (lam * np.linalg.norm(u, axis=1) <= m.max_range)
-        ray = ray_lengths(u, cfg.range_convention)
-        noisy, status = zone_readings(lam, hit, rng, cfg.invalid_fraction, ray)
+        ray_len = np.linalg.norm(u, axis=1)
+        if R == 1:
+            hit = np.isfinite(lam) & (lam * ray_len <= m.max_range)
+            ray = ray_lengths(u, cfg.range_convention)
+            noisy, status = zone_readings(lam, hit, rng, cfg.invalid_fraction, ray)
+            mixed = np.zeros(lam.shape, dtype=bool)
+            other = np.full(lam.shape, -1, dtype=np.int64)
+        else:
+            lam_z, r_z, hit, part, other, mixed, large = merged_returns(
+                lam.reshape(-1, R), ray_len.reshape(-1, R), part.reshape(-1, R), m.max_range, imp
+            )
+            reported = r_z / np.where(hit, lam_z, 1.0) if cfg.range_convention == "radial" else None
+            ray_lengths(u[:1], cfg.range_convention)  # the convention's name checked as for one ray
+            noisy, status = zone_readings(np.where(hit, lam_z, np.nan), hit, rng, cfg.invalid_fraction, reported)
+            status[large & (status == STATUS_VALID)] = STATUS_LARGE_PULSE
         tt.append(t_m)
         mm.append(np.full(t_m.size, mi))
         dd.append(noisy.reshape(-1, Z))
         st.append(status.reshape(-1, Z))
         pp.append(np.where(hit, part, -1).reshape(-1, Z))
+        mx.append(mixed.reshape(-1, Z))
+        po.append(other.reshape(-1, Z))
     order = np.argsort(np.concatenate(tt), kind="stable")
     tof_t = np.concatenate(tt)[order]
-    # gyroscopes: body angular velocity of the ring frame, bias and noise
+    # gyroscopes: body angular velocity of the ring frame, bias and noise, stamped by their own clock
     gt = np.arange(0.0, cfg.duration, 1.0 / cfg.gyro_rate)
     rings = np.asarray(robot.ring_s)
     h = 1e-4
@@ -262,13 +519,14 @@ def simulate(scene: Scene, robot: RobotSpec | None = None, cfg: SimConfig | None
     Tb = poses(gt + h, rings).reshape(-1, 4, 4)
     w = lie.log(lie.inv(Ta) @ Tb)[:, 3:] / (2 * h)
     w, bias = gyro_readings(w, rings, rng, cfg)
+    gt_stamp = gt * (1.0 + imp.gyro_clock_drift) + imp.gyro_time_offset
     # strain: bending angle and curvature of the segment at each site
     sts = robot.strain_s()
     stt = np.arange(0.0, cfg.duration, 1.0 / cfg.strain_rate)
     k = segment_curvatures(stt, cfg.trajectory, robot.segments, cfg.still, scale)
     seg = np.clip((sts / (robot.length / robot.segments)).astype(np.int64), 0, robot.segments - 1)
     theta, kappa = strain_readings(k[:, seg], rng, cfg)  # k[:, seg]: (T, S, 2) angular strain about x, y
-    # ground truth at the base and the rings
+    # ground truth at the base and the rings, in the map's frame
     trt = np.arange(0.0, cfg.duration, 1.0 / cfg.truth_rate)
     trs = np.concatenate([[0.0], rings])
     return SimRun(
@@ -281,7 +539,7 @@ def simulate(scene: Scene, robot: RobotSpec | None = None, cfg: SimConfig | None
         np.concatenate(dd)[order],
         np.concatenate(st)[order],
         np.concatenate(pp)[order],
-        np.repeat(gt, rings.size),
+        np.repeat(gt_stamp, rings.size),
         np.tile(rings, gt.size),
         w,
         bias,
@@ -291,6 +549,10 @@ def simulate(scene: Scene, robot: RobotSpec | None = None, cfg: SimConfig | None
         kappa.reshape(-1),
         trt,
         trs,
-        poses(trt, trs),
+        T_map_base @ poses(trt, trs),
         [p.name for p in scene.parts],
+        true_mounts,
+        T_map_base,
+        np.concatenate(mx)[order],
+        np.concatenate(po)[order],
     )
