@@ -57,6 +57,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "tof_range_convention, else perpendicular; see docs/robots/tof_real_recording.md)",
     )
     parser.add_argument(
+        "--base-registration",
+        choices=("fixed", "still"),
+        default="fixed",
+        help="with --reestimate: the robot's base in the map: fixed where the map's origin is (default; a map made "
+        "in the base's frame) or registered from the still start's ToF frames with a 5 cm / 5 deg prior (a map "
+        "made apart from the robot, a base placed by hand)",
+    )
+    parser.add_argument(
         "--still",
         type=float,
         default=None,
@@ -123,12 +131,14 @@ def reestimate(
     config: Path | None = None,
     still: float | None = None,
     range_convention: str | None = None,
+    base_registration: str = "fixed",
 ) -> dict[str, object]:
     """Estimate again from the sensor data in a bag and score it against the bag's ground truth (``progress``: a
     bar of the solver's iterations on stderr; the estimate takes minutes on a long run). ``config`` and
     ``still``: where the sensors sit and the still start (see
     :func:`~shape_sensing.pipelines.tof_recording.sensor_data_from_bag`); ``range_convention``: what the ToF
-    distances measure (``None``: the parameter file's ``tof_range_convention``, else perpendicular)."""
+    distances measure (``None``: the parameter file's ``tof_range_convention``, else perpendicular);
+    ``base_registration``: :attr:`~shape_sensing.estimators.continuum.tof_localise.LocaliseConfig.base_registration`."""
     from shape_sensing.demos.common import Progress
     from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise, ring_errors
     from shape_sensing.io.maps import load_map
@@ -144,7 +154,11 @@ def reestimate(
     data = sensor_data_from_bag(bag, config, still)
     prior = load_map(map_path)
     with Progress("eval-tof: estimate", 0, enabled=progress, unit="iteration") as bar:
-        cfg = LocaliseConfig(use_strain=use_strain, range_convention=range_convention or _convention(config))
+        cfg = LocaliseConfig(
+            use_strain=use_strain,
+            range_convention=range_convention or _convention(config),
+            base_registration=base_registration,
+        )
         res = localise(data, prior, cfg, progress=lambda done, _: bar.update(done))
     stamps = np.array(sorted(truth))
     s_all = truth[int(stamps[0])][0]
@@ -156,6 +170,11 @@ def reestimate(
     share = res.tof_matched_fraction  # NaN without valid ToF points: null in the JSON
     out["tof_matched_fraction"] = round(share, 4) if np.isfinite(share) else None
     out.update({k: round(v, 4) for k, v in summarise_errors(dp, ang).items()})
+    if res.registration is not None:
+        c = res.registration.correction
+        out["base_registration_moved_mm"] = round(1000 * float(np.linalg.norm(c[:3])), 2)
+        out["base_registration_moved_deg"] = round(float(np.rad2deg(np.linalg.norm(c[3:]))), 3)
+        out["base_registration_points"] = res.registration.points
     return out
 
 
@@ -188,8 +207,11 @@ def run(args: argparse.Namespace) -> int:
         metrics = reestimate(
             args.path, args.reestimate, not args.no_strain, args.truth_topic, progress=not args.json or _watched(),
             config=args.config, still=args.still, range_convention=args.range_convention,
+            base_registration=args.base_registration,
         )  # fmt: skip
     else:
+        if args.base_registration != "fixed":
+            raise ValueError("--base-registration applies to --reestimate MAP only (the bag's own estimate is scored)")
         metrics = evaluate(args.path, args.truth_topic, args.estimate_topic)
     print_metrics(metrics, args.json, title="eval-tof")
     return 0

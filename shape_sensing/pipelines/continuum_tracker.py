@@ -29,11 +29,13 @@ from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.tof import (
     TofMount,
     frame_points,
+    mixed_zones,
     ring_mounts,
     stationary_bias,
     strain_measurement,
+    valid_zones,
 )
-from shape_sensing.estimators.continuum.tof_localise import Reconstruction, reconstruct
+from shape_sensing.estimators.continuum.tof_localise import Reconstruction, mixed_offsets, reconstruct
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.maps import DEFAULT_SPACING
@@ -341,8 +343,12 @@ class ContinuumTracker:
         self.stats.tof_zones_invalid += bad
         s = self.tof_mounts[index].s
         if sig.size:
+            st = None if status is None else np.asarray(status)
+            mount = self.tof_mounts[index]
+            ok, _ = valid_zones(mount, distance, st)
+            mixed = mixed_offsets(ok, mixed_zones(distance, mount.zones_per_side, st))
             m = Measurements(tof_t=np.full(sig.size, t), tof_s=np.full(sig.size, s), tof_q=q, tof_sigma=sig,
-                             tof_map=self.tof_map)  # fmt: skip
+                             tof_map=self.tof_map, tof_mixed=mixed)  # fmt: skip
             self._pending.append(m)
             self._tof_recent.append(m)
         return self._advance(t)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
@@ -187,6 +188,10 @@ class Measurements:
         strain_w: ``(S, 2, 2)`` their square-root information (``W^T W = Sigma^-1``).
         tof_map: the prior map the points are matched against (a
             :class:`~shape_sensing.io.maps.PriorMap`); ``None`` leaves the points out.
+        tof_mixed: ``(Q, 2)`` for each point that may merge two surfaces (a depth edge in its frame, or the chip's
+            large-pulse status; see :func:`~.tof.mixed_zones`), the offsets (in this order of points) of the two
+            points of the same frame whose surfaces it may merge; ``0`` where it is not mixed, or where that
+            neighbour gave no point. Empty: none known.
     """
 
     pose_t: FloatArray = field(default_factory=lambda: np.zeros(0))
@@ -204,6 +209,12 @@ class Measurements:
     strain_k: FloatArray = field(default_factory=lambda: np.zeros((0, 2)))
     strain_w: FloatArray = field(default_factory=lambda: np.zeros((0, 2, 2)))
     tof_map: Any = None
+    tof_mixed: NDArray[np.int64] = field(default_factory=lambda: np.zeros((0, 2), dtype=np.int64))
+
+    def mixed_offsets(self) -> NDArray[np.int64]:
+        """``tof_mixed`` as ``(Q, 2)`` offsets (all 0 where it was not filled)."""
+        m = np.asarray(self.tof_mixed, dtype=np.int64)
+        return m if m.shape == (self.tof_t.size, 2) else np.zeros((self.tof_t.size, 2), dtype=np.int64)
 
     def between(self, t0: float, t1: float, include_end: bool = False) -> Measurements:
         """The measurements with ``t0 <= t < t1`` (or ``<= t1``)."""
@@ -227,6 +238,7 @@ class Measurements:
             self.strain_k[ms],
             self.strain_w[ms],
             self.tof_map,
+            self.mixed_offsets()[mq],
         )
 
     @staticmethod
@@ -250,4 +262,5 @@ class Measurements:
             np.concatenate([p.strain_k for p in parts]),
             np.concatenate([p.strain_w for p in parts]),
             next((p.tof_map for p in parts if p.tof_map is not None), None),
+            np.concatenate([p.mixed_offsets() for p in parts]),
         )

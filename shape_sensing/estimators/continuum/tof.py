@@ -56,6 +56,7 @@ __all__ = [
     "frame_points",
     "group_sum",
     "info_batch",
+    "mixed_zones",
     "pose_st",
     "project_points",
     "ring_mounts",
@@ -64,6 +65,7 @@ __all__ = [
     "strain_measurement",
     "table_i_sigma",
     "tof_factor",
+    "valid_zones",
     "visible_nearest",
     "zone_directions",
 ]
@@ -178,6 +180,29 @@ def ring_mounts(
     return out
 
 
+def valid_zones(
+    mount: TofMount,
+    distance: FloatArray,
+    status: NDArray[np.uint8] | None = None,
+    *,
+    valid_status: tuple[int, ...] = VALID_STATUS,
+) -> tuple[NDArray[np.bool_], FloatArray]:
+    """``(Z,)`` the zones of one frame :func:`frame_points` keeps (a valid status, a finite distance between the
+    minimum and the sensor's maximum range) and every zone's Table I sigma."""
+    d = np.asarray(distance, dtype=np.float64).reshape(-1)
+    z = mount.zones_per_side**2
+    if d.size != z:
+        raise ContinuumError(f"{mount.name}: frame has {d.size} distances, expected {z}")
+    sig = table_i_sigma(d)
+    ok = np.isfinite(sig) & (d <= mount.max_range)
+    if status is not None:
+        st = np.asarray(status).reshape(-1)
+        if st.size != z:
+            raise ContinuumError(f"{mount.name}: frame has {st.size} status codes, expected {z}")
+        ok &= np.isin(st, valid_status)
+    return ok, sig
+
+
 def frame_points(
     mount: TofMount,
     distance: FloatArray,
@@ -195,16 +220,7 @@ def frame_points(
     publishing, so its TofFrames are perpendicular); "radial": along the zone's ray (the seed paper's simulated
     rangefinders, and recordings of drivers that publish the ray length)."""
     d = np.asarray(distance, dtype=np.float64).reshape(-1)
-    z = mount.zones_per_side**2
-    if d.size != z:
-        raise ContinuumError(f"{mount.name}: frame has {d.size} distances, expected {z}")
-    sig = table_i_sigma(d)
-    ok = np.isfinite(sig) & (d <= mount.max_range)
-    if status is not None:
-        st = np.asarray(status).reshape(-1)
-        if st.size != z:
-            raise ContinuumError(f"{mount.name}: frame has {st.size} status codes, expected {z}")
-        ok &= np.isin(st, valid_status)
+    ok, sig = valid_zones(mount, d, status, valid_status=valid_status)
     u = _zone_directions(int(mount.zones_per_side), float(mount.fov))[ok]  # a copy (fancy indexing)
     if range_convention == "radial":
         u = u / np.linalg.norm(u, axis=1, keepdims=True)
@@ -213,6 +229,60 @@ def frame_points(
     q = d[ok, None] * u
     qr = q @ mount.T_ring_sensor[:3, :3].T + mount.T_ring_sensor[:3, 3]
     return qr, sig[ok], int((~ok).sum())
+
+
+#: target_status of a zone whose return pulse is wider than a single target's (ST UM2884: "range valid with large
+#: pulse (may be due to a merged target)")
+LARGE_PULSE_STATUS = 9
+
+
+def mixed_zones(
+    distance: FloatArray, zones_per_side: int, status: NDArray[np.uint8] | None = None
+) -> IntArray:
+    """``(Z, 2)``: for each zone of one frame that may have merged two surfaces into one return (a mixed pixel),
+    the two neighbouring zones whose surfaces it may have merged; ``-1`` for the other zones.
+
+    A zone sees a patch of the scene, and the chip merges targets closer together than its separation (600 mm
+    in ST's datasheet) into one at a signal-weighted distance between them: at a depth edge the zone reports a
+    point on neither surface. Such a zone is taken as mixed when, along a row, a column or a diagonal of the
+    grid, its distance lies between its two neighbours' with a step of more than ``max(3 sigma, 2 cm)`` (Table
+    I sigma) to each (those two are its pair; the axis with the largest steps wins); or when the chip reported
+    it with status 9, "range valid with large pulse (may be due to a merged target)" (ST UM2884), its pair then
+    the nearest and the farthest of its valid neighbours. A plane seen obliquely also steps evenly across the
+    grid and can pass the test; the test only decides which points may be flagged as anomalies (see
+    :func:`~.tof_localise.reconstruct`), it drops nothing."""
+    n = int(zones_per_side)
+    d = np.asarray(distance, dtype=np.float64).reshape(-1)
+    if d.size != n * n:
+        raise ContinuumError(f"frame has {d.size} distances, expected {n * n}")
+    idx = np.pad(np.arange(n * n).reshape(n, n), 1, constant_values=-1)
+    g = np.pad(d.reshape(n, n), 1, constant_values=np.nan)
+    c = g[1:-1, 1:-1]
+    tau = np.maximum(3.0 * np.nan_to_num(table_i_sigma(c), nan=0.0), 0.02)
+    best = np.zeros((n, n))
+    grid = np.full((n, n, 2), -1, dtype=np.int64)
+    for dy, dx in ((0, 1), (1, 0), (1, 1), (1, -1)):
+        sa = (slice(1 + dy, n + 1 + dy), slice(1 + dx, n + 1 + dx))
+        sb = (slice(1 - dy, n + 1 - dy), slice(1 - dx, n + 1 - dx))
+        a, b = g[sa], g[sb]
+        with np.errstate(invalid="ignore"):
+            step = np.fmin(np.abs(c - a), np.abs(c - b))
+            between = (c - np.fmin(a, b) > tau) & (np.fmax(a, b) - c > tau)
+        take = np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & between & (step > best)
+        best = np.where(take, step, best)
+        grid[take, 0] = idx[sa][take]
+        grid[take, 1] = idx[sb][take]
+    out = grid.reshape(-1, 2)
+    if status is not None:
+        large = (np.asarray(status).reshape(-1) == LARGE_PULSE_STATUS) & (out[:, 0] < 0) & np.isfinite(d)
+        for z in np.flatnonzero(large):
+            r, q = divmod(int(z), n)
+            around = [(r + i, q + j) for i in (-1, 0, 1) for j in (-1, 0, 1) if i or j]
+            nb = [y * n + x for y, x in around if 0 <= y < n and 0 <= x < n and np.isfinite(d[y * n + x])]
+            if nb:
+                dn = d[nb]
+                out[z] = (nb[int(np.argmin(dn))], nb[int(np.argmax(dn))])
+    return out
 
 
 def pose_st(

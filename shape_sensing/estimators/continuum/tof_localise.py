@@ -28,15 +28,18 @@ from shape_sensing.estimators.continuum.estimator import BatchEstimator
 from shape_sensing.estimators.continuum.gyro_bias import apply_correction, bias_newton_step, still_mean_prior
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
+from shape_sensing.estimators.continuum.registration import BaseRegistration, register_base, still_points
 from shape_sensing.estimators.continuum.solver import assign_measurements, unique_pairs
 from shape_sensing.estimators.continuum.tof import (
     TofEvaluation,
     TofMount,
     frame_points,
+    mixed_zones,
     project_points,
     stationary_bias,
     strain_measurement,
     tof_factor,
+    valid_zones,
 )
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
@@ -132,6 +135,17 @@ class LocaliseConfig:
     #: what the ToF distances measure: "perpendicular" (along the boresight; the VL53L5CX as ST describes it and
     #: the ring driver publishes) or "radial" (along each zone's ray); see :func:`~.tof.frame_points`
     range_convention: str = "perpendicular"
+    #: where the robot's base sits in the map: "fixed" at the model's base pose (the map made in the base's frame,
+    #: or registered beforehand), or "still": registered from the still start's ToF frames
+    #: (:mod:`~.registration`) with a prior of ``registration_sigma`` (m) and ``registration_sigma_deg`` per axis
+    #: around it, as for a map made apart from the robot and a base placed by hand
+    base_registration: str = "fixed"
+    registration_sigma: float = 0.05
+    registration_sigma_deg: float = 5.0
+
+
+#: what :attr:`LocaliseConfig.base_registration` can be
+BASE_REGISTRATIONS = ("fixed", "still")
 
 
 @dataclass
@@ -140,6 +154,8 @@ class BuildStats:
 
     tof_points: int = 0
     tof_invalid: int = 0
+    #: points that may merge two surfaces (:func:`~.tof.mixed_zones`): kept, never flagged as anomalies
+    tof_mixed: int = 0
     frames_bad: int = 0
     gyro_bias: dict[float, FloatArray] = field(default_factory=dict)
 
@@ -174,7 +190,7 @@ def default_weights(cfg: LocaliseConfig) -> Weights:
 def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> tuple[Measurements, BuildStats]:
     """Estimator measurements from raw sensor data (see the module docstring)."""
     stats = BuildStats()
-    qs, ts, ss, sg = [], [], [], []
+    qs, ts, ss, sg, mx = [], [], [], [], []
     if cfg.use_tof and tof_map is not None:
         for i in range(data.tof_t.size):
             m = data.mounts[int(data.tof_mount[i])]
@@ -182,6 +198,8 @@ def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> t
                 q, sig, bad = frame_points(
                     m, data.tof_distance[i], data.tof_status[i], range_convention=cfg.range_convention
                 )
+                ok, _ = valid_zones(m, data.tof_distance[i], data.tof_status[i])
+                mixed = mixed_offsets(ok, mixed_zones(data.tof_distance[i], m.zones_per_side, data.tof_status[i]))
             except ContinuumError:
                 stats.frames_bad += 1
                 continue
@@ -190,6 +208,7 @@ def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> t
             sg.append(sig)
             ts.append(np.full(sig.size, data.tof_t[i]))
             ss.append(np.full(sig.size, m.s))
+            mx.append(mixed)
     meas = Measurements()
     if qs:
         meas.tof_q = np.concatenate(qs)
@@ -197,7 +216,9 @@ def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> t
         meas.tof_t = np.concatenate(ts)
         meas.tof_s = np.concatenate(ss)
         meas.tof_map = tof_map
+        meas.tof_mixed = np.concatenate(mx)
         stats.tof_points = int(meas.tof_t.size)
+        stats.tof_mixed = int(np.any(meas.tof_mixed != 0, axis=1).sum())
     if cfg.use_gyro and data.gyro_t.size:
         bias = stationary_bias(data.gyro_t, data.gyro_s, data.gyro_w, data.still)
         stats.gyro_bias = bias
@@ -207,6 +228,16 @@ def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> t
         k, W = strain_measurement(data.strain_theta, data.strain_kappa, cfg.strain_sigma_theta, cfg.strain_sigma_kappa)
         meas.strain_t, meas.strain_s, meas.strain_k, meas.strain_w = data.strain_t, data.strain_s, k, W
     return meas, stats
+
+
+def mixed_offsets(ok: NDArray[np.bool_], pairs: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The ``(P, 2)`` ``Measurements.tof_mixed`` offsets of one frame's kept points (``ok``, ``(Z,)``) from
+    :func:`~.tof.mixed_zones`' zone pairs ``(Z, 2)``: a partner zone that gave no point is 0 (none)."""
+    point_of = np.cumsum(ok) - 1  # zone -> its point's index in the frame (valid where ok)
+    pz = pairs[ok]
+    has = (pz >= 0) & ok[np.clip(pz, 0, ok.size - 1)]
+    own = point_of[ok][:, None]
+    return np.where(has, point_of[np.clip(pz, 0, ok.size - 1)] - own, 0).astype(np.int64)
 
 
 def s_nodes(length: float, spacing: float, must: list[float]) -> FloatArray:
@@ -242,6 +273,8 @@ class LocaliseResult:
     #: share of the ToF points within the gate of the map at the estimate (NaN without ToF); a low share warns
     #: that the map may be in another frame (:func:`matched_fraction`)
     tof_matched_fraction: float = float("nan")
+    #: the base's pose in the map from the still start (``base_registration="still"``), else ``None``
+    registration: BaseRegistration | None = None
 
 
 def localise(
@@ -262,8 +295,30 @@ def localise(
         raise ContinuumError(f"gyro_bias must be 'still' or 'joint', got {cfg.gyro_bias!r}")
     if cfg.tof_noise not in ("fixed", "estimate"):
         raise ContinuumError(f"tof_noise must be 'fixed' or 'estimate', got {cfg.tof_noise!r}")
+    if cfg.base_registration not in BASE_REGISTRATIONS:
+        raise ContinuumError(f"base_registration must be one of {BASE_REGISTRATIONS}, got {cfg.base_registration!r}")
     meas, stats = build_measurements(data, tof_map, cfg)
     w = default_weights(cfg)
+    registration = None
+    if cfg.base_registration == "still":
+        if tof_map is None or not cfg.use_tof:
+            raise ContinuumError("base_registration 'still' needs the ToF frames and a prior map")
+        pts, sig = still_points(data.mounts, data.tof_t, data.tof_mount, data.tof_distance, data.tof_status,
+                                data.still, cfg.range_convention)  # fmt: skip
+        registration = register_base(
+            pts,
+            sig,
+            tof_map,
+            w.T0,
+            sigma_translation=cfg.registration_sigma,
+            sigma_rotation=float(np.deg2rad(cfg.registration_sigma_deg)),
+            sigma_extra=cfg.tof_sigma_extra,
+            gate=cfg.tof_gate,
+        )
+        w = dataclasses.replace(w, T0=registration.T)
+        c = registration.correction
+        _log.info("base registered to the map from %d still-start points: moved %.1f mm, %.2f deg",
+                  registration.points, 1000 * np.linalg.norm(c[:3]), np.rad2deg(np.linalg.norm(c[3:])))  # fmt: skip
     nodes = s_nodes(data.length, cfg.node_spacing, [m.s for m in data.mounts])
     t1 = float(t_end) if t_end is not None else float(np.max(data.tof_t)) if data.tof_t.size else 0.0
     if cfg.window:
@@ -271,6 +326,7 @@ def localise(
                             tof_points_per_frame=cfg.window_tof_points)  # fmt: skip
         st = win.run(meas, t1 + 1.0 / cfg.rate, None if progress is None else lambda k, n: progress(k, "step"))
         out = LocaliseResult(st, w, meas, stats, win.total_iterations, win.converged_steps == win.steps, None, "window")
+        out.registration = registration
         out.tof_matched_fraction = matched_fraction(st, meas, tof_map, cfg.tof_gate)
         return out
     est = BatchEstimator(
@@ -336,6 +392,7 @@ def localise(
         res.state, w, meas, stats, iterations, res.converged, res.ab, stop, corr_out, bias_cov, tof_scale
     )
     out.tof_matched_fraction = matched_fraction(res.state, meas, tof_map, cfg.tof_gate)
+    out.registration = registration
     return out
 
 
@@ -414,6 +471,9 @@ class Reconstruction:
     tau: float
     #: share of the points within ``gate`` of a map point (a map in another frame, or the wrong map, shows as ~0)
     matched_fraction: float = float("nan")
+    #: ``(P,)`` points that may merge two surfaces (``Measurements.tof_mixed``): flagged only where one of the
+    #: two points whose surfaces they may merge is flagged too
+    mixed: NDArray[np.bool_] | None = None
 
 
 def reconstruct(
@@ -456,7 +516,22 @@ def reconstruct(
     S = cov + (tof_map.point_sigma**2) * np.eye(3)[None]
     m2 = np.einsum("pi,pi->p", d, np.linalg.solve(S, d[:, :, None])[:, :, 0])
     matched = _matched_share(dist, gate)
-    return Reconstruction(p, cov, m2, m2 > tau, tau, matched)
+    # a point that may merge two surfaces is flagged only with one of them: a merged return of two mapped
+    # surfaces lies on neither and is no evidence of anything new; at an unmapped object's edge it is. The
+    # evidence must be a point that is not itself mixed (else two mixed points side by side vouch for each
+    # other), and the nearer of the two: the merged distance is signal-weighted, so it lies nearer to the surface
+    # that gave most of the zone's light
+    off = meas.mixed_offsets()
+    mixed = np.any(off != 0, axis=1)
+    raw = m2 > tau
+    clean = raw & ~mixed
+    pair = np.clip(np.arange(raw.size)[:, None] + off, 0, raw.size - 1)
+    gap = np.linalg.norm(p[pair] - p[:, None, :], axis=2)
+    gap = np.where(off != 0, gap, np.inf)
+    nearer = np.argmin(gap, axis=1)
+    near = pair[np.arange(raw.size), nearer]
+    partner = np.isfinite(gap.min(axis=1)) & clean[near]
+    return Reconstruction(p, cov, m2, raw & (~mixed | partner), tau, matched, mixed)
 
 
 def frame_poses(state: GridState, t: FloatArray, s: FloatArray) -> FloatArray:

@@ -1,0 +1,132 @@
+"""Where the robot's base sits in the prior map, from the ToF frames of the still start.
+
+The estimator's model clamps the base at ``Weights.T0``. Where the map was made apart from the robot (a scan of
+the duct, a CAD model), ``T0`` is only known to the accuracy the base was placed with, a few centimetres and
+degrees; the shape estimate then bends the robot to make up for the error at the base. During the still start
+the robot is at rest and straight along its base's z axis (the model's own assumption at ``t = 0``), so every
+valid zone of those frames is a point known in the base's frame up to its noise. :func:`register_base` aligns
+those points with the map: point-to-plane Gauss-Newton on the base pose, a Cauchy loss against points on
+things the map does not have, matches re-made at every step, and a Gaussian prior on how far the base can be
+from where it was said to be (without the prior, a featureless duct would leave the base free to slide along
+its axis).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from shape_sensing.estimators.continuum import lie
+from shape_sensing.estimators.continuum.errors import ContinuumError
+from shape_sensing.estimators.continuum.tof import TofMount, frame_points
+from shape_sensing.geometry import FloatArray
+
+__all__ = ["BaseRegistration", "register_base", "still_points"]
+
+
+@dataclass
+class BaseRegistration:
+    """The base pose in the map and how well the data fixed it."""
+
+    T: FloatArray  # (4, 4) the base in the map's frame
+    cov: FloatArray  # (6, 6) of the left perturbation [translation, rotation] of T
+    prior: FloatArray  # (4, 4) where the base was said to be
+    points: int  # still-start points used
+    inliers: int  # of those, matched within the gate at the end
+    iterations: int
+    rms: float  # m, point-to-plane residual of the inliers
+
+    @property
+    def correction(self) -> FloatArray:
+        """``log(T prior^-1)``: how far (m, rad) the data moved the base from the prior."""
+        return np.asarray(lie.log((self.T @ lie.inv(self.prior[None])[0])[None])[0])
+
+
+def still_points(
+    mounts: list[TofMount],
+    tof_t: FloatArray,
+    tof_mount: NDArray[np.int64],
+    tof_distance: FloatArray,
+    tof_status: NDArray[np.uint8],
+    still: float,
+    range_convention: str = "perpendicular",
+) -> tuple[FloatArray, FloatArray]:
+    """The valid zones of the frames before ``still`` as points in the base's frame of a straight robot (a ring
+    at arc length ``s`` sits at ``[0, 0, s]`` with the base's orientation), and their Table I sigmas."""
+    pts, sig = [], []
+    for i in np.flatnonzero(np.asarray(tof_t) < still):
+        m = mounts[int(tof_mount[i])]
+        try:
+            q, sg, _ = frame_points(m, tof_distance[i], tof_status[i], range_convention=range_convention)
+        except ContinuumError:
+            continue
+        pts.append(q + np.array([0.0, 0.0, m.s]))
+        sig.append(sg)
+    if not pts:
+        return np.zeros((0, 3)), np.zeros(0)
+    return np.concatenate(pts), np.concatenate(sig)
+
+
+def register_base(
+    points: FloatArray,
+    sigma: FloatArray,
+    tof_map: Any,
+    prior: FloatArray,
+    *,
+    sigma_translation: float = 0.05,
+    sigma_rotation: float = float(np.deg2rad(5.0)),
+    sigma_extra: float = 0.005,
+    gate: float = 0.3,
+    cauchy: float = 1.0,
+    iterations: int = 40,
+    tol: float = 1e-7,
+) -> BaseRegistration:
+    """The base pose in the map that best explains ``points`` (``(P, 3)`` in the base's frame, 1-sigma ``sigma``)
+    against ``tof_map`` (points, normals, nearest-neighbour queries), with a Gaussian prior at ``prior`` of
+    ``sigma_translation`` (m) and ``sigma_rotation`` (rad) per axis.
+
+    Each step matches every point to its nearest map point (within ``gate``), whitens the point-to-plane error
+    by the point's noise with ``sigma_extra`` and the map's point sigma added in quadrature, weighs it with a
+    Cauchy loss of scale ``cauchy`` (whitened), and solves for a left perturbation of the pose. The covariance is
+    the inverse of the final weighted normal matrix (prior included)."""
+    P = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    sig = np.asarray(sigma, dtype=np.float64).reshape(-1)
+    T0 = np.asarray(prior, dtype=np.float64).reshape(4, 4)
+    if not (sigma_translation > 0 and sigma_rotation > 0):
+        raise ContinuumError(
+            f"registration prior sigmas must be > 0, got {sigma_translation} m and {sigma_rotation} rad"
+        )
+    if P.shape[0] < 6:
+        raise ContinuumError(
+            f"the still start has {P.shape[0]} valid ToF points; the base cannot be registered to the map"
+        )
+    prior_info = np.diag([sigma_translation**-2] * 3 + [sigma_rotation**-2] * 3)
+    map_sigma = float(getattr(tof_map, "point_sigma", 0.0))
+    s_eff = np.sqrt(sig**2 + sigma_extra**2 + map_sigma**2)
+    T = T0.copy()
+    H = prior_info.copy()
+    done = 0
+    r = np.zeros(0)
+    inl = np.zeros(P.shape[0], dtype=bool)
+    for _ in range(iterations):
+        done += 1
+        x = P @ T[:3, :3].T + T[:3, 3]
+        dist, idx = tof_map.nearest(x)
+        inl = dist < gate
+        n = tof_map.normals[idx[inl]]
+        xi = x[inl]
+        r = np.einsum("pi,pi->p", n, xi - tof_map.points[idx[inl]]) / s_eff[inl]
+        J = np.concatenate([n, np.cross(xi, n)], axis=1) / s_eff[inl, None]
+        w = 1.0 / (1.0 + (r / cauchy) ** 2)
+        e = np.asarray(lie.log((T @ lie.inv(T0[None])[0])[None])[0])  # the pose's offset from the prior
+        H = J.T @ (w[:, None] * J) + prior_info
+        g = J.T @ (w * r) + prior_info @ e
+        step = -np.linalg.solve(H, g)
+        T = lie.exp(step[None])[0] @ T
+        if float(step @ step) < tol**2:
+            break
+    rms = float(np.sqrt(np.mean((r * s_eff[inl]) ** 2))) if r.size else float("nan")
+    return BaseRegistration(T, np.linalg.inv(H), T0, int(P.shape[0]), int(inl.sum()), done, rms)
