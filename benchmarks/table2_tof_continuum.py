@@ -59,13 +59,31 @@ def simulator_module(name: str) -> Any:
     return mod
 
 
-def simulate(name: str, scene: str, duration: float, trajectory: int, seed: int, reach: float | None = None) -> Any:
+def imperfections_of(spec: str) -> Any:
+    """``none``, ``all`` (every imperfection at its realistic value) or groups of
+    :data:`shape_sensing.sim.tof_continuum.IMPERFECTIONS`, comma separated."""
+    from shape_sensing.sim.tof_continuum import Imperfections
+
+    if spec in ("", "none"):
+        return Imperfections()
+    if spec == "all":
+        return Imperfections.realistic()
+    return Imperfections.only(*spec.split(","))
+
+
+def simulate(
+    name: str, scene: str, duration: float, trajectory: int, seed: int, reach: float | None = None, imperfect: str = ""
+) -> Any:
     """A run of ``scene`` on simulator ``name``: through the demo's ``simulate_run`` where the demo has one (it
     knows each simulator's settings), else ``shape_sensing.sim.tof_<name>.simulate(scene, cfg=SimConfig(...))``."""
     from shape_sensing.demos import tof_continuum as demo
     from shape_sensing.sim.tof_scene import compressor_scene
 
     if hasattr(demo, "simulate_run"):
+        if imperfect not in ("", "none"):
+            return demo.simulate_run(
+                scene, name, duration, trajectory, seed, reach=reach, imperfections=imperfections_of(imperfect)
+            )
         return demo.simulate_run(scene, name, duration, trajectory, seed, reach=reach)
     mod = simulator_module(name)
     cfg_cls = getattr(mod, "SimConfig", None) or importlib.import_module("shape_sensing.sim.tof_continuum").SimConfig
@@ -100,21 +118,27 @@ def _init_worker(association: str) -> None:
         kw["anomaly_tau"] = None
 
 
-_MAP: dict[tuple[str, int, float | None], Any] = {}
+_MAP: dict[tuple[str, int, float | None, float], Any] = {}
 
 
-def prior_map(scene: str = "S0", seed: int = 0, spacing: float | None = None) -> Any:
+def prior_map(scene: str = "S0", seed: int = 0, spacing: float | None = None, noise: float = 0.0) -> Any:
     """The map of ``scene`` (Poisson-disk samples of its mesh without added objects, as the demo builds the S0
-    map, drawn with sampling seed ``seed`` at ``spacing``, by default the demo's), once per process."""
-    if (scene, seed, spacing) not in _MAP:
+    map, drawn with sampling seed ``seed`` at ``spacing``, by default the demo's), once per process; with
+    ``noise`` (m) a simulated scan of it instead (:func:`shape_sensing.sim.tof_scene.scanned_points`)."""
+    if (scene, seed, spacing, noise) not in _MAP:
         from shape_sensing.demos.tof_continuum import MAP_SPACING
         from shape_sensing.io.maps import PriorMap
-        from shape_sensing.sim.tof_scene import compressor_scene
+        from shape_sensing.sim.tof_scene import compressor_scene, scanned_points
 
-        mesh = compressor_scene(scene).mesh(include_added=False)
         step = MAP_SPACING if spacing is None else spacing
-        _MAP[(scene, seed, spacing)] = PriorMap.from_mesh(mesh, spacing=step, seed=seed, source=f"{scene} mesh")
-    return _MAP[(scene, seed, spacing)]
+        if noise > 0:
+            pts = scanned_points(compressor_scene(scene), step, noise, seed)
+            tof_map = PriorMap(pts, source=f"{scene} scan, {1000 * noise:g} mm noise")
+        else:
+            mesh = compressor_scene(scene).mesh(include_added=False)
+            tof_map = PriorMap.from_mesh(mesh, spacing=step, seed=seed, source=f"{scene} mesh")
+        _MAP[(scene, seed, spacing, noise)] = tof_map
+    return _MAP[(scene, seed, spacing, noise)]
 
 
 def spacing_of(spacing: float | None) -> float:
@@ -127,6 +151,7 @@ def spacing_of(spacing: float | None) -> float:
 def run_one(job: dict[str, Any]) -> dict[str, Any]:
     """One trial: simulate, localise, score; the metrics as a flat dict."""
     from shape_sensing.demos.tof_continuum import _point_labels, _precision_recall, sensor_data
+    from shape_sensing.estimators.continuum import lie
     from shape_sensing.estimators.continuum.tof_localise import (
         LocaliseConfig,
         build_measurements,
@@ -138,8 +163,12 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
 
     t0 = time.perf_counter()
     tof, gyro, strain = VARIANTS[job["variant"]]
-    sim = simulate(job["simulator"], job["scene"], job["duration"], job["trajectory"], job["seed"], job["reach"])
-    tof_map = prior_map(job["map_scene"], job.get("map_seed", 0), job.get("map_spacing"))
+    imperfect = job.get("imperfections", "none")
+    sim = simulate(
+        job["simulator"], job["scene"], job["duration"], job["trajectory"], job["seed"], job["reach"], imperfect
+    )
+    noise = sim.config.imperfections.map_noise if hasattr(sim.config, "imperfections") else 0.0
+    tof_map = prior_map(job["map_scene"], job.get("map_seed", 0), job.get("map_spacing"), noise)
     window: dict[str, Any] = {}
     if job.get("window"):
         window = {"window": job["window"], "rate": 10.0}
@@ -151,6 +180,7 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
         use_strain=strain,
         gyro_bias=job.get("gyro_bias", "joint"),
         tof_noise=job.get("tof_noise", "estimate"),
+        base_registration=job.get("base_registration", "fixed"),
         **window,
     )
     data = sensor_data(sim)
@@ -159,6 +189,14 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     keys = ("simulator", "association", "variant", "scene", "trajectory", "seed", "map_scene", "reach", "gyro_bias",
             "tof_noise", "map_seed")  # fmt: skip
     out: dict[str, Any] = {k: job[k] for k in keys}
+    out["imperfections"] = imperfect
+    out["base_registration"] = cfg.base_registration
+    if res.registration is not None:
+        c = res.registration.correction
+        err = np.asarray(lie.log((res.registration.T @ lie.inv(sim.T_map_base[None])[0])[None])[0])
+        out["registration_error_mm"] = round(1000 * float(np.linalg.norm(err[:3])), 3)
+        out["registration_error_deg"] = round(float(np.rad2deg(np.linalg.norm(err[3:]))), 4)
+        out["registration_moved_mm"] = round(1000 * float(np.linalg.norm(c[:3])), 3)
     out["map_spacing"] = spacing_of(job.get("map_spacing"))
     if job.get("window"):
         out["window"] = job["window"]
@@ -174,6 +212,15 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     added = np.array([p.added for p in sim.scene.parts] + [False])[_point_labels(sim)]
     prec, recall = _precision_recall(rec.anomaly, added)
     out["anomalies"] = int(rec.anomaly.sum())
+    out["mixed_points"] = int(rec.mixed.sum()) if rec.mixed is not None else 0
+    if getattr(sim, "tof_mixed", None) is not None:  # the simulator's own mixed pixels, flagged or not
+        truly_mixed = _point_mixed(sim)
+        out["true_mixed_points"] = int(truly_mixed.sum())
+        out["true_mixed_flagged"] = int((truly_mixed & rec.anomaly).sum())
+        # precision counting a flagged merged return that holds an added object's signal (its edge) as right
+        touch = added | _point_touches_added(sim)
+        out["anomaly_precision_edges"] = _precision_recall(rec.anomaly, touch)[0]
+        out["true_positives_edges"] = int((rec.anomaly & touch).sum())
     out["true_positives"] = int((rec.anomaly & added).sum())
     out["points_on_added_objects"] = int(added.sum())
     out["anomaly_precision"], out["anomaly_recall"] = prec, recall
@@ -182,6 +229,31 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     out["max_penetration_mm"] = round(1000 * float(getattr(sim, "max_penetration", 0.0) or 0.0), 3)
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
+
+
+def _per_point(sim: Any, per_zone: np.ndarray) -> np.ndarray:
+    """A per-zone array of the simulator's, for each valid zone in :func:`build_measurements`' order."""
+    from shape_sensing.estimators.continuum.tof import VALID_STATUS, table_i_sigma
+
+    out = []
+    for i in range(sim.tof_t.size):
+        m = sim.mounts[int(sim.tof_mount[i])]
+        d = sim.tof_distance[i]
+        ok = np.isfinite(table_i_sigma(d)) & (d <= m.max_range) & np.isin(sim.tof_status[i], VALID_STATUS)
+        out.append(per_zone[i][ok])
+    return np.concatenate(out) if out else np.zeros(0, dtype=per_zone.dtype)
+
+
+def _point_mixed(sim: Any) -> np.ndarray:
+    """Whether the simulator merged surfaces into each valid zone's return, in :func:`build_measurements`' order."""
+    return _per_point(sim, sim.tof_mixed)
+
+
+def _point_touches_added(sim: Any) -> np.ndarray:
+    """Whether a merged return holds signal of an added object (as its second part), per valid zone."""
+    other = _per_point(sim, sim.tof_part_other)
+    added = np.array([p.added for p in sim.scene.parts] + [False])
+    return added[np.where(other < 0, len(sim.scene.parts), other)]
 
 
 def main() -> int:
@@ -244,6 +316,19 @@ def main() -> int:
     ap.add_argument(
         "--window-iterations", type=int, default=0, help="with --window: iterations per step (0: the default)"
     )
+    ap.add_argument(
+        "--imperfections",
+        default="none",
+        help="the real rig's imperfections in the kinematic simulator: none (default), all, or groups of "
+        "shape_sensing.sim.tof_continuum.IMPERFECTIONS (footprint, mounting, time, registration, map, twist, "
+        "extension), comma separated; several values separated by ';' run each",
+    )
+    ap.add_argument(
+        "--base-registration",
+        choices=("fixed", "still"),
+        default="fixed",
+        help="the base in the map: fixed at the origin (default) or registered from the still start",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="trials run in parallel (processes)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append each trial's metrics here")
     ap.add_argument("--tables-from", type=Path, default=None, help="only print the tables of --jsonl files")
@@ -253,7 +338,7 @@ def main() -> int:
         loaded = [json.loads(line) for line in a.tables_from.read_text().splitlines() if line.strip()]
         key = ("simulator", "association", "variant", "scene", "trajectory", "seed", "duration_s", "map_scene",
                "reach", "gyro_bias", "tof_noise", "map_seed", "map_spacing", "window",
-               "window_iterations")  # fmt: skip
+               "window_iterations", "imperfections", "base_registration")  # fmt: skip
         unique = {tuple(r.get(k) for k in key): r for r in loaded}  # the last run of a trial wins
         print_tables(list(unique.values()))
         return 0
@@ -263,8 +348,14 @@ def main() -> int:
     a.simulator = resolve(a.simulator)  # fail early on a bad name
     seeds = [int(s) for s in a.seeds.split(",")]
     map_seeds = [int(s) for s in a.map_seeds.split(",")]
+    imperfect_runs = a.imperfections.split(";")
+    for spec in imperfect_runs:
+        try:
+            imperfections_of(spec)
+        except ValueError as exc:
+            raise SystemExit(f"--imperfections {spec!r}: {exc}") from exc
     jobs = []
-    for variant in a.variants.split(","):
+    for variant, imperfect in ((v, i) for i in imperfect_runs for v in a.variants.split(",")):
         scenes = a.scenes if variant in ("full", "no-strain") or a.ablation_scenes is None else a.ablation_scenes
         for scene in scenes.split(","):
             for traj in range(a.trajectories):
@@ -274,7 +365,8 @@ def main() -> int:
                          "scene": scene, "trajectory": traj, "seed": seed, "duration": a.duration,
                          "map_scene": a.map_scene, "reach": a.reach, "gyro_bias": a.gyro_bias,
                          "tof_noise": a.tof_noise, "map_seed": map_seed, "map_spacing": a.map_spacing,
-                         "window": a.window, "window_iterations": a.window_iterations}
+                         "window": a.window, "window_iterations": a.window_iterations,
+                         "imperfections": imperfect, "base_registration": a.base_registration}
                     )  # fmt: skip
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()
@@ -310,7 +402,7 @@ def _pooled(sel: list[dict[str, Any]], key: str) -> tuple[float, float]:
 def print_tables(rows: list[dict[str, Any]]) -> None:
     """Table II per (simulator, association, variant, map), paired degradation against S0, anomaly detection."""
 
-    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any, str, str, float, Any]:
+    def group(r: dict[str, Any]) -> tuple[str, str, str, str, Any, str, str, float, Any, str, str]:
         return (
             r.get("simulator", "kinematic"),
             r.get("association", "visible"),
@@ -321,11 +413,16 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
             r.get("tof_noise", "fixed"),
             r.get("map_spacing", 0.01),  # runs recorded before the option had the 1 cm map
             (r.get("window"), r.get("window_iterations")) if r.get("window") else None,
+            r.get("imperfections", "none"),
+            r.get("base_registration", "fixed"),
         )
 
-    for sim, assoc, variant, map_scene, reach, gbias, tnoise, spacing, win in dict.fromkeys(group(r) for r in rows):
-        sel_v = [r for r in rows if group(r) == (sim, assoc, variant, map_scene, reach, gbias, tnoise, spacing, win)]
+    for g in dict.fromkeys(group(r) for r in rows):
+        sim, assoc, variant, map_scene, reach, gbias, tnoise, spacing, win, imperfect, breg = g
+        sel_v = [r for r in rows if group(r) == g]
         at = "" if reach is None else f", reach {reach} m"
+        if imperfect != "none":
+            at += f", imperfections: {imperfect}, base {breg}"
         if win is not None:
             at += f", sliding window of {win[0]} slices at 10 Hz, {win[1]} iterations per step"
         print(
@@ -378,7 +475,8 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
             print(f"worst scene (mean paired MAE change): translation {wt} {ct:+.1f} %, rotation {wr} {cr:+.1f} %; "
                   f"S0 trans MAE over its {s0.size} trials: {s0.mean():.4f} +- {s0.std():.4f} cm")  # fmt: skip
         if any(r["points_on_added_objects"] or r["anomalies"] for r in sel_v):
-            print("anomaly detection: scene | precision | recall | flagged | true positives | points on added objects")
+            print("anomaly detection: scene | precision | recall | flagged | true positives | points on added objects"
+                  " | precision counting merged returns with an added object's signal as right (footprint runs)")
             for scene in scenes:
                 sel = [r for r in sel_v if r["scene"] == scene]
                 flagged = sum(r["anomalies"] for r in sel)
@@ -386,7 +484,21 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
                 on_added = sum(r["points_on_added_objects"] for r in sel)
                 prec = f"{tp / flagged:.3f}" if flagged else "-"
                 rec = f"{tp / on_added:.3f}" if on_added else "-"
-                print(f"{scene} | {prec} | {rec} | {flagged} | {tp} | {on_added}")
+                tpe = sum(r.get("true_positives_edges", 0) for r in sel)
+                edge = f" | {tpe / flagged:.3f}" if flagged and any("true_positives_edges" in r for r in sel) else ""
+                print(f"{scene} | {prec} | {rec} | {flagged} | {tp} | {on_added}{edge}")
+        if any(r.get("true_mixed_points") for r in sel_v):
+            mixed = sum(r["true_mixed_points"] for r in sel_v)
+            flagged_mixed = sum(r["true_mixed_flagged"] for r in sel_v)
+            kept = sum(r.get("mixed_points", 0) for r in sel_v)
+            print(f"mixed pixels (the simulator's merged returns): {mixed}, of them flagged as anomalies "
+                  f"{flagged_mixed}; points the estimator took as mixed (never flagged): {kept}")  # fmt: skip
+        regs = [r for r in sel_v if "registration_error_mm" in r]
+        if regs:
+            e_mm = np.array([r["registration_error_mm"] for r in regs])
+            e_deg = np.array([r["registration_error_deg"] for r in regs])
+            print(f"base registration error after the still start: {e_mm.mean():.2f} mm (max {e_mm.max():.2f}), "
+                  f"{e_deg.mean():.3f} deg (max {e_deg.max():.3f}) over {len(regs)} trials")  # fmt: skip
     s = SEED_TABLE["S0"]
     print(f"\nseed 001 Table II, S0 with strain: {s[0]} cm trans MAE, {s[2]} deg rot MAE (S1-S9 within -22 %..0 %)")
 
