@@ -1,4 +1,5 @@
-"""Where the robot's base sits in the prior map, from the ToF frames of the still start.
+"""Where the robot's base sits in the prior map, from the ToF frames of the still start; where each ToF sensor sits
+on its ring, from a whole run.
 
 The estimator's model clamps the base at ``Weights.T0``. Where the map was made apart from the robot (a scan of
 the duct, a CAD model), ``T0`` is only known to the accuracy the base was placed with, a few centimetres and
@@ -24,7 +25,7 @@ from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.tof import TofMount, frame_points, mixed_zones, valid_zones
 from shape_sensing.geometry import FloatArray
 
-__all__ = ["BaseRegistration", "register_base", "still_points"]
+__all__ = ["BaseRegistration", "MountCalibration", "calibrate_mount", "register_base", "run_points", "still_points"]
 
 
 @dataclass
@@ -86,6 +87,7 @@ def register_base(
     cauchy: float = 1.0,
     iterations: int = 40,
     tol: float = 1e-7,
+    init: FloatArray | None = None,
 ) -> BaseRegistration:
     """The base pose in the map that best explains ``points`` (``(P, 3)`` in the base's frame, 1-sigma ``sigma``)
     against ``tof_map`` (points, normals, nearest-neighbour queries), with a Gaussian prior at ``prior`` of
@@ -94,7 +96,8 @@ def register_base(
     Each step matches every point to its nearest map point (within ``gate``), whitens the point-to-plane error
     by the point's noise with ``sigma_extra`` and the map's point sigma added in quadrature, weighs it with a
     Cauchy loss of scale ``cauchy`` (whitened), and solves for a left perturbation of the pose. The covariance is
-    the inverse of the final weighted normal matrix (prior included)."""
+    the inverse of the final weighted normal matrix (prior included). ``init``: where to start (default the
+    prior)."""
     P = np.asarray(points, dtype=np.float64).reshape(-1, 3)
     sig = np.asarray(sigma, dtype=np.float64).reshape(-1)
     T0 = np.asarray(prior, dtype=np.float64).reshape(4, 4)
@@ -109,7 +112,7 @@ def register_base(
     prior_info = np.diag([sigma_translation**-2] * 3 + [sigma_rotation**-2] * 3)
     map_sigma = float(getattr(tof_map, "point_sigma", 0.0))
     s_eff = np.sqrt(sig**2 + sigma_extra**2 + map_sigma**2)
-    T = T0.copy()
+    T = T0.copy() if init is None else np.asarray(init, dtype=np.float64).reshape(4, 4).copy()
     H = prior_info.copy()
     done = 0
     r = np.zeros(0)
@@ -133,3 +136,86 @@ def register_base(
             break
     rms = float(np.sqrt(np.mean((r * s_eff[inl]) ** 2))) if r.size else float("nan")
     return BaseRegistration(T, np.linalg.inv(H), T0, int(P.shape[0]), int(inl.sum()), done, rms)
+
+
+def run_points(
+    T_world: FloatArray, q: FloatArray, sigma: FloatArray, T_base: FloatArray, keep: NDArray[np.bool_] | None = None
+) -> tuple[FloatArray, FloatArray]:
+    """Every point of a run in the base's frame as an estimate puts it: ``T_world`` ``(P, 4, 4)`` each point's ring
+    pose in the map at its time, ``q`` ``(P, 3)`` the point in its ring's frame, ``T_base`` the base in the map the
+    estimate was made with; ``keep`` selects points (e.g. not mixed)."""
+    x = np.einsum("pij,pj->pi", T_world[:, :3, :3], q) + T_world[:, :3, 3]
+    Tinv = lie.inv(np.asarray(T_base, dtype=np.float64)[None])[0]
+    xb = x @ Tinv[:3, :3].T + Tinv[:3, 3]
+    if keep is None:
+        return xb, np.asarray(sigma, dtype=np.float64)
+    return xb[keep], np.asarray(sigma, dtype=np.float64)[keep]
+
+
+@dataclass
+class MountCalibration:
+    """A sensor's mounting on its ring as a run's data put it."""
+
+    T: FloatArray  # (4, 4) the sensor in its ring's frame
+    cov: FloatArray  # (6, 6) of the right perturbation [translation, rotation] of T
+    nominal: FloatArray  # (4, 4) the mounting it was said to have
+    points: int
+    inliers: int
+
+    @property
+    def correction(self) -> FloatArray:
+        """``log(nominal^-1 T)``: how far (m, rad) the data moved the sensor, in its own frame."""
+        return np.asarray(lie.log((lie.inv(self.nominal[None])[0] @ self.T)[None])[0])
+
+
+def calibrate_mount(
+    T_ring: FloatArray,
+    q: FloatArray,
+    sigma: FloatArray,
+    tof_map: Any,
+    nominal: FloatArray,
+    *,
+    sigma_translation: float = 0.003,
+    sigma_rotation: float = float(np.deg2rad(3.0)),
+    sigma_extra: float = 0.005,
+    gate: float = 0.3,
+    cauchy: float = 1.0,
+    iterations: int = 20,
+    tol: float = 1e-7,
+    init: FloatArray | None = None,
+) -> MountCalibration:
+    """The mounting ``T`` of one sensor that best explains its points against ``tof_map``: ``q`` ``(P, 3)`` in the
+    sensor's frame, seen from ring poses ``T_ring`` ``(P, 4, 4)`` (an estimate of the run), a point in the map being
+    ``T_ring T q``; Gaussian prior at ``nominal`` of ``sigma_translation`` (m) and ``sigma_rotation`` (rad) per axis.
+    Point-to-plane Gauss-Newton on a right perturbation of ``T``, as :func:`register_base`, from ``init`` (default the
+    nominal)."""
+    q = np.asarray(q, dtype=np.float64).reshape(-1, 3)
+    if q.shape[0] < 6:
+        raise ContinuumError(f"{q.shape[0]} points cannot calibrate a sensor's mounting")
+    M0 = np.asarray(nominal, dtype=np.float64).reshape(4, 4)
+    prior_info = np.diag([sigma_translation**-2] * 3 + [sigma_rotation**-2] * 3)
+    map_sigma = float(getattr(tof_map, "point_sigma", 0.0))
+    s_eff = np.sqrt(np.asarray(sigma, dtype=np.float64) ** 2 + sigma_extra**2 + map_sigma**2)
+    Rr, tr = T_ring[:, :3, :3], T_ring[:, :3, 3]
+    M = M0.copy() if init is None else np.asarray(init, dtype=np.float64).reshape(4, 4).copy()
+    H = prior_info.copy()
+    inl = np.zeros(q.shape[0], dtype=bool)
+    for _ in range(iterations):
+        qm = q @ M[:3, :3].T + M[:3, 3]  # in the ring's frame
+        x = np.einsum("pij,pj->pi", Rr, qm) + tr
+        dist, idx = tof_map.nearest(x)
+        inl = dist < gate
+        n = tof_map.normals[idx[inl]]
+        r = np.einsum("pi,pi->p", n, x[inl] - tof_map.points[idx[inl]]) / s_eff[inl]
+        # x = T_ring M exp(d) q: dx/d(rho, phi) = R_ring R_M [I, -q^]
+        nb = np.einsum("pji,pj->pi", Rr[inl], n) @ M[:3, :3]  # n in the sensor's frame
+        J = np.concatenate([nb, np.cross(q[inl], nb)], axis=1) / s_eff[inl, None]
+        w = 1.0 / (1.0 + (r / cauchy) ** 2)
+        e = np.asarray(lie.log((lie.inv(M0[None])[0] @ M)[None])[0])
+        H = J.T @ (w[:, None] * J) + prior_info
+        g = J.T @ (w * r) + prior_info @ e
+        step = -np.linalg.solve(H, g)
+        M = M @ lie.exp(step[None])[0]
+        if float(step @ step) < tol**2:
+            break
+    return MountCalibration(M, np.linalg.inv(H), M0, int(q.shape[0]), int(inl.sum()))

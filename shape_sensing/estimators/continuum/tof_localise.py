@@ -28,7 +28,14 @@ from shape_sensing.estimators.continuum.estimator import BatchEstimator
 from shape_sensing.estimators.continuum.gyro_bias import apply_correction, bias_newton_step, still_mean_prior
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
-from shape_sensing.estimators.continuum.registration import BaseRegistration, register_base, still_points
+from shape_sensing.estimators.continuum.registration import (
+    BaseRegistration,
+    MountCalibration,
+    calibrate_mount,
+    register_base,
+    run_points,
+    still_points,
+)
 from shape_sensing.estimators.continuum.solver import assign_measurements, unique_pairs
 from shape_sensing.estimators.continuum.tof import (
     TofEvaluation,
@@ -142,6 +149,17 @@ class LocaliseConfig:
     base_registration: str = "fixed"
     registration_sigma: float = 0.05
     registration_sigma_deg: float = 5.0
+    #: batch only, with ``base_registration="still"``: rounds of registering the base again with every ToF point of
+    #: the run, placed in the base's frame by the last estimate, each followed by a batch solve from that estimate
+    #: moved with the base. The still start sees few of the features that fix the base's roll; the whole run
+    #: sees them all
+    registration_rounds: int = 2
+    #: batch only: calibrate each ToF sensor's mounting on its ring from the run (:func:`~.registration.calibrate_mount`
+    #: on its points placed by the estimate, with a prior of ``mount_sigma`` m and ``mount_sigma_deg`` per axis around
+    #: the configured mounting), then solve again with the calibrated mountings
+    mount_calibration: bool = False
+    mount_sigma: float = 0.003
+    mount_sigma_deg: float = 3.0
 
 
 #: what :attr:`LocaliseConfig.base_registration` can be
@@ -154,8 +172,12 @@ class BuildStats:
 
     tof_points: int = 0
     tof_invalid: int = 0
-    #: points that may merge two surfaces (:func:`~.tof.mixed_zones`): kept, never flagged as anomalies
+    #: points that may merge two surfaces (:func:`~.tof.mixed_zones`): kept, flagged only beside a clean anomaly
     tof_mixed: int = 0
+    #: ``(Q,)`` the index (into the mountings) of the sensor of each ToF point
+    tof_sensor: NDArray[np.int64] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: the sensors' mountings calibrated from the run (``mount_calibration``), by sensor name
+    mount_calibration: dict[str, MountCalibration] = field(default_factory=dict)
     frames_bad: int = 0
     gyro_bias: dict[float, FloatArray] = field(default_factory=dict)
 
@@ -190,7 +212,7 @@ def default_weights(cfg: LocaliseConfig) -> Weights:
 def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> tuple[Measurements, BuildStats]:
     """Estimator measurements from raw sensor data (see the module docstring)."""
     stats = BuildStats()
-    qs, ts, ss, sg, mx = [], [], [], [], []
+    qs, ts, ss, sg, mx, sn = [], [], [], [], [], []
     if cfg.use_tof and tof_map is not None:
         for i in range(data.tof_t.size):
             m = data.mounts[int(data.tof_mount[i])]
@@ -209,6 +231,7 @@ def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> t
             ts.append(np.full(sig.size, data.tof_t[i]))
             ss.append(np.full(sig.size, m.s))
             mx.append(mixed)
+            sn.append(np.full(sig.size, int(data.tof_mount[i]), dtype=np.int64))
     meas = Measurements()
     if qs:
         meas.tof_q = np.concatenate(qs)
@@ -217,6 +240,7 @@ def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> t
         meas.tof_s = np.concatenate(ss)
         meas.tof_map = tof_map
         meas.tof_mixed = np.concatenate(mx)
+        stats.tof_sensor = np.concatenate(sn)
         stats.tof_points = int(meas.tof_t.size)
         stats.tof_mixed = int(np.any(meas.tof_mixed != 0, axis=1).sum())
     if cfg.use_gyro and data.gyro_t.size:
@@ -299,6 +323,7 @@ def localise(
         raise ContinuumError(f"base_registration must be one of {BASE_REGISTRATIONS}, got {cfg.base_registration!r}")
     meas, stats = build_measurements(data, tof_map, cfg)
     w = default_weights(cfg)
+    nominal = list(data.mounts)
     registration = None
     if cfg.base_registration == "still":
         if tof_map is None or not cfg.use_tof:
@@ -351,6 +376,38 @@ def localise(
     try:
         res = est.solve(meas, 0.0, t1, progress=tick)
         iterations = done[0] = res.iterations
+        calibrate = (registration is not None or cfg.mount_calibration) and meas.tof_t.size > 0
+        for _ in range(cfg.registration_rounds if calibrate else 0):
+            st = res.state
+            if registration is not None:
+                keep = ~np.any(meas.mixed_offsets() != 0, axis=1)
+                pts, sig = run_points(frame_poses(st, meas.tof_t, meas.tof_s), meas.tof_q, meas.tof_sigma, w.T0, keep)
+                again = register_base(
+                    pts,
+                    sig,
+                    tof_map,
+                    registration.prior,
+                    sigma_translation=cfg.registration_sigma,
+                    sigma_rotation=float(np.deg2rad(cfg.registration_sigma_deg)),
+                    sigma_extra=cfg.tof_sigma_extra,
+                    gate=cfg.tof_gate,
+                    init=w.T0,
+                )
+                move = again.T @ lie.inv(w.T0[None])[0]
+                registration = again
+                w = dataclasses.replace(w, T0=again.T)
+                est.weights = dataclasses.replace(est.weights, T0=again.T)
+                st = st.copy()
+                st.T = move[None, None] @ st.T
+            if cfg.mount_calibration:
+                mounts, calibrations = _calibrated_mounts(data, st, meas, stats, tof_map, cfg, nominal)
+                data = dataclasses.replace(data, mounts=mounts)
+                meas, stats = build_measurements(data, tof_map, cfg)
+                stats.mount_calibration = calibrations
+                sigma0 = meas.tof_sigma
+            res = est.solve(meas, 0.0, t1, init=st, progress=tick)
+            iterations += res.iterations
+            done[0] = iterations
         if cfg.tof_noise == "estimate" and meas.tof_t.size:
             for _ in range(cfg.tof_noise_iterations):
                 sc = tof_residual_scale(res.state, meas, est.weights)
@@ -394,6 +451,36 @@ def localise(
     out.tof_matched_fraction = matched_fraction(res.state, meas, tof_map, cfg.tof_gate)
     out.registration = registration
     return out
+
+
+def _calibrated_mounts(
+    data: SensorData,
+    state: GridState,
+    meas: Measurements,
+    stats: BuildStats,
+    tof_map: Any,
+    cfg: LocaliseConfig,
+    nominal: list[TofMount],
+) -> tuple[list[TofMount], dict[str, MountCalibration]]:
+    """Every sensor's mounting calibrated from its points of the run (not mixed), placed by ``state``, from its
+    mounting in ``data`` (the last round's) with the prior around its configured one (``nominal``); a sensor with
+    fewer than 100 points keeps its mounting."""
+    Tw = frame_poses(state, meas.tof_t, meas.tof_s)
+    keep = ~np.any(meas.mixed_offsets() != 0, axis=1)
+    out, cal = [], {}
+    for k, m in enumerate(data.mounts):
+        sel = (stats.tof_sensor == k) & keep
+        if sel.sum() < 100:
+            out.append(m)
+            continue
+        Minv = lie.inv(m.T_ring_sensor[None])[0]
+        q = meas.tof_q[sel] @ Minv[:3, :3].T + Minv[:3, 3]  # back in the sensor's frame
+        c = calibrate_mount(Tw[sel], q, meas.tof_sigma[sel], tof_map, nominal[k].T_ring_sensor,
+                            sigma_translation=cfg.mount_sigma, sigma_rotation=float(np.deg2rad(cfg.mount_sigma_deg)),
+                            sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate, init=m.T_ring_sensor)  # fmt: skip
+        cal[m.name] = c
+        out.append(dataclasses.replace(m, T_ring_sensor=c.T))
+    return out, cal
 
 
 #: the smallest factor ``tof_noise="estimate"`` applies to the points' noise in one round
