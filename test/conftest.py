@@ -93,6 +93,7 @@ SLOW_TESTS = (
     "test/test_tof_real_recording.py::test_real_style_recording",
     "test/test_tof_real_recording.py::test_replay_of_the_recording",
     "test/test_tof_range_convention_localise.py::test_radial_chips",
+    "test/test_tof_imperfections.py::test_a_base_placed_off_the_map_is_localised_only_when_registered",
 )
 
 
