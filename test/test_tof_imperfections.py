@@ -318,8 +318,8 @@ def test_a_sensor_mounting_calibrated_from_its_views_of_the_duct(s0_map: PriorMa
 
 def test_a_base_placed_off_the_map_is_localised_only_when_registered(s0_map: PriorMap) -> None:
     """The base 2 cm and 2 deg off where the map puts it (a 2.5 s run of S0): held where the map says, the estimate
-    carries the error into every ring (0.63 cm measured); registered from the still start and again over the run, the rings
-    come out as for a base placed exactly (a few tenths of a millimetre and degree)."""
+    carries the error into every ring (0.63 cm measured); registered from the still start and again over the run,
+    the rings come out as for a base placed exactly (a few tenths of a millimetre and degree)."""
     from shape_sensing.demos.tof_continuum import sensor_data
     from shape_sensing.estimators.continuum.tof_localise import ring_errors, summarise_errors
 
