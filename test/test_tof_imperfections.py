@@ -336,3 +336,16 @@ def test_a_base_placed_off_the_map_is_localised_only_when_registered(s0_map: Pri
             assert np.linalg.norm(err[:3, 3]) < 0.001 and _angle_deg(err[:3, :3]) < 0.2
     assert out["still"]["trans_mae_cm"] < 0.1 and out["still"]["rot_mae_deg"] < 0.3, out
     assert out["fixed"]["trans_mae_cm"] > 5 * out["still"]["trans_mae_cm"], out
+
+
+def test_eval_tof_ablations_refuse_what_cannot_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Leaving every sensor out, or the ToF out while registering the base with it, is an error that says why."""
+    from shape_sensing.cli import main
+
+    bag, ply = tmp_path / "run.mcap", tmp_path / "map.ply"
+    rc = main(["eval-tof", str(bag), "--reestimate", str(ply), "--no-strain", "--no-gyro", "--no-tof"])
+    assert rc == 2 and "leave nothing to estimate from" in capsys.readouterr().err
+    rc = main(["eval-tof", str(bag), "--reestimate", str(ply), "--no-tof", "--base-registration", "still"])
+    assert rc == 2 and "cannot go with --no-tof" in capsys.readouterr().err
+    rc = main(["eval-tof", str(bag), "--no-gyro"])
+    assert rc == 2 and "apply to --reestimate MAP only" in capsys.readouterr().err

@@ -41,6 +41,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="estimate again from the bag's sensor data against this prior map (.ply/.pcd) and score that",
     )
     parser.add_argument("--no-strain", action="store_true", help="with --reestimate: leave strain out")
+    parser.add_argument("--no-gyro", action="store_true", help="with --reestimate: leave the gyroscopes out")
+    parser.add_argument(
+        "--no-tof", action="store_true", help="with --reestimate: leave the ToF frames out (the map is still read)"
+    )
     parser.add_argument(
         "--config",
         type=Path,
@@ -132,6 +136,8 @@ def reestimate(
     still: float | None = None,
     range_convention: str | None = None,
     base_registration: str = "fixed",
+    use_gyro: bool = True,
+    use_tof: bool = True,
 ) -> dict[str, object]:
     """Estimate again from the sensor data in a bag and score it against the bag's ground truth (``progress``: a
     bar of the solver's iterations on stderr; the estimate takes minutes on a long run). ``config`` and
@@ -156,6 +162,8 @@ def reestimate(
     with Progress("eval-tof: estimate", 0, enabled=progress, unit="iteration") as bar:
         cfg = LocaliseConfig(
             use_strain=use_strain,
+            use_gyro=use_gyro,
+            use_tof=use_tof,
             range_convention=range_convention or _convention(config),
             base_registration=base_registration,
         )
@@ -198,6 +206,12 @@ def _watched() -> bool:
 def run(args: argparse.Namespace) -> int:
     """CLI entry."""
     if args.reestimate is not None:
+        if args.no_strain and args.no_gyro and args.no_tof:
+            raise ValueError("--no-strain, --no-gyro and --no-tof together leave nothing to estimate from")
+        if args.no_tof and args.base_registration == "still":
+            raise ValueError(
+                "--base-registration still registers the ToF frames to the map; it cannot go with --no-tof"
+            )
         if not args.reestimate.is_file():
             raise ValueError(f"--reestimate {args.reestimate}: no such map file (.ply/.pcd)")
         if args.config is not None and not args.config.is_file():
@@ -207,11 +221,13 @@ def run(args: argparse.Namespace) -> int:
         metrics = reestimate(
             args.path, args.reestimate, not args.no_strain, args.truth_topic, progress=not args.json or _watched(),
             config=args.config, still=args.still, range_convention=args.range_convention,
-            base_registration=args.base_registration,
+            base_registration=args.base_registration, use_gyro=not args.no_gyro, use_tof=not args.no_tof,
         )  # fmt: skip
     else:
         if args.base_registration != "fixed":
             raise ValueError("--base-registration applies to --reestimate MAP only (the bag's own estimate is scored)")
+        if args.no_gyro or args.no_tof or args.no_strain:
+            raise ValueError("--no-strain, --no-gyro and --no-tof apply to --reestimate MAP only")
         metrics = evaluate(args.path, args.truth_topic, args.estimate_topic)
     print_metrics(metrics, args.json, title="eval-tof")
     return 0
