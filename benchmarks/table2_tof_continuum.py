@@ -492,13 +492,15 @@ def print_tables(rows: list[dict[str, Any]]) -> None:
             flagged_mixed = sum(r["true_mixed_flagged"] for r in sel_v)
             kept = sum(r.get("mixed_points", 0) for r in sel_v)
             print(f"mixed pixels (the simulator's merged returns): {mixed}, of them flagged as anomalies "
-                  f"{flagged_mixed}; points the estimator took as mixed (never flagged): {kept}")  # fmt: skip
+                  f"{flagged_mixed}; points the estimator took as mixed (flagged only beside a clean anomaly): "
+                  f"{kept}")  # fmt: skip
         regs = [r for r in sel_v if "registration_error_mm" in r]
         if regs:
             e_mm = np.array([r["registration_error_mm"] for r in regs])
             e_deg = np.array([r["registration_error_deg"] for r in regs])
-            print(f"base registration error after the still start: {e_mm.mean():.2f} mm (max {e_mm.max():.2f}), "
-                  f"{e_deg.mean():.3f} deg (max {e_deg.max():.3f}) over {len(regs)} trials")  # fmt: skip
+            print(f"base registration error (still start, then the whole run): {e_mm.mean():.2f} mm "
+                  f"(max {e_mm.max():.2f}), {e_deg.mean():.3f} deg (max {e_deg.max():.3f}) "
+                  f"over {len(regs)} trials")  # fmt: skip
     s = SEED_TABLE["S0"]
     print(f"\nseed 001 Table II, S0 with strain: {s[0]} cm trans MAE, {s[2]} deg rot MAE (S1-S9 within -22 %..0 %)")
 
