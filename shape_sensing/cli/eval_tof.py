@@ -65,8 +65,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("fixed", "still"),
         default="fixed",
         help="with --reestimate: the robot's base in the map: fixed where the map's origin is (default; a map made "
-        "in the base's frame) or registered from the still start's ToF frames with a 5 cm / 5 deg prior (a map "
-        "made apart from the robot, a base placed by hand)",
+        "in the base's frame) or registered from the still start's ToF frames, then again with the whole run's, "
+        "with a 5 cm / 5 deg prior (a map made apart from the robot, a base placed by hand)",
     )
     parser.add_argument(
         "--still",

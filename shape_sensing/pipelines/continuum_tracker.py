@@ -346,7 +346,7 @@ class ContinuumTracker:
             st = None if status is None else np.asarray(status)
             mount = self.tof_mounts[index]
             ok, _ = valid_zones(mount, distance, st)
-            mixed = mixed_offsets(ok, mixed_zones(distance, mount.zones_per_side, st))
+            mixed = mixed_offsets(ok, mixed_zones(distance, mount.zones_per_side, st, ok))
             m = Measurements(tof_t=np.full(sig.size, t), tof_s=np.full(sig.size, s), tof_q=q, tof_sigma=sig,
                              tof_map=self.tof_map, tof_mixed=mixed)  # fmt: skip
             self._pending.append(m)

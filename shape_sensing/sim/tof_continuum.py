@@ -288,11 +288,12 @@ def segment_curvatures(t: FloatArray, trajectory: int, segments: int, still: flo
 
 
 def segment_twist_stretch(
-    kappa: FloatArray, t: FloatArray, trajectory: int, still: float, imp: Imperfections
+    kappa: FloatArray, t: FloatArray, trajectory: int, still: float, imp: Imperfections, bend_max: float
 ) -> FloatArray:
     """``(len(t), segments, 4)``: the bending ``kappa`` (``(T, segments, 2)``) with each segment's torsion (rad/m) and
     axial strain: the torsion a slow sinusoid of amplitude ``imp.twist`` started as the bending is, the axial
-    strain ``-imp.extension`` times the bending over its largest value (the tendons' pull shortens the backbone)."""
+    strain ``-imp.extension`` times the bending over ``bend_max``, the run's largest (the tendons' pull shortens
+    the backbone)."""
     nt, nseg, _ = kappa.shape
     out = np.zeros((nt, nseg, 4))
     out[..., :2] = kappa
@@ -303,11 +304,8 @@ def segment_twist_stretch(
         tau = np.clip(np.asarray(t, dtype=np.float64) - still, 0.0, None)
         ramp = _smoothstep(tau / 1.0)
         out[..., 2] = imp.twist * ramp[:, None] * np.sin(2 * np.pi * freq[None] * tau[:, None] + phase[None])
-    if imp.extension > 0:
-        bend = np.hypot(kappa[..., 0], kappa[..., 1])
-        top = float(bend.max()) if bend.size else 0.0
-        if top > 0:
-            out[..., 3] = -imp.extension * bend / top
+    if imp.extension > 0 and bend_max > 0:
+        out[..., 3] = -imp.extension * np.hypot(kappa[..., 0], kappa[..., 1]) / bend_max
     return out
 
 
@@ -462,11 +460,14 @@ def simulate(scene: Scene, robot: RobotSpec | None = None, cfg: SimConfig | None
     # sensor noise) as they were: runs with and without it differ by it alone
     T_map_base = base_in_map(imp, np.random.default_rng((cfg.seed, 2)))
     scale = _fit_scale(cfg, robot)
+    # the run's largest bending, on a fixed grid (the same for every call below: ToF, gyroscopes, truth)
+    grid = segment_curvatures(np.linspace(0.0, cfg.duration, 400), cfg.trajectory, robot.segments, cfg.still, scale)
+    bend_max = float(np.hypot(grid[..., 0], grid[..., 1]).max())
 
     def poses(t: FloatArray, s: FloatArray) -> FloatArray:
         k = segment_curvatures(t, cfg.trajectory, robot.segments, cfg.still, scale)
         if imp.twist > 0 or imp.extension > 0:
-            k = segment_twist_stretch(k, t, cfg.trajectory, cfg.still, imp)
+            k = segment_twist_stretch(k, t, cfg.trajectory, cfg.still, imp, bend_max)
         return robot_poses(k, np.asarray(s), robot.length)
 
     mounts = robot.mounts()

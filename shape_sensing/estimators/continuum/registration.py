@@ -35,7 +35,7 @@ class BaseRegistration:
     T: FloatArray  # (4, 4) the base in the map's frame
     cov: FloatArray  # (6, 6) of the left perturbation [translation, rotation] of T
     prior: FloatArray  # (4, 4) where the base was said to be
-    points: int  # still-start points used
+    points: int  # points used (the still start's, or the whole run's after a round over it)
     inliers: int  # of those, matched within the gate at the end
     iterations: int
     rms: float  # m, point-to-plane residual of the inliers
@@ -66,7 +66,7 @@ def still_points(
             ok, _ = valid_zones(m, tof_distance[i], tof_status[i])
         except ContinuumError:
             continue
-        clean = mixed_zones(tof_distance[i], m.zones_per_side, tof_status[i])[ok, 0] < 0
+        clean = mixed_zones(tof_distance[i], m.zones_per_side, tof_status[i], ok)[ok, 0] < 0
         pts.append(q[clean] + np.array([0.0, 0.0, m.s]))
         sig.append(sg[clean])
     if not pts:

@@ -237,7 +237,10 @@ LARGE_PULSE_STATUS = 9
 
 
 def mixed_zones(
-    distance: FloatArray, zones_per_side: int, status: NDArray[np.uint8] | None = None
+    distance: FloatArray,
+    zones_per_side: int,
+    status: NDArray[np.uint8] | None = None,
+    valid: NDArray[np.bool_] | None = None,
 ) -> IntArray:
     """``(Z, 2)``: for each zone of one frame that may have merged two surfaces into one return (a mixed pixel),
     the two neighbouring zones whose surfaces it may have merged; ``-1`` for the other zones.
@@ -250,11 +253,14 @@ def mixed_zones(
     it with status 9, "range valid with large pulse (may be due to a merged target)" (ST UM2884), its pair then
     the nearest and the farthest of its valid neighbours. A plane seen obliquely also steps evenly across the
     grid and can pass the test; the test only decides which points may be flagged as anomalies (see
-    :func:`~.tof_localise.reconstruct`), it drops nothing."""
+    :func:`~.tof_localise.reconstruct`), it drops nothing. ``valid`` (``(Z,)``, e.g. from :func:`valid_zones`): only
+    those zones count, as the zone or as a neighbour."""
     n = int(zones_per_side)
     d = np.asarray(distance, dtype=np.float64).reshape(-1)
     if d.size != n * n:
         raise ContinuumError(f"frame has {d.size} distances, expected {n * n}")
+    if valid is not None:  # an invalid zone's distance (bad status, out of range) is no evidence either way
+        d = np.where(np.asarray(valid, dtype=bool).reshape(-1), d, np.nan)
     idx = np.pad(np.arange(n * n).reshape(n, n), 1, constant_values=-1)
     g = np.pad(d.reshape(n, n), 1, constant_values=np.nan)
     c = g[1:-1, 1:-1]

@@ -221,7 +221,8 @@ def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> t
                     m, data.tof_distance[i], data.tof_status[i], range_convention=cfg.range_convention
                 )
                 ok, _ = valid_zones(m, data.tof_distance[i], data.tof_status[i])
-                mixed = mixed_offsets(ok, mixed_zones(data.tof_distance[i], m.zones_per_side, data.tof_status[i]))
+                pairs = mixed_zones(data.tof_distance[i], m.zones_per_side, data.tof_status[i], ok)
+                mixed = mixed_offsets(ok, pairs)
             except ContinuumError:
                 stats.frames_bad += 1
                 continue
@@ -321,6 +322,10 @@ def localise(
         raise ContinuumError(f"tof_noise must be 'fixed' or 'estimate', got {cfg.tof_noise!r}")
     if cfg.base_registration not in BASE_REGISTRATIONS:
         raise ContinuumError(f"base_registration must be one of {BASE_REGISTRATIONS}, got {cfg.base_registration!r}")
+    if cfg.mount_calibration and (cfg.window or cfg.registration_rounds < 1):
+        raise ContinuumError(
+            "mount_calibration runs in the batch's registration rounds: it needs window 0 and registration_rounds >= 1"
+        )
     meas, stats = build_measurements(data, tof_map, cfg)
     w = default_weights(cfg)
     nominal = list(data.mounts)
