@@ -335,16 +335,7 @@ def localise(
             raise ContinuumError("base_registration 'still' needs the ToF frames and a prior map")
         pts, sig = still_points(data.mounts, data.tof_t, data.tof_mount, data.tof_distance, data.tof_status,
                                 data.still, cfg.range_convention)  # fmt: skip
-        registration = register_base(
-            pts,
-            sig,
-            tof_map,
-            w.T0,
-            sigma_translation=cfg.registration_sigma,
-            sigma_rotation=float(np.deg2rad(cfg.registration_sigma_deg)),
-            sigma_extra=cfg.tof_sigma_extra,
-            gate=cfg.tof_gate,
-        )
+        registration = _register(cfg, pts, sig, tof_map, w.T0)
         w = dataclasses.replace(w, T0=registration.T)
         c = registration.correction
         _log.info("base registered to the map from %d still-start points: moved %.1f mm, %.2f deg",
@@ -387,17 +378,7 @@ def localise(
             if registration is not None:
                 keep = ~np.any(meas.mixed_offsets() != 0, axis=1)
                 pts, sig = run_points(frame_poses(st, meas.tof_t, meas.tof_s), meas.tof_q, meas.tof_sigma, w.T0, keep)
-                again = register_base(
-                    pts,
-                    sig,
-                    tof_map,
-                    registration.prior,
-                    sigma_translation=cfg.registration_sigma,
-                    sigma_rotation=float(np.deg2rad(cfg.registration_sigma_deg)),
-                    sigma_extra=cfg.tof_sigma_extra,
-                    gate=cfg.tof_gate,
-                    init=w.T0,
-                )
+                again = _register(cfg, pts, sig, tof_map, registration.prior, init=w.T0)
                 move = again.T @ lie.inv(w.T0[None])[0]
                 registration = again
                 w = dataclasses.replace(w, T0=again.T)
@@ -456,6 +437,28 @@ def localise(
     out.tof_matched_fraction = matched_fraction(res.state, meas, tof_map, cfg.tof_gate)
     out.registration = registration
     return out
+
+
+def _register(
+    cfg: LocaliseConfig,
+    pts: FloatArray,
+    sig: FloatArray,
+    tof_map: Any,
+    prior: FloatArray,
+    init: FloatArray | None = None,
+) -> BaseRegistration:
+    """:func:`~.registration.register_base` with the configuration's prior, point noise and gate."""
+    return register_base(
+        pts,
+        sig,
+        tof_map,
+        prior,
+        sigma_translation=cfg.registration_sigma,
+        sigma_rotation=float(np.deg2rad(cfg.registration_sigma_deg)),
+        sigma_extra=cfg.tof_sigma_extra,
+        gate=cfg.tof_gate,
+        init=init,
+    )
 
 
 def _calibrated_mounts(
