@@ -149,7 +149,7 @@ def test_prior_map_goes_out_again_after_the_clock_starts_or_jumps_back(
     stand_ins: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """RViz on a bag's /clock resets itself when that clock starts (its log: "Detected jump back in time"), dropping
-    the latched prior map it already had, so the map did not show in RViz (the strict xfail of test_rviz.py). The
+    the latched prior map it already had, so the map did not show in RViz (test_rviz.py counts its points). The
     node now sends the map again 1 and 3 s (steady) after its own clock starts or jumps back, on its heartbeat."""
     import yaml
 

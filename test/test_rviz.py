@@ -240,7 +240,8 @@ def _continuum_tof() -> Scene:
         Element("reconstruction (points, rainbow by Mahalanobis distance)", rh.ANY_HUE,
                 rh.cloud_points(f"{ns}/tof/reconstruction"),
                 min_pixels=30, radius_px=6.0, polyline=False),
-        _tf(["continuum_base"]),
+        # the axes are 8 cm (Marker Scale 0.4): at 0.1 of it (2 cm) they hid inside the 3 cm-radius tube
+        _tf(["continuum_base", "continuum_node_15"]),
     ]  # fmt: skip
 
     def prepare() -> dict[str, str]:
@@ -318,12 +319,8 @@ SCENES = {
 }  # fmt: skip
 
 
-#: scenes RViz shows wrongly today, with what it shows (strict: once fixed, the mark must go)
-KNOWN_WRONG = {
-    "continuum_tof": "with the demo bag on /clock RViz resets itself when the bag's clock starts (\"Detected jump "
-    "back in time\") and its TF display then draws no axes (1-2 px of them at continuum_base); the prior map, which "
-    "did not show either, shows since the node sends it again after its clock starts",
-}
+#: scenes RViz shows wrongly today, with what it shows (strict: once fixed, the mark must go); none at present
+KNOWN_WRONG: dict[str, str] = {}
 
 
 @pytest.mark.parametrize(
