@@ -40,7 +40,7 @@ from scipy.stats import chi2
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
-from shape_sensing.estimators.continuum.factors import FactorBatch, hermite
+from shape_sensing.estimators.continuum.factors import FactorBatch, pose_st
 from shape_sensing.estimators.continuum.model import DOF
 from shape_sensing.geometry import FloatArray
 
@@ -289,44 +289,6 @@ def mixed_zones(
                 dn = d[nb]
                 out[z] = (nb[int(np.argmin(dn))], nb[int(np.argmax(dn))])
     return out
-
-
-def pose_st(
-    T: FloatArray,
-    eps: FloatArray,
-    varpi: FloatArray,
-    nodes: tuple[IntArray, IntArray, IntArray, IntArray],
-    ut: FloatArray,
-    dt: FloatArray,
-    us: FloatArray,
-    h: FloatArray,
-) -> tuple[FloatArray, list[FloatArray]]:
-    """Pose between nodes in time and s (as :func:`~.factors.pose_factor_st`) and its four ``(M, 6, 18)``
-    Jacobians (right perturbation) with respect to nodes ``(n, k)``, ``(n, k+1)``, ``(n+1, k)``, ``(n+1, k+1)``."""
-    n00, n01, n10, n11 = nodes
-    M = n00.size
-    # both arc-length nodes' interpolations in time in one batched call (fewer, larger array operations)
-    na, nb = np.concatenate([n00, n10]), np.concatenate([n01, n11])
-    uu, dd = np.concatenate([ut, ut]), np.concatenate([dt, dt])
-    Tnm, P_T, P_v, Q_T, Q_v = hermite(T[na], varpi[na], T[nb], varpi[nb], uu, dd)
-    Tn, A_T, A_v, B_T, B_v = Tnm[:M], P_T[:M], P_v[:M], Q_T[:M], Q_v[:M]
-    Tm, C_T, C_v, D_T, D_v = Tnm[M:], P_T[M:], P_v[M:], Q_T[M:], Q_v[M:]
-    en = (1.0 - ut)[:, None] * eps[n00] + ut[:, None] * eps[n01]
-    em = (1.0 - ut)[:, None] * eps[n10] + ut[:, None] * eps[n11]
-    Ts, S_Tn, S_en, S_Tm, S_em = hermite(Tn, en, Tm, em, us, h)
-    jacs = []
-    for JT, Je, PT, Pv, wt in (
-        (S_Tn, S_en, A_T, A_v, 1.0 - ut),
-        (S_Tn, S_en, B_T, B_v, ut),
-        (S_Tm, S_em, C_T, C_v, 1.0 - ut),
-        (S_Tm, S_em, D_T, D_v, ut),
-    ):
-        J = np.zeros((M, 6, DOF))
-        J[:, :, :6] = JT @ PT
-        J[:, :, 6:12] = wt[:, None, None] * Je
-        J[:, :, 12:] = JT @ Pv
-        jacs.append(J)
-    return Ts, jacs
 
 
 def point_jacobian(R: FloatArray, q: FloatArray) -> FloatArray:
