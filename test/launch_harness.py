@@ -440,6 +440,32 @@ def check_nodes(p: Probe, fq_names: Sequence[str], discovery: float = DISCOVERY_
     assert not missing and not twice, f"nodes missing {missing}, twice {twice}; graph: {sorted(names)}"
 
 
+class RobotChecks:
+    """The checks every robot's launch test starts with, mixed into a ``unittest.TestCase`` of the test module
+    (``class TestX(h.RobotChecks, unittest.TestCase)``), which sets ``TOPICS`` (as :func:`check_topics`: every
+    topic with its type, at its nominal rate) and ``FRAMES`` (each resolved from ``world`` on ``/tf``); one
+    probe node for the class. The module adds its own checks (parameters, services, bad files) as ``test_3_...``."""
+
+    TOPICS: Mapping[str, tuple[str, float | None]] = {}
+    FRAMES: Sequence[str] = ()
+    probe: Probe
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        assert cls.TOPICS and cls.FRAMES, f"{cls.__name__} sets no TOPICS or no FRAMES to check"
+        cls.probe = Probe()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.probe.close()
+
+    def test_1_topics_types_and_rates(self) -> None:
+        check_topics(self.probe, self.TOPICS)
+
+    def test_2_tf_world_to_every_frame(self) -> None:
+        check_frames(self.probe, self.FRAMES)
+
+
 SIDE_BY_SIDE_DISCOVERY_S = 60.0  # many nodes starting at once on 2 shared cores
 
 

@@ -104,20 +104,8 @@ else:
         config.write_text(yaml.safe_dump(data))
         return h.description("hyper_redundant.launch.xml", {"config": str(config)}), {"config": config}
 
-    class TestHyperRedundant(unittest.TestCase):
-        @classmethod
-        def setUpClass(cls) -> None:
-            cls.probe = h.Probe()
-
-        @classmethod
-        def tearDownClass(cls) -> None:
-            cls.probe.close()
-
-        def test_1_topics_types_and_rates(self) -> None:
-            h.check_topics(self.probe, TOPICS)
-
-        def test_2_tf_world_to_every_frame(self) -> None:
-            h.check_frames(self.probe, FRAMES)
+    class TestHyperRedundant(h.RobotChecks, unittest.TestCase):
+        TOPICS, FRAMES = TOPICS, FRAMES
 
         def test_3_parameters_equal_the_file(self, config: Path) -> None:
             # with drivers:=true the launch points both at the driver's ImuArray topic (imu_array_topic:=imu/array)

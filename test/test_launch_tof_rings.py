@@ -46,20 +46,8 @@ else:
     def generate_test_description() -> Any:
         return h.description("tof_rings.launch.xml", {"simulate": "true"})
 
-    class TestTofRings(unittest.TestCase):
-        @classmethod
-        def setUpClass(cls) -> None:
-            cls.probe = h.Probe()
-
-        @classmethod
-        def tearDownClass(cls) -> None:
-            cls.probe.close()
-
-        def test_1_topics_types_and_rates(self) -> None:
-            h.check_topics(self.probe, TOPICS)
-
-        def test_2_tf_world_to_every_frame(self) -> None:
-            h.check_frames(self.probe, RINGS + [f"{t}_optical" for t in TOFS] + IMUS)  # REP-103's optical suffix
+    class TestTofRings(h.RobotChecks, unittest.TestCase):
+        TOPICS, FRAMES = TOPICS, RINGS + [f"{t}_optical" for t in TOFS] + IMUS  # REP-103's optical suffix
 
         def test_3_parameters_equal_the_file(self) -> None:
             config = h.share("config", "tof_rings.yaml")

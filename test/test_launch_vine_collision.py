@@ -45,20 +45,8 @@ else:
                       name="vine_collision_simulator", output="screen")  # fmt: skip
         return h.description("vine_collision.launch.xml", {"drivers": "false"}, [feeder])
 
-    class TestVineCollision(unittest.TestCase):
-        @classmethod
-        def setUpClass(cls) -> None:
-            cls.probe = h.Probe()
-
-        @classmethod
-        def tearDownClass(cls) -> None:
-            cls.probe.close()
-
-        def test_1_topics_types_and_rates(self) -> None:
-            h.check_topics(self.probe, TOPICS)
-
-        def test_2_tf_world_to_every_frame(self) -> None:
-            h.check_frames(self.probe, ["vine_base", "vine_tip"])
+    class TestVineCollision(h.RobotChecks, unittest.TestCase):
+        TOPICS, FRAMES = TOPICS, ["vine_base", "vine_tip"]
 
         def test_3_parameters_equal_the_file(self) -> None:
             config = h.share("config", "vine_collision.yaml")

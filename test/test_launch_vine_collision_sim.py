@@ -53,20 +53,8 @@ else:
     def generate_test_description() -> Any:
         return h.description("vine_collision_sim.launch.xml")
 
-    class TestVineCollisionSim(unittest.TestCase):
-        @classmethod
-        def setUpClass(cls) -> None:
-            cls.probe = h.Probe()
-
-        @classmethod
-        def tearDownClass(cls) -> None:
-            cls.probe.close()
-
-        def test_1_topics_types_and_rates(self) -> None:
-            h.check_topics(self.probe, TOPICS)
-
-        def test_2_tf_world_to_every_frame(self) -> None:
-            h.check_frames(self.probe, ["vine_base", "vine_tip", "vine_tip_paper"])
+    class TestVineCollisionSim(h.RobotChecks, unittest.TestCase):
+        TOPICS, FRAMES = TOPICS, ["vine_base", "vine_tip", "vine_tip_paper"]
 
         def test_3_parameters_equal_the_file(self) -> None:
             config = h.share("config", "vine_collision_sim.yaml")

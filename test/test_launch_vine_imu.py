@@ -49,20 +49,8 @@ else:
     def generate_test_description() -> Any:
         return h.description("vine_imu.launch.xml", {"driver": "true", "simulate": "true"})
 
-    class TestVineImu(unittest.TestCase):
-        @classmethod
-        def setUpClass(cls) -> None:
-            cls.probe = h.Probe()
-
-        @classmethod
-        def tearDownClass(cls) -> None:
-            cls.probe.close()
-
-        def test_1_topics_types_and_rates(self) -> None:
-            h.check_topics(self.probe, TOPICS)
-
-        def test_2_tf_world_to_every_frame(self) -> None:
-            h.check_frames(self.probe, FRAMES)
+    class TestVineImu(h.RobotChecks, unittest.TestCase):
+        TOPICS, FRAMES = TOPICS, FRAMES
 
         def test_3_parameters_equal_the_files(self) -> None:
             # with driver:=true the launch points both at the driver's ImuArray topic (imu_array_topic:=imus)

@@ -48,20 +48,8 @@ else:
     def generate_test_description() -> Any:
         return h.description("vine_imu_sim.launch.xml")
 
-    class TestVineImuSim(unittest.TestCase):
-        @classmethod
-        def setUpClass(cls) -> None:
-            cls.probe = h.Probe()
-
-        @classmethod
-        def tearDownClass(cls) -> None:
-            cls.probe.close()
-
-        def test_1_topics_types_and_rates(self) -> None:
-            h.check_topics(self.probe, TOPICS)
-
-        def test_2_tf_world_to_every_frame(self) -> None:
-            h.check_frames(self.probe, FRAMES)
+    class TestVineImuSim(h.RobotChecks, unittest.TestCase):
+        TOPICS, FRAMES = TOPICS, FRAMES
 
         def test_3_parameters_equal_the_files(self) -> None:
             config = h.share("config", "vine_imu.yaml")
