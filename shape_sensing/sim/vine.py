@@ -1,23 +1,31 @@
 """Vine-robot simulator with distributed IMUs (ground truth for the hinge-arc estimator).
 
 The body is *not* the hinge-arc model: it is a continuous-curvature rod whose
-wall material is inextensible and whose inner side buckles when it bends, so
-the centreline shortens by ``1 / (1 + kappa * D / 2)`` per unit of material
-length (the outer edge keeps its length). Every point of the body is addressed
-by its material coordinate ``sigma`` (outer-edge arc length from the base).
+wall material is inextensible and whose inner side buckles when it bends. Every
+point of the body is addressed by its material coordinate ``sigma`` (outer-edge
+arc length from the base), and a shape is the bend per unit of material,
+``kappa(sigma, t)`` (1/m): the outer edge's curvature. With the outer edge at
+radius ``1 / kappa`` from the centre of curvature, the centreline at ``D / 2``
+inside it turns by the same angle over ``1 - kappa * D / 2`` of its length per
+unit of material, and the inner edge (``D`` inside) over ``1 - kappa * D``: the
+inner wall is fully buckled at ``kappa = 1 / D``, the sharpest bend the body can
+make (:meth:`VineSimulator.curvature` refuses a profile beyond it).
 Eversion puts new material at the tip: the material already out never moves
 along the body, and a sensor at ``sigma_i`` is out once the length exceeds it.
 
-Shapes are planar bends in a bend plane through the base axis, given as a
-curvature profile ``kappa(sigma, t)`` (1/m), one per scenario of seed 000:
+Shapes are planar bends in a bend plane through the base axis, one per scenario
+of seed 000:
 
 * ``active``: constant curvature over the whole 1.73 m body, ramping from 0
-  to 0.15 1/cm (15 1/m) and back (series-pouch-motor steering).
-* ``passive``: straight up to a plank, a smooth bend (raised-cosine
-  curvature over 15 cm of material) whose angle ramps 0 -> 90 deg, straight
+  to a centreline curvature of 0.15 1/cm (15 1/m; 7.6 1/m of material) and
+  back (series-pouch-motor steering).
+* ``passive``: straight up to a plank, a smooth bend (raised-cosine bend over
+  42 cm of material, at most 7.5 1/m) whose angle ramps 0 -> 90 deg, straight
   along the plank.
 * ``growth``: length grows 0.30 -> 1.75 m with an S-shaped steering
   curvature fixed in material.
+* ``kink`` (not in seed 000): 45 deg in 21 cm of material across an IMU,
+  as sharp as the wall allows.
 
 IMU model (stated; not from a datasheet):
 
@@ -184,31 +192,40 @@ class VineSimulator:
         return float(lo + (hi - lo) * _smoothstep(t / self.config.duration))
 
     def curvature(self, sigma: FloatArray, t: float) -> FloatArray:
-        """Curvature (1/m, about the base x axis) at material coordinates ``sigma``."""
+        """Bend per unit of material (the outer edge's curvature, 1/m, about the base x axis) at ``sigma``."""
         c = self.config
         phase = _smoothstep(t / c.duration)
         if c.scenario == "active":
-            # 0 -> 15 1/m -> 0 over the run (triangle in time, eased).
+            # centreline curvature 0 -> 15 1/m -> 0 over the run (triangle in time, eased), per unit of material
             k = 15.0 * _smoothstep(1.0 - abs(2.0 * t / c.duration - 1.0))
-            return np.full_like(sigma, k)
+            return self._checked(np.full_like(sigma, k / (1.0 + k * c.diameter / 2.0)))
         if c.scenario == "passive":
             angle = np.deg2rad(90.0) * phase
-            start, width = 0.55 * self.sigma[-1], 0.15
+            # 42 cm: the raised cosine's peak, 2 * 90 deg / width, within the wall's 1 / D
+            start, width = 0.55 * self.sigma[-1], 0.42
             x = (sigma - start) / width
             bump = np.where((x >= 0) & (x <= 1), 1.0 - np.cos(2 * np.pi * np.clip(x, 0, 1)), 0.0)
-            # integral of bump over material = width; centreline shortening handled in integration
-            return angle * bump / width
+            return self._checked(angle * bump / width)  # integral of bump over material = width
         if c.scenario == "kink":
-            # a kink: 45 deg in 10 cm of material, as sharp as the wall model allows (peak curvature 2/D, the
-            # inner wall fully buckled), across an IMU at 40 % of the body: the shape a hinge model is least
-            # suited to (a segment's bend at one end, half a bend in the IMU's own frame)
+            # a kink: 45 deg in 21 cm of material, as sharp as the wall allows (peak 2 * 45 deg / width, just
+            # within 1 / D, the inner wall fully buckled), across an IMU at 40 % of the body: the shape a hinge
+            # model is least suited to (a segment's bend at one end, part of a bend in the IMU's own frame)
             angle = np.deg2rad(45.0) * phase
-            start, width = 0.4 * self.sigma[-1] - 0.01, 0.10
+            start, width = 0.4 * self.sigma[-1] - 0.06, 0.21
             x = (sigma - start) / width
             bump = np.where((x >= 0) & (x <= 1), 1.0 - np.cos(2 * np.pi * np.clip(x, 0, 1)), 0.0)
-            return angle * bump / width
+            return self._checked(angle * bump / width)
         # growth: an S-shaped steering profile fixed in material coordinates
-        return 2.2 * np.sin(2 * np.pi * sigma / 1.3) * (sigma > 0.15)
+        return self._checked(2.2 * np.sin(2 * np.pi * sigma / 1.3) * (sigma > 0.15))
+
+    def _checked(self, kappa: FloatArray) -> FloatArray:
+        limit = 1.0 / self.config.diameter
+        if np.any(np.abs(kappa) > limit * (1.0 + 1e-9)):
+            raise ValueError(
+                f"{self.config.scenario}: a bend of {float(np.abs(kappa).max()):.2f} 1/m of material is past the "
+                f"fully buckled inner wall, 1/D = {limit:.2f} 1/m"
+            )
+        return kappa
 
     def _integrate(self, t: float, sigma_end: float) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Material grid, tangent angles and centreline points up to ``sigma_end``."""
@@ -217,8 +234,9 @@ class VineSimulator:
         grid = np.linspace(0.0, sigma_end, n_steps + 1)
         mid = 0.5 * (grid[1:] + grid[:-1])
         kappa_mat = self.curvature(mid, t)
-        # centreline length per unit material: outer edge inextensible, inner edge buckles
-        dc = np.diff(grid) / (1.0 + np.abs(kappa_mat) * D / 2.0)
+        # the outer edge inextensible, the inner one buckled: the centreline D/2 inside the outer edge turns by
+        # the same angle over 1 - kappa D / 2 of its length per unit of material
+        dc = np.diff(grid) * (1.0 - np.abs(kappa_mat) * D / 2.0)
         dtheta = kappa_mat * np.diff(grid)  # bend angle per material step
         theta = np.concatenate([[0.0], np.cumsum(dtheta)])
         theta_mid = 0.5 * (theta[1:] + theta[:-1])
