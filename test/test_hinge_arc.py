@@ -47,10 +47,13 @@ def test_straight_robot() -> None:
     assert shape.diagnostics[0].level == DiagnosticLevel.OK
 
 
+EXACT = {"orientation_noise_deg": 0.0, "drift_deg_per_min": 0.0}  # readings taken as exact: no bend debiased
+
+
 def test_one_known_bend_matches_hand_geometry() -> None:
     theta = 0.5  # < L/D = 0.79
     angles = np.array([0, 0, theta, theta])  # bend between sensors 1 and 2
-    est = _estimator(4)
+    est = _estimator(4, **EXACT)
     _offset(est)
     shape = est.update(_quats(angles), np.ones(4, dtype=bool), 0)
     # By hand, in the y-z plane (rotation about +x turns the tangent z towards -y):
@@ -105,7 +108,7 @@ def test_over_bend_is_reported() -> None:
 def _arc_error(n_segments: int, total_material: float, kappa: float) -> float:
     """Tip error of the model against its own continuum limit, an exact circle."""
     spacing = total_material / n_segments
-    est = _estimator(n_segments + 1, spacing=spacing)
+    est = _estimator(n_segments + 1, spacing=spacing, **EXACT)
     _offset(est)
     sigma = spacing * np.arange(n_segments + 1)
     shape = est.update(_quats(kappa * sigma), np.ones(n_segments + 1, dtype=bool), 0)
@@ -122,6 +125,34 @@ def test_constant_curvature_error_shrinks_with_spacing() -> None:
     ratios = errors[:-1] / errors[1:]
     assert np.all((ratios > 3.5) & (ratios < 4.5)), ratios
     assert errors[-1] < 2e-4
+
+
+def test_noise_does_not_shorten_a_straight_robot_by_its_full_rectified_size() -> None:
+    """Noisy readings of a straight robot: every segment's measured bend is the size of two noisy axes, so its
+    centreline shortening ``D theta / 2`` is never negative. The estimator's ``theta^2 / sqrt(theta^2 + n)`` with
+    ``n`` the stated variance of the bend's square: on average ``E[u / sqrt(u + 1)]`` (``u`` exponential with mean 1,
+    integrated here) of the noise's std per segment, against ``E[sqrt(u)] = sqrt(pi) / 2`` taken as measured."""
+    from scipy.integrate import quad
+
+    n, draws, sigma_deg = 18, 400, 0.5
+    rng = np.random.default_rng(7)
+    sigma = np.deg2rad(sigma_deg)
+    est = _estimator(n, orientation_noise_deg=sigma_deg, drift_deg_per_min=0.0)
+
+    def noisy() -> np.ndarray:
+        return Rotation.from_rotvec(rng.normal(0.0, sigma, (n, 3))).as_quat()
+
+    short = []
+    for _ in range(draws):
+        est.capture_offset(noisy(), np.ones(n, dtype=bool), 0)
+        short.append((n - 1) * L - est.update(noisy(), np.ones(n, dtype=bool), 0).length)
+    # a reading and its offset capture: 2 sigma^2 per axis; the relative rotation twice that; the bend two axes
+    std = np.sqrt(8.0) * sigma
+    debiased, _ = quad(lambda u: u / np.sqrt(u + 1.0) * np.exp(-u), 0.0, np.inf)
+    expected = (n - 1) * (D / 2) * std * debiased
+    raw = (n - 1) * (D / 2) * std * np.sqrt(np.pi) / 2
+    assert np.mean(short) == pytest.approx(expected, rel=0.1), (np.mean(short), expected, raw)
+    assert np.mean(short) < 0.75 * raw
 
 
 def test_offsetting_removes_arbitrary_mounting_rotations() -> None:

@@ -409,8 +409,20 @@ class _Segments(NamedTuple):
     straight: FloatArray  # length of each of the two straight runs
 
 
-def _segments(t: FloatArray, L: FloatArray, D: float) -> _Segments:
+def _segments(t: FloatArray, L: FloatArray, D: float, bend_noise: FloatArray | float = 0.0) -> _Segments:
     """Geometry of segments whose new tangent (in the start frame) is ``t`` (..., m, 3).
+
+    The centreline of a segment bent by ``theta`` is ``L - D theta / 2`` long (the outer edge keeps its length).
+    The measured bend is the size of a two-axis rotation, so the readings' noise and drift only ever add to it:
+    its square is too large by their variance ``bend_noise`` (both axes of the relative rotation; broadcast
+    against ``t[..., 0]``) on average, and an unbent segment comes out short by about ``0.89 D / 2`` times that
+    noise's std: 17 segments by centimetres after a minute of drift. The shortening takes the bend as
+    ``theta^2 / sqrt(theta^2 + bend_noise)``: on average within 3 % of a true bend of one to two noise stds and
+    1.5 % at four, and 0.62 instead of 0.89 of the noise's std for an unbent segment (a hard threshold,
+    ``sqrt(max(theta^2 - bend_noise, 0))``, leaves 0.33 there but 22 % short at one std, and its derivative,
+    which the covariance takes by finite differences, jumps). Smooth, it also degrades gently when the stated
+    noise is too large. The turn itself (the tangent) stays as measured, on an arc of the radius that gives that
+    length.
 
     Every division is guarded (``theta > 0``, ``s > 1e-12``), so none can divide by zero. Elementwise
     only; the transcendental functions get freshly made (contiguous) arrays, so numpy takes the same
@@ -419,11 +431,15 @@ def _segments(t: FloatArray, L: FloatArray, D: float) -> _Segments:
     s = np.hypot(t[..., 0], t[..., 1])
     c = np.minimum(np.maximum(t[..., 2], -1.0), 1.0)
     theta = np.arctan2(s, c)
-    d_theta = D * theta
-    r_c = np.where(d_theta <= L, D / 2.0, np.maximum(L / np.where(theta > 0, theta, 1.0) - D / 2.0, 0.0))
+    root = np.sqrt(theta * theta + bend_noise)
+    bent = np.where(root > 0, theta * theta / np.where(root > 0, root, 1.0), 0.0)  # the bend that shortens it
+    d_bent = D * bent
+    per_theta = np.where(theta > 0, 1.0 / np.where(theta > 0, theta, 1.0), 0.0)
+    # an arc of centreline length D bent / 2 (pivoting about the inner edge), or the whole segment bent
+    r_c = np.where(d_bent <= L, (D / 2.0) * bent * per_theta, np.maximum((L - d_bent / 2.0) * per_theta, 0.0))
     turning = s > 1e-12
     inv_s = np.where(turning, 1.0 / np.where(turning, s, 1.0), 0.0)
-    return _Segments(t, s, c, theta, r_c, inv_s, np.maximum(L - d_theta, 0.0) / 2.0)
+    return _Segments(t, s, c, theta, r_c, inv_s, np.maximum(L - d_bent, 0.0) / 2.0)
 
 
 def _displacements(g: _Segments) -> FloatArray:
@@ -692,7 +708,11 @@ class HingeArcEstimator:
         tangents = np.empty((T, 7, m, 3))
         t_rel = _mat_vec(BkT, B[:, 1:, :, 2], out=tangents[:, 0])
         _rows_times(t_rel[:, None], _AXIS_TURNS_T, out=tangents[:, 1:])
-        batch = _segments(tangents.reshape(T, 7 * m, 3), plan.seg_len_batch, D)
+        offset = stamps if self.offset_stamp_ns is None else self.offset_stamp_ns
+        since = (stamps - offset) * 1e-9
+        var = self._reading_variance(since)
+        # the relative rotation's variance is twice a reading's per axis, and the bend has two axes
+        batch = _segments(tangents.reshape(T, 7 * m, 3), plan.seg_len_batch, D, (4.0 * var)[:, None])
         d_all = _displacements(batch)
         geom = _Segments(*[a[:, :m] for a in batch])
         theta = geom.theta
@@ -719,9 +739,7 @@ class HingeArcEstimator:
         np.add(centre[:, 1:], wall, out=poses[:, :m, :3, 3])
         poses[:, m, :3, :3] = B[:, -1]
         np.add(centre[:, -1], tip_chord, out=poses[:, m, :3, 3])
-        offset = stamps if self.offset_stamp_ns is None else self.offset_stamp_ns
-        since = (stamps - offset) * 1e-9
-        cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, since, B)
+        cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, var, B)
         self._model_covariance(cov, B, plan.seg_len_batch[:m], ext)
         backbone = self._backbone(BkT, geom, centre, tip_chord, poses[:, m, :3, 3])
         lengths_out = np.add.accumulate(2.0 * geom.straight + geom.radius * theta, axis=1)[:, -1] if m else 0.0
@@ -778,15 +796,20 @@ class HingeArcEstimator:
         self._plans[(selected.tobytes(), active.tobytes())] = plan
         return plan
 
+    def _reading_variance(self, since: FloatArray) -> FloatArray:
+        """Per-axis variance of each sensor's offset-corrected orientation ``since`` seconds after the offset:
+        the reading's and the offset capture's noise, and the drift since."""
+        cfg = self.config
+        dt = np.maximum(0.0, since)
+        return np.asarray(2.0 * cfg.orientation_noise**2 + (cfg.drift_rate * dt) ** 2)
+
     def _covariance(
-        self, Bk: FloatArray, BkT: FloatArray, turned: FloatArray, vecs: FloatArray, since: FloatArray, B: FloatArray
+        self, Bk: FloatArray, BkT: FloatArray, turned: FloatArray, vecs: FloatArray, var: FloatArray, B: FloatArray
     ) -> FloatArray:
         cfg = self.config
         T, m = Bk.shape[:2]
         if not m:
             return np.zeros((T, 1, 3, 3))
-        dt = np.maximum(0.0, since)
-        var = 2.0 * cfg.orientation_noise**2 + (cfg.drift_rate * dt) ** 2
         # Segment k's chord Delta_k = B_k d(B_k^T B_{k+1}). With B_k -> exp(dphi_k) B_k (base frame), the
         # relative rotation turns by eps = B_k^T (dphi_{k+1} - dphi_k) in frame k, so
         # dDelta_k = -[Delta_k]x dphi_k + G_k (dphi_{k+1} - dphi_k), G_k = B_k (dd/deps) B_k^T.
@@ -844,8 +867,10 @@ class HingeArcEstimator:
         tangents in the base frame), so with ``u``'s std ``f`` each segment adds ``(f L)^2 w w^T``,
         ``w = t_k - t_{k+1}``, to every frame beyond it. Bridging a missing sensor makes the merged segment longer,
         and its term with it. The tip's straight extension past the last used IMU (``ext``) bends like the last
-        segment: its end moves by about ``ext^2 kappa / 2`` across it. Elementwise operations only, so a tick's
-        bits do not depend on its batch (see :meth:`update_many`).
+        segment: its end moves by about ``ext^2 kappa / 2`` across it, and, as its inner wall buckles, falls short
+        along it by the centreline's shortening ``(D / 2) ext kappa`` (the chain takes the extension straight and
+        full length). Elementwise operations only, so a tick's bits do not depend on its batch (see
+        :meth:`update_many`).
         """
         cfg = self.config
         m = B.shape[1] - 1
@@ -861,8 +886,10 @@ class HingeArcEstimator:
         last_len = float(seg_len[-1]) if seg_len[-1] > 1e-9 else np.inf
         turn = np.sqrt(w[:, -1, 0] * w[:, -1, 0] + w[:, -1, 1] * w[:, -1, 1] + w[:, -1, 2] * w[:, -1, 2])
         lateral = ext * ext * (turn / last_len) / 2.0
+        along = (cfg.diameter / 2.0) * ext * (turn / last_len)
         tip_t = t[:, -1]
-        cov[:, m] += (lateral * lateral)[:, None, None] * (_EYE3 - tip_t[..., :, None] * tip_t[..., None, :])
+        tt = tip_t[..., :, None] * tip_t[..., None, :]
+        cov[:, m] += (lateral * lateral)[:, None, None] * (_EYE3 - tt) + (along * along)[:, None, None] * tt
 
     def _backbone(
         self, BkT: FloatArray, geom: _Segments, centre: FloatArray, tip_chord: FloatArray, tip: FloatArray
