@@ -741,6 +741,7 @@ class HingeArcEstimator:
         np.add(centre[:, -1], tip_chord, out=poses[:, m, :3, 3])
         cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, var, B)
         self._model_covariance(cov, B, plan.seg_len_batch[:m], ext)
+        self._shortening_covariance(cov, chords, theta, (4.0 * var)[:, None])
         backbone = self._backbone(BkT, geom, centre, tip_chord, poses[:, m, :3, 3])
         lengths_out = np.add.accumulate(2.0 * geom.straight + geom.radius * theta, axis=1)[:, -1] if m else 0.0
         lengths_out = (lengths_out + ext).tolist()
@@ -858,6 +859,30 @@ class HingeArcEstimator:
             S = np.eye(3) * cfg.first_mount_stddev**2 + np.outer(up, up) * cfg.heading_reference_stddev**2
             cov += _mm(_mm(J, np.broadcast_to(S, J.shape)), J.swapaxes(-1, -2))
         return cov
+
+    def _shortening_covariance(self, cov: FloatArray, chords: FloatArray, theta: FloatArray, n: FloatArray) -> None:
+        """Add, in place, what is left of the bends' noise bias in the shortening (see :func:`_segments`).
+
+        An unbent segment still comes out short by about ``0.62 (D / 2) sqrt(n)`` on average, less as its bend
+        grows past the noise (``n / (bend^2 + n)`` of it here, the true bend's square taken as
+        ``max(theta^2 - n, 0)``); every segment errs the same way, so the sum along
+        the chain is one direction, added to every node beyond as a rank-one term (a bias, not noise: it does not
+        average out along the robot).
+        """
+        m = chords.shape[1]
+        if not m:
+            return
+        D = self.config.diameter
+        th2 = theta * theta
+        root = np.sqrt(n)  # (T, 1)
+        # n / (true bend^2 + n), the true bend's square estimated as max(theta^2 - n, 0): 1 within the noise
+        den = np.maximum(th2 - n, 0.0) + n
+        short = 0.62 * (D / 2.0) * root * (n / np.where(den > 0, den, 1.0))  # (T, m)
+        size = np.sqrt(np.einsum("tki,tki->tk", chords, chords))
+        unit = chords / np.where(size > 0, size, 1.0)[..., None]
+        drift = np.add.accumulate(short[..., None] * unit, axis=1)  # (T, m, 3): node k+1's
+        cov[:, :m] += drift[..., :, None] * drift[..., None, :]
+        cov[:, m] += drift[:, -1, :, None] * drift[:, -1, None, :]
 
     def _model_covariance(self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, ext: FloatArray) -> None:
         """Add, in place, the hinge model's own error against a continuous body.
