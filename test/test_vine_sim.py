@@ -42,6 +42,26 @@ def test_outer_wall_is_inextensible_for_constant_curvature() -> None:
         assert np.isclose(d, sim.config.diameter / 2, rtol=0.05)
 
 
+def test_the_centreline_turns_at_its_curvature_over_its_own_length() -> None:
+    """The same arc seen two ways: the centreline of the active scenario's constant bend (15 1/m of centreline)
+    turns by 15 rad per metre of its own, polyline, length. Before, the turn was taken per metre of material and
+    the length per metre of centreline, so the body turned 29.5 rad per metre of itself."""
+    sim = VineSimulator(VineSimConfig(scenario="active", duration=10.0))
+    pts = sim.truth(5.0).backbone[:, 1:]  # the bend plane (y, z)
+    d = np.diff(pts, axis=0)
+    heading = np.unwrap(np.arctan2(d[:, 0], d[:, 1]))
+    turn = abs(heading[-1] - heading[0])
+    length = np.linalg.norm(d, axis=1).sum() - np.linalg.norm(d[0]) / 2 - np.linalg.norm(d[-1]) / 2
+    assert np.isclose(turn / length, 15.0, rtol=2e-3)
+
+
+def test_a_bend_past_the_fully_buckled_inner_wall_is_refused() -> None:
+    # the passive bend peaks at 7.5 1/m of material; a 0.3 m body can bend at most 1 / D = 3.3 1/m
+    sim = VineSimulator(VineSimConfig(scenario="passive", duration=10.0, diameter=0.3))
+    with pytest.raises(ValueError, match=r"passive: a bend of 7\.48 1/m of material is past the fully buckled"):
+        sim.truth(10.0)
+
+
 def test_growth_everts_sensors_progressively() -> None:
     sim = VineSimulator(VineSimConfig(scenario="growth", duration=30.0))
     assert np.isclose(sim.truth(0.0).length, 0.30)
