@@ -396,6 +396,11 @@ def _rows_times(v: FloatArray, A: FloatArray, out: FloatArray | None = None) -> 
     return _matvecs(A.swapaxes(-1, -2), v, out)
 
 
+#: what an unbent segment's shortening keeps of the noise's std under :func:`_segments`: ``E[u / sqrt(u + 1)]``
+#: for ``u`` exponential with mean 1 (the squared size of a two-axis Gaussian over its variance)
+_UNBENT_SHORTENING = 0.62
+
+
 class _Segments(NamedTuple):
     """Per-segment hinge-arc geometry in each segment's start frame (leading axes: ticks, segments)."""
 
@@ -712,7 +717,8 @@ class HingeArcEstimator:
         since = (stamps - offset) * 1e-9
         var = self._reading_variance(since)
         # the relative rotation's variance is twice a reading's per axis, and the bend has two axes
-        batch = _segments(tangents.reshape(T, 7 * m, 3), plan.seg_len_batch, D, (4.0 * var)[:, None])
+        bend_noise = (4.0 * var)[:, None]
+        batch = _segments(tangents.reshape(T, 7 * m, 3), plan.seg_len_batch, D, bend_noise)
         d_all = _displacements(batch)
         geom = _Segments(*[a[:, :m] for a in batch])
         theta = geom.theta
@@ -741,7 +747,7 @@ class HingeArcEstimator:
         np.add(centre[:, -1], tip_chord, out=poses[:, m, :3, 3])
         cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, var, B)
         self._model_covariance(cov, B, plan.seg_len_batch[:m], ext)
-        self._shortening_covariance(cov, chords, theta, (4.0 * var)[:, None])
+        self._shortening_covariance(cov, chords, theta, bend_noise)
         backbone = self._backbone(BkT, geom, centre, tip_chord, poses[:, m, :3, 3])
         lengths_out = np.add.accumulate(2.0 * geom.straight + geom.radius * theta, axis=1)[:, -1] if m else 0.0
         lengths_out = (lengths_out + ext).tolist()
@@ -877,7 +883,7 @@ class HingeArcEstimator:
         root = np.sqrt(n)  # (T, 1)
         # n / (true bend^2 + n), the true bend's square estimated as max(theta^2 - n, 0): 1 within the noise
         den = np.maximum(th2 - n, 0.0) + n
-        short = 0.62 * (D / 2.0) * root * (n / np.where(den > 0, den, 1.0))  # (T, m)
+        short = _UNBENT_SHORTENING * (D / 2.0) * root * (n / np.where(den > 0, den, 1.0))  # (T, m)
         size = np.sqrt(np.einsum("tki,tki->tk", chords, chords))
         unit = chords / np.where(size > 0, size, 1.0)[..., None]
         drift = np.add.accumulate(short[..., None] * unit, axis=1)  # (T, m, 3): node k+1's
