@@ -41,8 +41,9 @@ tangent (a partial last segment). A missing or stale sensor is bridged: its
 two segments merge into one of their summed material length.
 
 Uncertainty. Each used node's orientation error is a small rotation with
-isotropic variance ``s_i^2 = 2 s_meas^2 + (drift_rate * (t - t_offset))^2``
-(the reading and its offset capture, plus the drift since offsetting),
+isotropic variance ``s_i^2 = 2 s_meas^2 + (drift_rate * (t - t_offset))^2 / 3``
+(the reading and its offset capture, plus the drift since offsetting: its
+rotation's size grows at ``drift_rate``, about an axis nobody knows),
 independent between sensors; the base frame is exact. To first order,
 perturbing ``B_k`` by ``dphi_k`` (base frame) changes segment ``k``'s chord
 ``Delta_k = B_k d(B_k^T B_{k+1})`` by ``-[Delta_k]x dphi_k + G_k (dphi_{k+1} -
@@ -54,15 +55,19 @@ straight extension add their own rotation terms. The covariance of every
 frame is the sum over nodes of ``s_j^2 M_j M_j^T``; a Monte Carlo test holds it
 within 15 %.
 
-What the readings' errors leave out is added as three more terms (each a
+What the readings' errors leave out is added as more terms (each a
 parameter, 0 to leave it out): the hinge model's own error against a continuous
-body (``bend_location_stddev``: a segment's bend may lie anywhere along it, not
-halfway; a bridged, longer segment carries more of it, and so does the tip's
-straight extension); each IMU's own heading reference against the world's
+body (``curvature_variation_factor``: where the curvature changes within a
+segment, as its neighbours' bends show, its bend does not sit halfway; a
+bridged, longer segment carries more of it, and the tip's straight extension
+its own; ``bend_location_stddev`` adds a bend anywhere along each segment, for a
+body that kinks unseen); what the shortening keeps of the readings' noise bias;
+each IMU's own heading reference against the world's
 (``heading_reference_stddev_deg``: the straight reference captures every
 mounting against its IMU's world, so a heading offset conjugates that sensor's
 backbone frame); and, without the base's placement, the first IMU's assumed
-mounting (``first_mount_stddev_deg``), which conjugates every frame alike. The
+mounting (``first_mount_stddev_deg``), which conjugates every frame alike (by
+the unscented transform: a coiled robot is far from linear in it). The
 tip NEES over the simulator's experiments is in ``benchmarks/bench_consistency.py``.
 """
 
@@ -125,13 +130,32 @@ SCHEMA = Schema(
         Param("length_topic", str, "base/length", "robot length (sensor_msgs/JointState position[0]); '' for none"),
         Param("stale_timeout", float, 0.25, "a sensor silent this long is bridged", min=0.0, unit="s"),
         Param("orientation_noise_deg", float, 0.5, "IMU orientation std when messages carry none", min=0.0),
-        Param("drift_deg_per_min", float, 1.33, "assumed drift rate for the uncertainty", min=0.0),
+        Param(
+            "drift_deg_per_min",
+            float,
+            1.33,
+            "assumed drift rate for the uncertainty: how fast the drift's rotation grows in size (the slope "
+            "`shape-sensing reanalyse` measures), about an axis taken as unknown",
+            min=0.0,
+        ),
+        Param(
+            "curvature_variation_factor",
+            float,
+            0.12,
+            "uncertainty: the hinge model's own error against a continuous body, from how the curvature changes "
+            "around a segment as its neighbours' bends show it (0.079 matches a step in curvature anywhere along "
+            "a segment, 0.059 a steady gradient, 0.144 a kink anywhere between straight neighbours; 0.12 leans "
+            "to kinks)",
+            min=0.0,
+            max=1.0,
+        ),
         Param(
             "bend_location_stddev",
             float,
-            0.29,
-            "uncertainty: std of where along a segment its bend lies, as a fraction of the segment (the hinge "
-            "model's own error against a continuous body; 0.29 = anywhere along it, uniformly)",
+            0.0,
+            "uncertainty: std of where along a segment its bend lies, as a fraction of the segment, on top of "
+            "curvature_variation_factor (0.29 = anywhere along it, uniformly: for a body that kinks where its "
+            "neighbours do not show it)",
             min=0.0,
             max=1.0,
         ),
@@ -232,7 +256,8 @@ class HingeArcConfig:
     drift_rate: float = np.deg2rad(1.33) / 60.0
     first_mount: FloatArray = field(default_factory=lambda: np.eye(3))
     base_placement: FloatArray | None = None  # base frame in the world, when known
-    bend_location_stddev: float = 0.29
+    curvature_variation: float = 0.12
+    bend_location_stddev: float = 0.0
     first_mount_stddev: float = np.deg2rad(5.0)
     heading_reference_stddev: float = np.deg2rad(2.0)
     arc_samples: int = 4
@@ -290,6 +315,7 @@ class HingeArcConfig:
                 if p["base_orientation_world"]
                 else None
             ),
+            curvature_variation=p["curvature_variation_factor"],
             bend_location_stddev=p["bend_location_stddev"],
             first_mount_stddev=float(np.deg2rad(p["first_mount_stddev_deg"])),
             heading_reference_stddev=float(np.deg2rad(p["heading_reference_stddev_deg"])),
@@ -502,6 +528,13 @@ _SKEW_K = np.zeros((3, 9))
 _SKEW_K[[0, 1, 2], [7, 2, 3]] = 1.0
 _SKEW_K[[0, 1, 2], [5, 6, 1]] = -1.0
 _SKEW_K_VIEW = np.ascontiguousarray(_SKEW_K[:, ::-1])[:, ::-1]
+
+
+def _cross(a: FloatArray, b: FloatArray) -> FloatArray:
+    """``a x b`` of stacks of 3-vectors (broadcast), elementwise (``np.cross`` costs several times as much)."""
+    a0, a1, a2 = a[..., 0], a[..., 1], a[..., 2]
+    b0, b1, b2 = b[..., 0], b[..., 1], b[..., 2]
+    return np.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], axis=-1)
 
 
 def _skew(v: FloatArray) -> FloatArray:
@@ -748,6 +781,8 @@ class HingeArcEstimator:
         cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, var, B)
         self._model_covariance(cov, B, plan.seg_len_batch[:m], ext)
         self._shortening_covariance(cov, chords, theta, bend_noise)
+        if cfg.base_placement is None:  # the first IMU's mounting assumed: a conjugation common to every frame
+            self._mount_covariance(cov, B, plan.seg_len_batch[:m], bend_noise, ext, poses[:, :, :3, 3])
         backbone = self._backbone(BkT, geom, centre, tip_chord, poses[:, m, :3, 3])
         lengths_out = np.add.accumulate(2.0 * geom.straight + geom.radius * theta, axis=1)[:, -1] if m else 0.0
         lengths_out = (lengths_out + ext).tolist()
@@ -808,7 +843,9 @@ class HingeArcEstimator:
         the reading's and the offset capture's noise, and the drift since."""
         cfg = self.config
         dt = np.maximum(0.0, since)
-        return np.asarray(2.0 * cfg.orientation_noise**2 + (cfg.drift_rate * dt) ** 2)
+        # the drift rate is the size of the drift's rotation per unit time (as a recording characterises it: the
+        # slope of the angle between reading and truth); about an axis nobody knows, a third of its square per axis
+        return np.asarray(2.0 * cfg.orientation_noise**2 + (cfg.drift_rate * dt) ** 2 / 3.0)
 
     def _covariance(
         self, Bk: FloatArray, BkT: FloatArray, turned: FloatArray, vecs: FloatArray, var: FloatArray, B: FloatArray
@@ -856,15 +893,46 @@ class HingeArcEstimator:
         csum = np.add.accumulate(terms[:, : m - 1], axis=1)
         np.add(csum, terms[:, m + 1 : 2 * m], out=cov[:, 1:m])
         np.add(csum[:, -1] if m > 1 else 0.0, terms[:, 2 * m], out=cov[:, m])
-        if cfg.base_placement is None:  # the first IMU's mounting assumed: a conjugation common to every frame
-            J = np.empty((T, m + 1, 3, 3))
-            J[:, 0] = MA[:, m]
-            jsum = np.add.accumulate(MA[:, : m - 1], axis=1)
-            np.add(jsum, MA[:, m + 1 : 2 * m], out=J[:, 1:m])
-            np.add(jsum[:, -1] if m > 1 else 0.0, MA[:, 2 * m], out=J[:, m])
-            S = np.eye(3) * cfg.first_mount_stddev**2 + np.outer(up, up) * cfg.heading_reference_stddev**2
-            cov += _mm(_mm(J, np.broadcast_to(S, J.shape)), J.swapaxes(-1, -2))
         return cov
+
+    def _mount_covariance(
+        self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, bend_noise: FloatArray, ext: FloatArray,
+        positions: FloatArray,
+    ) -> None:  # fmt: skip
+        """Add, in place, the covariance from the first IMU's assumed mounting (no base placement given).
+
+        Its error ``E = exp(e)`` conjugates every backbone frame alike, ``E^T B_i E``, and with
+        ``e ~ N(0, S)``, ``S = first_mount_stddev^2 I + heading_reference_stddev^2 u u^T`` (``u`` the world's
+        vertical in the base frame). A robot coiled into turns moves far from first order under a few degrees of
+        that (a 16 deg draw at 15 1/m put a tip 45 cm off, 20 times the linearised sigma), so the term is taken by
+        the unscented transform: the whole chain again at the six sigma points ``+-sqrt(3)`` times the columns of
+        a square root of ``S``, their spread about the estimate (equal to ``J S J^T`` where the chain is linear
+        in ``e``, and including the second-order shift where it is not).
+        """
+        cfg = self.config
+        assert self._world_base_T is not None
+        up = self._world_base_T[:, 2]
+        S = np.eye(3) * cfg.first_mount_stddev**2 + np.outer(up, up) * cfg.heading_reference_stddev**2
+        lam, V = np.linalg.eigh(S)  # a square root that also takes a stated 0 (S singular)
+        Lc = V * np.sqrt(3.0 * np.maximum(lam, 0.0))
+        E = Rotation.from_rotvec(np.concatenate([Lc.T, -Lc.T])).as_matrix()  # (6, 3, 3)
+        T, n = B.shape[:2]
+        m = n - 1
+        if not m:
+            return
+        Bj = _mm(_mm(E.swapaxes(-1, -2)[:, None, None], B[None]), E[:, None, None])  # (6, T, m + 1, 3, 3)
+        t_rel = np.empty((6, T, m, 3))
+        _mat_vec(Bj[:, :, :-1].swapaxes(-1, -2), Bj[:, :, 1:, :, 2], out=t_rel)
+        d = _displacements(_segments(t_rel, seg_len, cfg.diameter, bend_noise[None]))
+        chords = np.empty((6, T, m, 3))
+        _mat_vec(Bj[:, :, :-1], d, out=chords)
+        centre = np.add.accumulate(chords, axis=2)
+        p = np.empty((6, T, n, 3))
+        np.add(centre, Bj[:, :, 1:, :, 0] * (cfg.diameter / 2.0), out=p[:, :, :m])
+        np.add(centre[:, :, -1], Bj[:, :, -1, :, 2] * ext[None, :, None], out=p[:, :, m])
+        dev = p - positions[None]
+        outer = dev[..., :, None] * dev[..., None, :]  # elementwise, summed in a fixed order: bits per tick
+        cov += (((((outer[0] + outer[1]) + outer[2]) + outer[3]) + outer[4]) + outer[5]) / 6.0
 
     def _shortening_covariance(self, cov: FloatArray, chords: FloatArray, theta: FloatArray, n: FloatArray) -> None:
         """Add, in place, what is left of the bends' noise bias in the shortening (see :func:`_segments`).
@@ -893,11 +961,22 @@ class HingeArcEstimator:
     def _model_covariance(self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, ext: FloatArray) -> None:
         """Add, in place, the hinge model's own error against a continuous body.
 
-        A segment's bend is put halfway along it; a real body may bend anywhere between its two IMUs. A bend at
-        fraction ``u`` instead of 1/2 moves the next node by ``(u - 1/2) L (t_k - t_{k+1})`` (``t`` the segments'
-        tangents in the base frame), so with ``u``'s std ``f`` each segment adds ``(f L)^2 w w^T``,
-        ``w = t_k - t_{k+1}``, to every frame beyond it. Bridging a missing sensor makes the merged segment longer,
-        and its term with it. The tip's straight extension past the last used IMU (``ext``) bends like the last
+        A segment's bend is put halfway along it; a real body spreads it as its curvature ``kappa(s)`` goes.
+        Against the hinge, the next node moves by the curvature's first moment about the middle,
+        ``int (L/2 - s) kappa(s) ds``, across the tangent: nothing for a constant curvature, ``L^3 g / 12`` for a
+        gradient ``g``, ``u (1 - u) L^2 dk / 2`` for a step ``dk`` at fraction ``u`` (rms ``L^2 dk / sqrt(120)``
+        over ``u``), ``(1/2 - u) L theta`` for a kink. The segment's own IMUs cannot see where it bends; its
+        neighbours show how the curvature changes around it. With ``k_j = w_j / L_j`` (``w_j = t_j - t_{j+1}``,
+        the segment's turn across its tangent, in the base frame) and ``d- = k_k - k_{k-1}``, ``d+ = k_{k+1} -
+        k_k``, each segment adds ``(c L_k^2)^2 (d- d-^T + d+ d+^T)`` to every frame beyond it, ``c`` the
+        ``curvature_variation_factor``. Summed over the segment and its neighbours (which the step or kink charges
+        too), ``c = 1 / sqrt(160) = 0.079`` matches a step anywhere along the segment, ``1 / sqrt(288) = 0.059`` a
+        steady gradient, ``1 / sqrt(48) = 0.144`` a kink anywhere between straight neighbours; the default, 0.12,
+        leans to kinks (a vine robot buckles). At the chain's ends the
+        missing difference is taken as the one there is; a lone segment is taken between straight ones.
+        ``bend_location_stddev`` ``f`` adds, for bodies that kink where the neighbours cannot show it, a bend
+        anywhere along the segment: ``(f L)^2 w w^T``. Bridging a missing sensor makes the merged segment longer,
+        and its terms with it. The tip's straight extension past the last used IMU (``ext``) bends like the last
         segment: its end moves by about ``ext^2 kappa / 2`` across it, and, as its inner wall buckles, falls short
         along it by the centreline's shortening ``(D / 2) ext kappa`` (the chain takes the extension straight and
         full length). Elementwise operations only, so a tick's bits do not depend on its batch (see
@@ -909,8 +988,38 @@ class HingeArcEstimator:
             return
         t = B[:, :, :, 2]  # (T, m + 1, 3) the nodes' tangents; node 0 is the base
         w = t[:, :-1] - t[:, 1:]
-        scale = (cfg.bend_location_stddev * seg_len) ** 2
-        C = w[..., :, None] * w[..., None, :] * scale[None, :, None, None]
+        # the segments' bends as rotation vectors in the base frame, phi_k = theta_k (t_k x t_{k+1}) / |t_k x t_{k+1}|:
+        # the same vector all along a planar bend of constant curvature, however far it has turned
+        axis = _cross(t[:, :-1], t[:, 1:])
+        s = np.sqrt(np.sum(axis * axis, axis=-1))
+        bend = np.arctan2(s, np.sum(t[:, :-1] * t[:, 1:], axis=-1))
+        phi = axis * np.where(s > 1e-12, bend / np.where(s > 1e-12, s, 1.0), 1.0)[..., None]
+        # a segment of no length (an IMU at the base) turns by its readings' error alone: it carries no
+        # curvature and is nobody's neighbour
+        real = np.flatnonzero(seg_len > 1e-6)
+        n = len(real)
+        C = np.zeros(w.shape + (3,))
+        if n:
+            k = phi[:, real] / seg_len[real][None, :, None]
+            dk = np.empty((w.shape[0], n + 1, 3))  # differences at the n + 1 boundaries, the ends copied in
+            if n > 1:
+                np.subtract(k[:, 1:], k[:, :-1], out=dk[:, 1:n])
+                dk[:, 0] = dk[:, 1]
+                dk[:, n] = dk[:, n - 1]
+            else:  # one segment between straight ones
+                dk[:, 0] = k[:, 0]
+                dk[:, 1] = -k[:, 0]
+            # the first moment M (a rotation vector) moves the next node by M x t across the segment's middle
+            # tangent: the displacement's covariance is [t]x S [t]x^T, S = (c L^2)^2 (d- d-^T + d+ d+^T)
+            mid = t[:, real] + t[:, real + 1]
+            mid /= np.sqrt(np.sum(mid * mid, axis=-1))[..., None]
+            lo = _cross(dk[:, :n], mid)
+            hi = _cross(dk[:, 1:], mid)
+            Cr = lo[..., :, None] * lo[..., None, :] + hi[..., :, None] * hi[..., None, :]
+            Cr *= ((cfg.curvature_variation * seg_len[real] ** 2) ** 2)[None, :, None, None]
+            C[:, real] = Cr
+        if cfg.bend_location_stddev > 0:
+            C += w[..., :, None] * w[..., None, :] * ((cfg.bend_location_stddev * seg_len) ** 2)[None, :, None, None]
         cum = np.add.accumulate(C, axis=1)
         cov[:, :m] += cum
         cov[:, m] += cum[:, -1]
