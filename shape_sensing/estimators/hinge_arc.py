@@ -595,6 +595,8 @@ class HingeArcEstimator:
         self._mount: FloatArray = np.tile(np.eye(3), (n, 1, 1))  # M_i
         self._mount_ok = np.zeros(n, dtype=bool)
         self.offset_stamp_ns: int | None = None
+        self._sigma_key: bytes | None = None  # the vertical the mounting's sigma points were made for
+        self._sigma_points: FloatArray = np.zeros((0, 3, 3))
         self.reference: StraightReference | None = None
         self._arc_frac = np.linspace(0.0, 1.0, config.arc_samples + 1)
         self._plans: dict[tuple[bytes, bytes], _Plan] = {}  # by (selected, active) sensor masks
@@ -896,6 +898,23 @@ class HingeArcEstimator:
         np.add(csum[:, -1] if m > 1 else 0.0, terms[:, 2 * m], out=cov[:, m])
         return cov
 
+    def _mount_sigma_points(self, up: FloatArray) -> FloatArray:
+        """The mounting error's sigma points as rotations ``(2 k, 3, 3)`` (see :meth:`_mount_covariance`), made
+        once per vertical (the world's, in the base frame: fixed once the reference is captured)."""
+        key = up.tobytes()
+        if self._sigma_key != key:
+            cfg = self.config
+            if cfg.base_placement is None:
+                S = np.eye(3) * cfg.first_mount_stddev**2 + np.outer(up, up) * cfg.heading_reference_stddev**2
+            else:
+                S = np.outer(up, up) * (cfg.first_mount_stddev**2 + cfg.heading_reference_stddev**2)
+            lam, V = np.linalg.eigh(S)  # a square root that also takes a stated 0 (S singular)
+            keep = lam > 1e-12 * max(float(lam[-1]), 1e-300)  # directions with no variance move nothing
+            Lc = (V * np.sqrt(3.0 * np.maximum(lam, 0.0)))[:, keep]
+            E = Rotation.from_rotvec(np.concatenate([Lc.T, -Lc.T])).as_matrix() if keep.any() else np.zeros((0, 3, 3))
+            self._sigma_key, self._sigma_points = key, E
+        return self._sigma_points
+
     def _mount_covariance(
         self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, bend_noise: FloatArray, ext: FloatArray,
         positions: FloatArray,
@@ -918,19 +937,12 @@ class HingeArcEstimator:
         cfg = self.config
         assert self._world_base_T is not None
         up = self._world_base_T[:, 2]
-        if cfg.base_placement is None:
-            S = np.eye(3) * cfg.first_mount_stddev**2 + np.outer(up, up) * cfg.heading_reference_stddev**2
-        else:
-            S = np.outer(up, up) * (cfg.first_mount_stddev**2 + cfg.heading_reference_stddev**2)
-        lam, V = np.linalg.eigh(S)  # a square root that also takes a stated 0 (S singular)
-        keep = lam > 1e-12 * max(float(lam[-1]), 1e-300)  # directions with no variance move nothing
-        Lc = (V * np.sqrt(3.0 * np.maximum(lam, 0.0)))[:, keep]
-        k = Lc.shape[1]
         T, n = B.shape[:2]
         m = n - 1
+        E = self._mount_sigma_points(up)
+        k = len(E) // 2
         if not m or not k:
             return
-        E = Rotation.from_rotvec(np.concatenate([Lc.T, -Lc.T])).as_matrix()  # (2 k, 3, 3)
         Bj = _mm(_mm(E.swapaxes(-1, -2)[:, None, None], B[None]), E[:, None, None])  # (2 k, T, m + 1, 3, 3)
         t_rel = np.empty((2 * k, T, m, 3))
         _mat_vec(Bj[:, :, :-1].swapaxes(-1, -2), Bj[:, :, 1:, :, 2], out=t_rel)
