@@ -4,7 +4,8 @@ NEES (normalised estimation error squared) of the tip position, ``e^T P^-1 e``: 
 averages 3. Each figure is printed with the 95 % band of the mean of ``M`` independent chi-square(3) draws
 (``M`` = independent runs; samples within one run share their sensors' fixed errors, so they are not independent).
 
-* hinge-arc (vine robot, simulator: seed 000's passive, active and growth experiments, sensors dropped, a kink;
+* hinge-arc (vine robot, simulator: seed 000's passive, active and growth experiments, sensors dropped, a kink, a
+  helix and a twisting body;
   base placement known and unknown; seeds 0..M-1);
 * rigid-module (hyper-redundant robot, simulator, both heading modes, seeds 0..M-1);
 * collision-pivot (vine robot, collision simulator, three-obstacle course, every fault on, seeds 0..M-1): the
@@ -40,6 +41,8 @@ HINGE_ARC_CASES = [  # (scenario, sensors dropped a third into the run)
     ("growth", ()),
     ("passive", (5, 6, 7)),
     ("kink", ()),  # not one of seed 000's experiments: a sharp bend across an IMU
+    ("helix", ()),  # a bend whose direction turns about the tangent once per metre (not in seed 000)
+    ("torsion", ()),  # the passive bend on a body twisting 90 deg per metre (not in seed 000)
 ]
 
 

@@ -79,3 +79,50 @@ def test_passive_bend_reaches_ninety_degrees() -> None:
 def test_bad_scenario() -> None:
     with pytest.raises(ValueError, match="scenario 'flying' unknown"):
         VineSimulator(VineSimConfig(scenario="flying"))
+
+
+def _curvature_and_torsion(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Frenet curvature and torsion of a polyline sampled evenly enough, by its arc length (finite differences)."""
+    s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(p, axis=0), axis=1))])
+    d1 = np.gradient(p, s, axis=0)
+    d2 = np.gradient(d1, s, axis=0)
+    d3 = np.gradient(d2, s, axis=0)
+    c = np.cross(d1, d2)
+    kappa = np.linalg.norm(c, axis=1) / np.linalg.norm(d1, axis=1) ** 3
+    tau = np.einsum("ij,ij->i", c, d3) / np.maximum(np.einsum("ij,ij->i", c, c), 1e-30)
+    return kappa, tau
+
+
+def test_the_helix_has_its_stated_curvature_and_torsion_per_unit_of_centreline() -> None:
+    # A bend of 5 1/m of material turning about the tangent once per metre of material, the frame not twisting:
+    # per unit of centreline (1 - 5 D / 2 of it per unit of material) the curve is a helix of curvature
+    # 5 / (1 - 5 D / 2) and torsion 2 pi / (1 - 5 D / 2) (a bend plane turning in a twist-free frame is the
+    # Frenet torsion), measured here from the centreline's points alone.
+    c = VineSimConfig(scenario="helix", duration=10.0)
+    sim = VineSimulator(c)
+    pts = sim.truth(c.duration).backbone
+    kappa, tau = _curvature_and_torsion(pts)
+    s = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(pts, axis=0), axis=1))])
+    inner = (s > 0.3) & (s < s[-1] - 0.05)  # past the ramp at 10-20 cm, away from the differences' ends
+    shrink = 1.0 - 5.0 * c.diameter / 2.0
+    assert np.median(kappa[inner]) == pytest.approx(5.0 / shrink, rel=0.01)
+    assert np.median(tau[inner]) == pytest.approx(2 * np.pi / shrink, rel=0.02)
+    # and the sensors ride the body's frames: each one's tangent is the centreline's there, D/2 off it
+    truth = sim.truth(c.duration)
+    for pose in truth.sensor_poses[2:-1]:
+        gap = np.linalg.norm(pts - (pose[:3, 3] - pose[:3, 0] * c.diameter / 2.0), axis=1)
+        j = int(np.argmin(gap))
+        assert gap[j] < 1e-9
+        chord = pts[j + 1] - pts[j - 1]
+        # within one integration step's turn (5 1/m * 4 mm = 1.15 deg): the steps either side may differ
+        assert np.degrees(np.arccos(pose[:3, 2] @ chord / np.linalg.norm(chord))) < 1.15
+
+
+def test_torsion_twists_the_sensor_line_about_the_tangent() -> None:
+    # The body twists at 90 deg per metre of material at the end of the run: the relative rotation between two
+    # sensors 1.02 m apart on the straight part before the bend turns about their common tangent by 0.92 rad.
+    c = VineSimConfig(scenario="torsion", duration=10.0)
+    sim = VineSimulator(c)
+    frames = sim._true_backbone_rot(c.duration)
+    rel = (frames[0].inv() * frames[9]).as_rotvec()  # sensors 0 and 9: 0.918 m of material, before the bend
+    assert rel == pytest.approx([0.0, 0.0, np.deg2rad(90.0) * 9 * c.spacing], abs=1e-6)

@@ -781,8 +781,9 @@ class HingeArcEstimator:
         cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, var, B)
         self._model_covariance(cov, B, plan.seg_len_batch[:m], ext)
         self._shortening_covariance(cov, chords, theta, bend_noise)
-        if cfg.base_placement is None:  # the first IMU's mounting assumed: a conjugation common to every frame
-            self._mount_covariance(cov, B, plan.seg_len_batch[:m], bend_noise, ext, poses[:, :, :3, 3])
+        # the first IMU's mounting (assumed without the base's placement; with it, its heading still sets the
+        # base frame's): a conjugation common to every frame
+        self._mount_covariance(cov, B, plan.seg_len_batch[:m], bend_noise, ext, poses[:, :, :3, 3])
         backbone = self._backbone(BkT, geom, centre, tip_chord, poses[:, m, :3, 3])
         lengths_out = np.add.accumulate(2.0 * geom.straight + geom.radius * theta, axis=1)[:, -1] if m else 0.0
         lengths_out = (lengths_out + ext).tolist()
@@ -899,11 +900,16 @@ class HingeArcEstimator:
         self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, bend_noise: FloatArray, ext: FloatArray,
         positions: FloatArray,
     ) -> None:  # fmt: skip
-        """Add, in place, the covariance from the first IMU's assumed mounting (no base placement given).
+        """Add, in place, the covariance from the first IMU's mounting.
 
-        Its error ``E = exp(e)`` conjugates every backbone frame alike, ``E^T B_i E``, and with
-        ``e ~ N(0, S)``, ``S = first_mount_stddev^2 I + heading_reference_stddev^2 u u^T`` (``u`` the world's
-        vertical in the base frame). A robot coiled into turns moves far from first order under a few degrees of
+        Its error ``E = exp(e)`` conjugates every backbone frame alike, ``E^T B_i E``. Without the base's
+        placement the first IMU's mounting is assumed: ``e ~ N(0, S)``, ``S = first_mount_stddev^2 I +
+        heading_reference_stddev^2 u u^T`` (``u`` the world's vertical in the base frame). With the placement
+        known the capture solves that mounting but takes the base's heading from the first IMU (its fused
+        heading is magnetic): its mounting's turn about the vertical and its own heading offset turn the base
+        frame about the vertical, ``S = (first_mount_stddev^2 + heading_reference_stddev^2) u u^T``. That leaves
+        bends about the vertical alone and turns every other one (a helix's tip went 9 cm off under seed 3's 10
+        deg). A robot coiled into turns moves far from first order under a few degrees of
         that (a 16 deg draw at 15 1/m put a tip 45 cm off, 20 times the linearised sigma), so the term is taken by
         the unscented transform: the whole chain again at the six sigma points ``+-sqrt(3)`` times the columns of
         a square root of ``S``, their spread about the estimate (equal to ``J S J^T`` where the chain is linear
@@ -912,27 +918,35 @@ class HingeArcEstimator:
         cfg = self.config
         assert self._world_base_T is not None
         up = self._world_base_T[:, 2]
-        S = np.eye(3) * cfg.first_mount_stddev**2 + np.outer(up, up) * cfg.heading_reference_stddev**2
+        if cfg.base_placement is None:
+            S = np.eye(3) * cfg.first_mount_stddev**2 + np.outer(up, up) * cfg.heading_reference_stddev**2
+        else:
+            S = np.outer(up, up) * (cfg.first_mount_stddev**2 + cfg.heading_reference_stddev**2)
         lam, V = np.linalg.eigh(S)  # a square root that also takes a stated 0 (S singular)
-        Lc = V * np.sqrt(3.0 * np.maximum(lam, 0.0))
-        E = Rotation.from_rotvec(np.concatenate([Lc.T, -Lc.T])).as_matrix()  # (6, 3, 3)
+        keep = lam > 1e-12 * max(float(lam[-1]), 1e-300)  # directions with no variance move nothing
+        Lc = (V * np.sqrt(3.0 * np.maximum(lam, 0.0)))[:, keep]
+        k = Lc.shape[1]
         T, n = B.shape[:2]
         m = n - 1
-        if not m:
+        if not m or not k:
             return
-        Bj = _mm(_mm(E.swapaxes(-1, -2)[:, None, None], B[None]), E[:, None, None])  # (6, T, m + 1, 3, 3)
-        t_rel = np.empty((6, T, m, 3))
+        E = Rotation.from_rotvec(np.concatenate([Lc.T, -Lc.T])).as_matrix()  # (2 k, 3, 3)
+        Bj = _mm(_mm(E.swapaxes(-1, -2)[:, None, None], B[None]), E[:, None, None])  # (2 k, T, m + 1, 3, 3)
+        t_rel = np.empty((2 * k, T, m, 3))
         _mat_vec(Bj[:, :, :-1].swapaxes(-1, -2), Bj[:, :, 1:, :, 2], out=t_rel)
         d = _displacements(_segments(t_rel, seg_len, cfg.diameter, bend_noise[None]))
-        chords = np.empty((6, T, m, 3))
+        chords = np.empty((2 * k, T, m, 3))
         _mat_vec(Bj[:, :, :-1], d, out=chords)
         centre = np.add.accumulate(chords, axis=2)
-        p = np.empty((6, T, n, 3))
+        p = np.empty((2 * k, T, n, 3))
         np.add(centre, Bj[:, :, 1:, :, 0] * (cfg.diameter / 2.0), out=p[:, :, :m])
         np.add(centre[:, :, -1], Bj[:, :, -1, :, 2] * ext[None, :, None], out=p[:, :, m])
         dev = p - positions[None]
         outer = dev[..., :, None] * dev[..., None, :]  # elementwise, summed in a fixed order: bits per tick
-        cov += (((((outer[0] + outer[1]) + outer[2]) + outer[3]) + outer[4]) + outer[5]) / 6.0
+        total = outer[0]
+        for j in range(1, 2 * k):
+            total = total + outer[j]
+        cov += total / 6.0  # the sigma points' weight, 1 / (2 n) for n = 3
 
     def _shortening_covariance(self, cov: FloatArray, chords: FloatArray, theta: FloatArray, n: FloatArray) -> None:
         """Add, in place, what is left of the bends' noise bias in the shortening (see :func:`_segments`).

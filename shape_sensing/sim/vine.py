@@ -27,6 +27,18 @@ of seed 000:
 * ``kink`` (not in seed 000): 45 deg in 21 cm of material across an IMU,
   as sharp as the wall allows.
 
+Two scenarios leave the plane (not in seed 000; the body's frame is integrated
+along the material, ``dR / dsigma = R [w]x`` with ``w`` the bend and twist per
+unit of material in the body's own frame):
+
+* ``helix``: beyond the first 10 cm a bend of 5 1/m of material (ramping in from
+  0) whose direction turns about the tangent once per metre of material, the
+  body's frame not twisting: a helix of curvature ``5 / (1 - 5 D / 2)`` and
+  torsion ``2 pi / (1 - 5 D / 2)`` per unit of centreline.
+* ``torsion``: the passive bend, with the body twisting about its tangent at up
+  to 90 deg per metre of material (ramping in as the bend does): the sensors'
+  line spirals round the body and the bend leaves the base's plane.
+
 IMU model (stated; not from a datasheet):
 
 * Orientation: ``R_meas = D_i(t) * W_i * R_world_base * B(sigma_i) * M_i * N``
@@ -62,7 +74,9 @@ from shape_sensing.types import ImuSample
 
 __all__ = ["R_WORLD_BASE", "SCENARIOS", "SCHEMA", "VineSimConfig", "VineSimulator", "VineTruth"]
 
-SCENARIOS = ("passive", "active", "growth", "kink")
+SCENARIOS = ("passive", "active", "growth", "kink", "helix", "torsion")
+#: scenarios whose body leaves its bend plane (integrated as frames, not as one bend angle)
+SPATIAL = ("helix", "torsion")
 
 # The base frame: z along the initial growth direction (world x), x up (world z), sensors on top (+x).
 R_WORLD_BASE = np.array([[0.0, 0.0, 1.0], [0.0, -1.0, 0.0], [1.0, 0.0, 0.0]])
@@ -192,21 +206,28 @@ class VineSimulator:
         return float(lo + (hi - lo) * _smoothstep(t / self.config.duration))
 
     def curvature(self, sigma: FloatArray, t: float) -> FloatArray:
-        """Bend per unit of material (the outer edge's curvature, 1/m, about the base x axis) at ``sigma``."""
+        """Bend per unit of material (the outer edge's curvature, 1/m; for the planar scenarios about the base x
+        axis) at ``sigma``."""
+        if self.config.scenario in SPATIAL:
+            w = self.rates(sigma, t)
+            return np.asarray(np.hypot(w[:, 0], w[:, 1]))
+        return self._bend(self.config.scenario, sigma, t)
+
+    def _bend(self, scenario: str, sigma: FloatArray, t: float) -> FloatArray:
         c = self.config
         phase = _smoothstep(t / c.duration)
-        if c.scenario == "active":
+        if scenario == "active":
             # centreline curvature 0 -> 15 1/m -> 0 over the run (triangle in time, eased), per unit of material
             k = 15.0 * _smoothstep(1.0 - abs(2.0 * t / c.duration - 1.0))
             return self._checked(np.full_like(sigma, k / (1.0 + k * c.diameter / 2.0)))
-        if c.scenario == "passive":
+        if scenario == "passive":
             angle = np.deg2rad(90.0) * phase
             # 42 cm: the raised cosine's peak, 2 * 90 deg / width, within the wall's 1 / D
             start, width = 0.55 * self.sigma[-1], 0.42
             x = (sigma - start) / width
             bump = np.where((x >= 0) & (x <= 1), 1.0 - np.cos(2 * np.pi * np.clip(x, 0, 1)), 0.0)
             return self._checked(angle * bump / width)  # integral of bump over material = width
-        if c.scenario == "kink":
+        if scenario == "kink":
             # a kink: 45 deg in 21 cm of material, as sharp as the wall allows (peak 2 * 45 deg / width, just
             # within 1 / D, the inner wall fully buckled), across an IMU at 40 % of the body: the shape a hinge
             # model is least suited to (a segment's bend at one end, part of a bend in the IMU's own frame)
@@ -226,6 +247,47 @@ class VineSimulator:
                 f"fully buckled inner wall, 1/D = {limit:.2f} 1/m"
             )
         return kappa
+
+    def rates(self, sigma: FloatArray, t: float) -> FloatArray:
+        """Turn per unit of material of the body's frame, in that frame, at ``sigma`` (``(N, 3)``, rad/m): the
+        bend about its x and y axes, the twist about its tangent z. For the planar scenarios, ``(kappa, 0, 0)``."""
+        c = self.config
+        phase = _smoothstep(t / c.duration)
+        w = np.zeros((len(sigma), 3))
+        if c.scenario == "helix":
+            k = self._checked(5.0 * phase * _smoothstep((sigma - 0.1) / 0.1))
+            direction = 2.0 * np.pi * sigma  # one turn of the bend's direction per metre of material
+            w[:, 0], w[:, 1] = k * np.cos(direction), k * np.sin(direction)
+            return w
+        if c.scenario == "torsion":
+            w[:, 0] = self._bend("passive", sigma, t)
+            w[:, 2] = np.deg2rad(90.0) * phase
+            return w
+        w[:, 0] = self._bend(c.scenario, sigma, t)
+        return w
+
+    def _frames(self, t: float, sigma_end: float) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Material grid (with every sensor's coordinate on it), the body's frames and its centreline points up
+        to ``sigma_end``, for any scenario. Each material step turns the frame by ``exp(w dsigma)`` (``w`` at the
+        step's middle) and moves the centreline ``(1 - |bend| D / 2) dsigma`` along the tangent halfway through
+        the turn."""
+        D = self.config.diameter
+        n_steps = max(2, int(np.ceil(sigma_end / self.STEP)))
+        sensors = self.sigma[self.sigma < sigma_end]
+        grid = np.unique(np.concatenate([np.linspace(0.0, sigma_end, n_steps + 1), sensors]))
+        ds = np.diff(grid)
+        w = self.rates(0.5 * (grid[1:] + grid[:-1]), t)
+        bend = np.hypot(w[:, 0], w[:, 1])
+        dc = ds * (1.0 - bend * D / 2.0)
+        half = Rotation.from_rotvec(w * (ds / 2.0)[:, None]).as_matrix()
+        R = np.empty((len(grid), 3, 3))
+        pts = np.empty((len(grid), 3))
+        R[0], pts[0] = np.eye(3), 0.0
+        for j in range(len(ds)):
+            mid = R[j] @ half[j]
+            pts[j + 1] = pts[j] + mid[:, 2] * dc[j]
+            R[j + 1] = mid @ half[j]
+        return grid, R, pts
 
     def _integrate(self, t: float, sigma_end: float) -> tuple[FloatArray, FloatArray, FloatArray]:
         """Material grid, tangent angles and centreline points up to ``sigma_end``."""
@@ -248,6 +310,13 @@ class VineSimulator:
     def truth(self, t: float) -> VineTruth:
         """Ground truth at time ``t``."""
         length = self.length(t)
+        if self.config.scenario in SPATIAL:
+            grid, Rs, pts = self._frames(t, length)
+            at = np.searchsorted(grid, np.minimum(self.sigma, length))
+            R = Rs[at]
+            wall = pts[at] + R[:, :, 0] * (self.config.diameter / 2.0)
+            return VineTruth(t, length, pts, make_transform(R, wall), self.sigma <= length + 1e-9,
+                             make_transform(Rs[-1], pts[-1]))  # fmt: skip
         grid, theta, pts = self._integrate(t, length)
         th_s = np.interp(np.minimum(self.sigma, length), grid, theta)
         px = np.interp(np.minimum(self.sigma, length), grid, pts[:, 1])
@@ -264,11 +333,17 @@ class VineSimulator:
         if straight:  # fully everted and held straight: every backbone frame is the base frame
             return Rotation.from_rotvec(np.zeros((len(self.sigma), 3)))
         length = self.length(t)
-        grid, theta, _ = self._integrate(t, length)
-        th = np.interp(np.minimum(self.sigma, length), grid, theta)
         out = self.sigma <= length + 1e-9
-        th = np.where(out, th, 0.0)  # inside the body: base orientation ...
-        rot = Rotation.from_rotvec(np.outer(th, [1.0, 0.0, 0.0]))
+        if self.config.scenario in SPATIAL:
+            grid, Rs, _ = self._frames(t, length)
+            R = Rs[np.searchsorted(grid, np.minimum(self.sigma, length))]
+            R[~out] = np.eye(3)  # inside the body: base orientation ...
+            rot = Rotation.from_matrix(R)
+        else:
+            grid, theta, _ = self._integrate(t, length)
+            th = np.interp(np.minimum(self.sigma, length), grid, theta)
+            th = np.where(out, th, 0.0)  # inside the body: base orientation ...
+            rot = Rotation.from_rotvec(np.outer(th, [1.0, 0.0, 0.0]))
         if self.config.inside == "reversed":  # ... or reversed, inside out
             flip = Rotation.from_rotvec(np.outer(np.where(out, 0.0, np.pi), [0.0, 1.0, 0.0]))
             rot = rot * flip
