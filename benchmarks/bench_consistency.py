@@ -12,6 +12,8 @@ averages 3. Each figure is printed with the 95 % band of the mean of ``M`` indep
   pivot length (1 DoF) and the tip (2 DoF) of both filters, the tip with the covariance's terms added one by one;
 * continuum (synthetic robot, batch, Laplace tip covariance, measurement noise as the weights state, seeds
   0..M-1);
+* ToF continuum (kinematic duct simulator, scenes S0, S1 and S3, batch, Laplace covariance of every ring at every
+  slice time against the truth: position and rotation, 3 DoF each; seeds 0..M-1, at most ``--tof-runs``);
 * continuum (real dataset, tip Laplace covariance against the Vicon marker at the tip, batch; skipped without the
   dataset).
 """
@@ -124,6 +126,36 @@ def continuum_synthetic(runs: int) -> None:
         )
 
 
+TOF_SCENES = ("S0", "S1", "S3")
+
+
+def tof_continuum(runs: int, duration: float) -> None:
+    import time
+
+    from shape_sensing.demos.consistency import nees_band
+    from shape_sensing.demos.consistency_tof import tof_continuum_run
+
+    lo, hi = nees_band(runs)
+    for scene in TOF_SCENES:
+        t0 = time.process_time()
+        rows = []
+        with Progress(f"ToF continuum NEES ({scene})", runs, unit="run") as bar:
+            for seed in range(runs):
+                rows.append(tof_continuum_run(seed, scene, duration))
+                bar.update(seed + 1)
+        cpu = time.process_time() - t0
+        for what, v in (("position", [r.position_nees for r in rows]), ("rotation", [r.rotation_nees for r in rows])):
+            where = "inside" if lo <= np.mean(v) <= hi else "OUTSIDE"
+            print(f"ToF continuum ({scene}, kinematic, {duration:g} s, batch): ring {what} NEES (3 DoF) mean "
+                  f"{np.mean(v):.2f} ({where} the 95 % band [{lo:.2f}, {hi:.2f}] for {runs} runs), runs "
+                  f"{np.round(v, 2).tolist()}")  # fmt: skip
+        err = np.mean([r.position_error for r in rows]) * 1000
+        sig = np.mean([r.position_sigma for r in rows]) * 1000
+        print(f"ToF continuum ({scene}): ring position error mean {err:.2f} mm, sigma (sqrt trace P) {sig:.2f} mm, "
+              f"{rows[0].samples} ring samples per run; {cpu:.1f} s CPU, load average "
+              f"{Path('/proc/loadavg').read_text().split()[0]}")  # fmt: skip
+
+
 def continuum(dataset: Path | None) -> None:
     from shape_sensing.cli.eval_continuum import evaluate_trial
     from shape_sensing.estimators.continuum import lie
@@ -152,6 +184,7 @@ def continuum(dataset: Path | None) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10, help="independent simulated runs per estimator (default 10)")
+    parser.add_argument("--tof-runs", type=int, default=5, help="ToF continuum runs per scene (default 5; ~1 min each)")
     parser.add_argument("--dataset", type=Path, default=None, help="space_time_continuum dataset root")
     args = parser.parse_args()
     dataset = args.dataset
@@ -162,6 +195,7 @@ def main() -> None:
     rigid_module(args.runs, 8.0)
     collision_pivot(args.runs)
     continuum_synthetic(args.runs)
+    tof_continuum(min(args.runs, args.tof_runs), 4.0)
     continuum(dataset)
 
 
