@@ -930,8 +930,9 @@ class HingeArcEstimator:
         bends about the vertical alone and turns every other one (a helix's tip went 9 cm off under seed 3's 10
         deg). A robot coiled into turns moves far from first order under a few degrees of
         that (a 16 deg draw at 15 1/m put a tip 45 cm off, 20 times the linearised sigma), so the term is taken by
-        the unscented transform: the whole chain again at the six sigma points ``+-sqrt(3)`` times the columns of
-        a square root of ``S``, their spread about the estimate (equal to ``J S J^T`` where the chain is linear
+        the unscented transform: the whole chain again at the sigma points ``+-sqrt(3)`` times the columns of a
+        square root of ``S`` (six, or two where ``S`` has one direction; weight 1/6 each), their spread about
+        the estimate (equal to ``J S J^T`` where the chain is linear
         in ``e``, and including the second-order shift where it is not).
         """
         cfg = self.config
@@ -992,9 +993,10 @@ class HingeArcEstimator:
         ``int (L/2 - s) kappa(s) ds``, across the tangent: nothing for a constant curvature, ``L^3 g / 12`` for a
         gradient ``g``, ``u (1 - u) L^2 dk / 2`` for a step ``dk`` at fraction ``u`` (rms ``L^2 dk / sqrt(120)``
         over ``u``), ``(1/2 - u) L theta`` for a kink. The segment's own IMUs cannot see where it bends; its
-        neighbours show how the curvature changes around it. With ``k_j = w_j / L_j`` (``w_j = t_j - t_{j+1}``,
-        the segment's turn across its tangent, in the base frame) and ``d- = k_k - k_{k-1}``, ``d+ = k_{k+1} -
-        k_k``, each segment adds ``(c L_k^2)^2 (d- d-^T + d+ d+^T)`` to every frame beyond it, ``c`` the
+        neighbours show how the curvature changes around it. With ``k_j = phi_j / L_j`` (``phi_j`` the segment's
+        bend as a rotation vector in the base frame) and ``d- = k_k - k_{k-1}``, ``d+ = k_{k+1} - k_k``, each
+        segment adds ``[t]x (c L_k^2)^2 (d- d-^T + d+ d+^T) [t]x^T`` (``t`` its middle tangent) to every frame
+        beyond it, ``c`` the
         ``curvature_variation_factor``. Summed over the segment and its neighbours (which the step or kink charges
         too), ``c = 1 / sqrt(160) = 0.079`` matches a step anywhere along the segment, ``1 / sqrt(288) = 0.059`` a
         steady gradient, ``1 / sqrt(48) = 0.144`` a kink anywhere between straight neighbours; the default, 0.12,
@@ -1038,7 +1040,7 @@ class HingeArcEstimator:
             # the first moment M (a rotation vector) moves the next node by M x t across the segment's middle
             # tangent: the displacement's covariance is [t]x S [t]x^T, S = (c L^2)^2 (d- d-^T + d+ d+^T)
             mid = t[:, real] + t[:, real + 1]
-            mid /= np.sqrt(np.sum(mid * mid, axis=-1))[..., None]
+            mid /= np.maximum(np.sqrt(np.sum(mid * mid, axis=-1)), 1e-12)[..., None]  # a reversal: no middle
             lo = _cross(dk[:, :n], mid)
             hi = _cross(dk[:, 1:], mid)
             Cr = lo[..., :, None] * lo[..., None, :] + hi[..., :, None] * hi[..., None, :]
