@@ -270,6 +270,28 @@ def test_the_tof_estimate_stops_at_the_next_iteration_when_asked() -> None:
     assert calls == [(1, "iteration")]
 
 
+def test_a_tof_estimate_ended_before_the_last_frame_leaves_the_later_frames_out() -> None:
+    """``localise(..., t_end)`` before the recording's end: frames after it were kept and scored against an estimate
+    that ends earlier ("time 2.02 outside the estimate's span [0.0, 2.0]"); a ``t_end`` that is no time is named."""
+    from shape_sensing.demos.tof_continuum import sensor_data, simulate_run
+    from shape_sensing.estimators.continuum.errors import ContinuumError
+    from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise
+    from shape_sensing.io.maps import PriorMap
+    from shape_sensing.sim.tof_scene import compressor_scene
+
+    run = simulate_run("S0", "kinematic", 1.6, 0, 0)
+    data = sensor_data(run)
+    assert data.tof_t.max() > 1.3 and data.gyro_t.max() > 1.3
+    prior = PriorMap.from_mesh(compressor_scene("S0").mesh(include_added=False), spacing=0.03)
+    res = localise(data, prior, LocaliseConfig(iterations=3), t_end=1.2)
+    assert res.state.t[-1] == pytest.approx(1.2)
+    assert res.meas.tof_t.max() <= 1.2 and res.meas.gyro_t.max() <= 1.2
+    assert 0.9 < res.tof_matched_fraction <= 1.0
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ContinuumError, match="t_end"):
+            localise(data, prior, t_end=bad)
+
+
 # --- results that mean nothing --------------------------------------------------------------------------------
 
 

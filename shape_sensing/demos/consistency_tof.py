@@ -72,7 +72,7 @@ def tof_continuum_run(seed: int, scene: str = "S1", duration: float = 6.0, traje
     cfg = LocaliseConfig()
     data = sensor_data(sim)
     # the estimate ends on the first multiple of the slice period at or after the last ToF frame (its slices are
-    # then k / rate, as every sixth truth time; an end before the last frame is refused by the estimator)
+    # then k / rate, as every sixth truth time; frames after an earlier end would be left out)
     t_end = np.ceil(float(np.max(data.tof_t)) * cfg.rate - 1e-9) / cfg.rate
     res = localise(data, tof_map, cfg, t_end=t_end)
     if res.ab is None:

@@ -95,6 +95,16 @@ class SensorData:
     #: the recording's clock at t = 0 (ns): a bag's stamps (any epoch) less this are the times above
     t0_ns: int = 0
 
+    def until(self, t_end: float) -> SensorData:
+        """The data stamped at or before ``t_end`` (an estimate that ends there has no place for later points)."""
+        f, g, s = self.tof_t <= t_end, self.gyro_t <= t_end, self.strain_t <= t_end
+        return dataclasses.replace(
+            self, tof_t=self.tof_t[f], tof_mount=self.tof_mount[f], tof_distance=self.tof_distance[f],
+            tof_status=self.tof_status[f], gyro_t=self.gyro_t[g], gyro_s=self.gyro_s[g], gyro_w=self.gyro_w[g],
+            strain_t=self.strain_t[s], strain_s=self.strain_s[s], strain_theta=self.strain_theta[s],
+            strain_kappa=self.strain_kappa[s],
+        )  # fmt: skip
+
 
 @dataclass(frozen=True)
 class LocaliseConfig:
@@ -326,6 +336,10 @@ def localise(
         raise ContinuumError(
             "mount_calibration runs in the batch's registration rounds: it needs window 0 and registration_rounds >= 1"
         )
+    if t_end is not None:
+        if not np.isfinite(t_end) or t_end <= 0.0:
+            raise ContinuumError(f"t_end must be a time after the run's start (s > 0), got {t_end!r}")
+        data = data.until(float(t_end))
     meas, stats = build_measurements(data, tof_map, cfg)
     w = default_weights(cfg)
     nominal = list(data.mounts)
