@@ -40,6 +40,8 @@ HINGE_ARC_CASES = [  # (scenario, sensors dropped a third into the run)
     ("active", ()),
     ("growth", ()),
     ("passive", (5, 6, 7)),
+    ("passive", tuple(range(3, 16))),  # 13 of the 18 IMUs gone: one segment bridged over most of the robot
+    ("active", tuple(range(3, 16))),  # the same on the coiling robot: the bridged segment may hide a coil
     ("kink", ()),  # not one of seed 000's experiments: a sharp bend across an IMU
     ("helix", ()),  # a bend whose direction turns about the tangent once per metre (not in seed 000)
     ("torsion", ()),  # the passive bend on a body twisting 90 deg per metre (not in seed 000)

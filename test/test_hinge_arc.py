@@ -488,3 +488,24 @@ def test_curvature_variation_term_matches_a_step_in_curvature_anywhere_along_a_s
     # and a constant curvature, which the hinge puts right, is charged almost nothing
     flat = est.update(_quats(np.arange(n) * L * k0), np.ones(n, dtype=bool), 0).position_covariance
     assert flat is not None and np.trace(flat[-1]) < 1e-6 * mean_square
+
+
+def test_along_tangent_ratio_is_the_step_in_curvatures_second_order_move() -> None:
+    # A segment that turns by theta with mean curvature theta / L: a step dk at a uniformly random point u moves
+    # its next node, against the constant curvature of the same turn, across by int Delta dx and along the middle
+    # tangent by (theta / L) int x Delta dx (Delta the turn's deviation, x from the middle; second order). The
+    # constant of the along term is the rms ratio of the two over u, per radian of turn, integrated here on a fine
+    # grid of the body (not the estimator's formula).
+    from shape_sensing.estimators.hinge_arc import _ALONG_PER_TURN
+
+    x = np.linspace(-0.5, 0.5, 4001)  # L = 1
+    across, along = [], []
+    for u in np.linspace(0.0, 1.0, 401)[1:-1]:
+        dev = (x >= u - 0.5) - (1.0 - u)  # the step's curvature, less its mean
+        turn = np.concatenate([[0.0], np.cumsum(0.5 * (dev[1:] + dev[:-1]) * np.diff(x))])
+        across.append(np.sum(0.5 * (turn[1:] + turn[:-1]) * np.diff(x)))
+        along.append(np.sum(0.5 * (x[1:] * turn[1:] + x[:-1] * turn[:-1]) * np.diff(x)))
+    ratio = np.sqrt(np.mean(np.square(along))) / np.sqrt(np.mean(np.square(across)))
+    assert ratio == pytest.approx(_ALONG_PER_TURN, rel=0.02)
+    # the across moment's rms is the step term's L^2 dk / sqrt(120) (as the test above relies on)
+    assert np.sqrt(np.mean(np.square(across))) == pytest.approx(1.0 / np.sqrt(120.0), rel=0.02)

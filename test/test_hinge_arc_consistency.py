@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.stats import chi2
 
 from shape_sensing.demos.consistency import hinge_arc_run, nees_band
 
@@ -69,3 +70,17 @@ def test_a_helix_with_the_placement_known_covers_the_base_heading_taken_from_the
     assert draw > 3.0
     nees = hinge_arc_run(3, "helix", 20.0, placement=True).nees
     assert nees < 2.0 * (draw + 3.0), (nees, draw)
+
+
+@pytest.mark.parametrize("scenario", ["passive", "active"])
+def test_a_segment_bridged_over_most_of_the_robot_is_covered(scenario: str) -> None:
+    # 13 of the 18 IMUs silent a third into the run: one segment is bridged over 1.4 m. Its bend is taken from its
+    # end tangents alone: its next node also moves along its middle tangent as the curvature inside varies (the
+    # term's second order, in proportion to the turn), and on a robot that has coiled the segment may hide a
+    # whole turn. Without those two terms the passive bend's NEES was 10.9 and the coiling robot's about 6000
+    # (10 runs of 30 s); ROS under load showed the passive case as a tip 142 mm off at a 18.8 mm sigma.
+    # Held to the 99.9 % bound of three chi-square(3) means (9.29), not the module's wide band: the passive case
+    # gave 11.1 on these three seeds before.
+    drop = tuple(range(3, 16))
+    nees = [hinge_arc_run(seed, scenario, 30.0, placement=True, drop=drop).nees for seed in range(3)]
+    assert LOW <= float(np.mean(nees)) <= chi2.ppf(0.999, 9) / 3, nees

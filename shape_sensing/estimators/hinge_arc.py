@@ -59,7 +59,9 @@ What the readings' errors leave out is added as more terms (each a
 parameter, 0 to leave it out): the hinge model's own error against a continuous
 body (``curvature_variation_factor``: where the curvature changes within a
 segment, as its neighbours' bends show, its bend does not sit halfway; a
-bridged, longer segment carries more of it, and the tip's straight extension
+bridged, longer segment carries more of it, along its middle tangent too in
+proportion to its turn, and, on a robot that has shown it can coil, may hide a
+coil; the tip's straight extension
 its own; ``bend_location_stddev`` adds a bend anywhere along each segment, for a
 body that kinks unseen); what the shortening keeps of the readings' noise bias;
 each IMU's own heading reference against the world's
@@ -426,6 +428,14 @@ def _rows_times(v: FloatArray, A: FloatArray, out: FloatArray | None = None) -> 
 #: for ``u`` exponential with mean 1 (the squared size of a two-axis Gaussian over its variance)
 _UNBENT_SHORTENING = 0.62
 
+#: a segment that turns by ``theta`` also moves its next node along its middle tangent when its curvature
+#: changes within it: by ``kappa_mean int x Delta(x) dx`` (``Delta`` the turn's deviation from a constant curvature's,
+#: ``x`` from the middle), against ``int Delta dx`` across. For a step in curvature at a uniformly random point the
+#: rms of the first over the second is ``0.063 L``: the along-tangent sigma is ``0.063 theta`` times the across one
+#: (a steady gradient moves it along by nothing; a bump in the middle, which neighbours on both sides show, by a
+#: like amount)
+_ALONG_PER_TURN = 0.063
+
 
 class _Segments(NamedTuple):
     """Per-segment hinge-arc geometry in each segment's start frame (leading axes: ticks, segments)."""
@@ -570,6 +580,7 @@ class _Plan(NamedTuple):
     last_sigma: float  # material coordinate of the last node
     frame_ids: list[str]  # of the poses: active sensors, then the tip
     missing: list[str]  # selected sensors that are not active
+    bridged: np.ndarray  # (m,) bool: the segment spans sensors that are missing
     level: DiagnosticLevel  # before the over-bend check
     messages: list[str]  # ditto
 
@@ -597,6 +608,7 @@ class HingeArcEstimator:
         self.offset_stamp_ns: int | None = None
         self._sigma_key: bytes | None = None  # the vertical the mounting's sigma points were made for
         self._sigma_points: FloatArray = np.zeros((0, 3, 3))
+        self._kappa_seen = 0.0  # 1/m, the sharpest curvature a segment has shown so far (bridged segments' term)
         self.reference: StraightReference | None = None
         self._arc_frac = np.linspace(0.0, 1.0, config.arc_samples + 1)
         self._plans: dict[tuple[bytes, bytes], _Plan] = {}  # by (selected, active) sensor masks
@@ -781,7 +793,7 @@ class HingeArcEstimator:
         poses[:, m, :3, :3] = B[:, -1]
         np.add(centre[:, -1], tip_chord, out=poses[:, m, :3, 3])
         cov = self._covariance(Bk, BkT, d_all[:, m:], vecs, var, B)
-        self._model_covariance(cov, B, plan.seg_len_batch[:m], ext)
+        self._model_covariance(cov, B, plan.seg_len_batch[:m], ext, plan.bridged)
         self._shortening_covariance(cov, chords, theta, bend_noise)
         # the first IMU's mounting (assumed without the base's placement; with it, its heading still sets the
         # base frame's): a conjugation common to every frame
@@ -813,7 +825,10 @@ class HingeArcEstimator:
         idx = np.flatnonzero(active)
         node_sigma = np.concatenate([[0.0], cfg.sensor_positions[idx]])
         seg_L = np.diff(node_sigma)
-        missing = [self.frame_ids[i] for i in np.flatnonzero(selected & ~active)]
+        gone = np.flatnonzero(selected & ~active)
+        missing = [self.frame_ids[i] for i in gone]
+        at = cfg.sensor_positions[gone]
+        bridged = np.any((at[None, :] > node_sigma[:-1, None]) & (at[None, :] < node_sigma[1:, None]), axis=1)
         level = DiagnosticLevel.OK
         messages = []
         if len(idx) == 0:
@@ -833,6 +848,7 @@ class HingeArcEstimator:
             last_sigma=float(node_sigma[-1]),
             frame_ids=[self.frame_ids[i] for i in idx] + [cfg.tip_frame],
             missing=missing,
+            bridged=bridged,
             level=level,
             messages=messages,
         )
@@ -985,7 +1001,9 @@ class HingeArcEstimator:
         cov[:, :m] += drift[..., :, None] * drift[..., None, :]
         cov[:, m] += drift[:, -1, :, None] * drift[:, -1, None, :]
 
-    def _model_covariance(self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, ext: FloatArray) -> None:
+    def _model_covariance(
+        self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, ext: FloatArray, bridged: np.ndarray | None = None
+    ) -> None:
         """Add, in place, the hinge model's own error against a continuous body.
 
         A segment's bend is put halfway along it; a real body spreads it as its curvature ``kappa(s)`` goes.
@@ -1002,6 +1020,11 @@ class HingeArcEstimator:
         steady gradient, ``1 / sqrt(48) = 0.144`` a kink anywhere between straight neighbours; the default, 0.12,
         leans to kinks (a vine robot buckles). At the chain's ends the
         missing difference is taken as the one there is; a lone segment is taken between straight ones.
+        To second order the next node also moves along the middle tangent, by ``kappa_mean int x Delta dx``
+        (``Delta`` the turn's deviation from a constant curvature's): ``(0.063 theta)^2`` times the across variance
+        (:data:`_ALONG_PER_TURN`, ``theta`` the segment's turn). A segment bridged over missing sensors that the
+        sharpest curvature the robot has shown so far would turn by more than half a turn may hide a coil: its next
+        node lies anywhere within its length ``L`` of its start, ``L^2 / 5`` per axis.
         ``bend_location_stddev`` ``f`` adds, for bodies that kink where the neighbours cannot show it, a bend
         anywhere along the segment: ``(f L)^2 w w^T``. Bridging a missing sensor makes the merged segment longer,
         and its terms with it. The tip's straight extension past the last used IMU (``ext``) bends like the last
@@ -1044,7 +1067,24 @@ class HingeArcEstimator:
             lo = _cross(dk[:, :n], mid)
             hi = _cross(dk[:, 1:], mid)
             Cr = lo[..., :, None] * lo[..., None, :] + hi[..., :, None] * hi[..., None, :]
+            # second order, along the middle tangent, in proportion to the segment's turn: a few per cent of the
+            # across term on an instrumented body, a tenth on a long bridged segment that turns by a radian or more
+            along = _ALONG_PER_TURN * bend[:, real]
+            along = along * along * (np.sum(lo * lo, axis=-1) + np.sum(hi * hi, axis=-1))
+            Cr += along[..., None, None] * (mid[..., :, None] * mid[..., None, :])
             Cr *= ((cfg.curvature_variation * seg_len[real] ** 2) ** 2)[None, :, None, None]
+            # the sharpest curvature the robot has shown so far, tick by tick (the same bits whatever the batch)
+            seen = np.maximum.accumulate(np.maximum(np.max(np.sqrt(np.sum(k * k, axis=-1)), axis=1),
+                                                    self._kappa_seen))  # fmt: skip
+            self._kappa_seen = float(seen[-1])
+            if bridged is not None and bridged[real].any():
+                # a segment bridged over missing sensors may hide turns its end tangents cannot show: once the
+                # sharpest curvature the robot has shown would turn it by more than half a turn along its length,
+                # it may hold a coil, and its next node is known only to lie within its length of its start (a
+                # uniform ball of radius L: L^2 / 5 per axis)
+                Lr = seg_len[real]
+                hides = bridged[real][None, :] & (seen[:, None] * Lr[None, :] > np.pi)
+                Cr += (hides * (Lr * Lr / 5.0)[None, :])[..., None, None] * _EYE3
             C[:, real] = Cr
         if cfg.bend_location_stddev > 0:
             C += w[..., :, None] * w[..., None, :] * ((cfg.bend_location_stddev * seg_len) ** 2)[None, :, None, None]
