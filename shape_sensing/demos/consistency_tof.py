@@ -27,12 +27,16 @@ band of the mean of ``M`` chi-square(3) draws (:func:`~shape_sensing.demos.consi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.geometry import FloatArray
+
+if TYPE_CHECKING:
+    from shape_sensing.sim.tof_continuum import Imperfections
 
 __all__ = ["TofNeesRun", "ring_nees", "tof_continuum_run"]
 
@@ -59,17 +63,35 @@ def ring_nees(e: FloatArray, P: FloatArray) -> FloatArray:
     return np.einsum("ni,ni->n", e, np.linalg.solve(P, e[:, :, None])[:, :, 0])
 
 
-def tof_continuum_run(seed: int, scene: str = "S1", duration: float = 6.0, trajectory: int = 0) -> TofNeesRun:
-    """Simulate ``scene`` with noise seed ``seed``, localise (batch, defaults) and score the rings' NEES."""
+def tof_continuum_run(
+    seed: int,
+    scene: str = "S1",
+    duration: float = 6.0,
+    trajectory: int = 0,
+    imperfections: Imperfections | None = None,
+) -> TofNeesRun:
+    """Simulate ``scene`` with noise seed ``seed``, localise (batch, defaults) and score the rings' NEES.
+
+    ``imperfections``: the real rig's (:class:`~shape_sensing.sim.tof_continuum.Imperfections`). With any on, the
+    map is a simulated scan of the duct when the map group is on (its noise), and the base is registered to the map
+    from the still start (``base_registration="still"``), as a real recording is estimated; the covariance stays
+    the estimator's own, which models none of them, so the NEES says what they cost it.
+    """
     from shape_sensing.demos.tof_continuum import MAP_SPACING, sensor_data, simulate_run
     from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise
     from shape_sensing.io.maps import PriorMap
-    from shape_sensing.sim.tof_scene import compressor_scene
+    from shape_sensing.sim.tof_continuum import Imperfections
+    from shape_sensing.sim.tof_scene import compressor_scene, scanned_points
 
-    sim = simulate_run(scene, "kinematic", duration, trajectory, seed)
-    tof_map = PriorMap.from_mesh(compressor_scene("S0").mesh(include_added=False), spacing=MAP_SPACING, seed=0,
-                                 source="S0 mesh")  # fmt: skip
-    cfg = LocaliseConfig()
+    imp = imperfections or Imperfections()
+    sim = simulate_run(scene, "kinematic", duration, trajectory, seed, imperfections=imp)
+    if imp.map_noise > 0:
+        tof_map = PriorMap(scanned_points(compressor_scene("S0"), MAP_SPACING, imp.map_noise, 0),
+                           source=f"S0 scan, {1000 * imp.map_noise:g} mm noise")  # fmt: skip
+    else:
+        tof_map = PriorMap.from_mesh(compressor_scene("S0").mesh(include_added=False), spacing=MAP_SPACING, seed=0,
+                                     source="S0 mesh")  # fmt: skip
+    cfg = LocaliseConfig(base_registration="fixed" if imp == Imperfections() else "still")
     data = sensor_data(sim)
     # the estimate ends on the first multiple of the slice period at or after the last ToF frame (its slices are
     # then k / rate, as every sixth truth time; frames after an earlier end would be left out)
