@@ -181,6 +181,8 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
         gyro_bias=job.get("gyro_bias", "joint"),
         tof_noise=job.get("tof_noise", "estimate"),
         base_registration=job.get("base_registration", "fixed"),
+        mount_tolerance=job.get("mount_tolerance", (0.0, 0.0))[0],
+        mount_tolerance_deg=job.get("mount_tolerance", (0.0, 0.0))[1],
         **window,
     )
     data = sensor_data(sim)
@@ -191,6 +193,7 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {k: job[k] for k in keys}
     out["imperfections"] = imperfect
     out["base_registration"] = cfg.base_registration
+    out["mount_tolerance"] = [cfg.mount_tolerance, cfg.mount_tolerance_deg]
     if res.registration is not None:
         c = res.registration.correction
         err = np.asarray(lie.log((res.registration.T @ lie.inv(sim.T_map_base[None])[0])[None])[0])
@@ -208,7 +211,8 @@ def run_one(job: dict[str, Any]) -> dict[str, Any]:
     out["tof_scale"] = round(float(res.tof_scale), 4)
     # anomalies from every ToF point, against the parts the simulator added (not in the map)
     meas = res.meas if tof else build_measurements(data, tof_map, LocaliseConfig())[0]
-    rec = reconstruct(res.state, meas, tof_map, ab=res.ab, sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate)
+    rec = reconstruct(res.state, meas, tof_map, ab=res.ab, sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate,
+                      extra_cov=res.rig_covariances if tof else None)  # fmt: skip
     added = np.array([p.added for p in sim.scene.parts] + [False])[_point_labels(sim)]
     prec, recall = _precision_recall(rec.anomaly, added)
     out["anomalies"] = int(rec.anomaly.sum())
@@ -329,6 +333,12 @@ def main() -> int:
         default="fixed",
         help="the base in the map: fixed at the origin (default) or registered from the still start",
     )
+    ap.add_argument(
+        "--mount-tolerance",
+        default="0,0",
+        help="MM,DEG: the ToF sensors' mounting tolerance told to the estimator (its consider covariance joins the "
+        "anomaly test); default 0,0",
+    )
     ap.add_argument("--jobs", type=int, default=1, help="trials run in parallel (processes)")
     ap.add_argument("--jsonl", type=Path, default=None, help="append each trial's metrics here")
     ap.add_argument("--tables-from", type=Path, default=None, help="only print the tables of --jsonl files")
@@ -354,6 +364,12 @@ def main() -> int:
             imperfections_of(spec)
         except ValueError as exc:
             raise SystemExit(f"--imperfections {spec!r}: {exc}") from exc
+    try:
+        tol_mm, tol_deg = (float(v) for v in a.mount_tolerance.split(","))
+    except ValueError:
+        raise SystemExit(f"--mount-tolerance {a.mount_tolerance!r}: expected MM,DEG, e.g. 1,0.58") from None
+    if not (np.isfinite(tol_mm) and np.isfinite(tol_deg) and tol_mm >= 0 and tol_deg >= 0):
+        raise SystemExit(f"--mount-tolerance {a.mount_tolerance!r}: both must be finite and >= 0")
     jobs = []
     for variant, imperfect in ((v, i) for i in imperfect_runs for v in a.variants.split(",")):
         scenes = a.scenes if variant in ("full", "no-strain") or a.ablation_scenes is None else a.ablation_scenes
@@ -366,7 +382,8 @@ def main() -> int:
                          "map_scene": a.map_scene, "reach": a.reach, "gyro_bias": a.gyro_bias,
                          "tof_noise": a.tof_noise, "map_seed": map_seed, "map_spacing": a.map_spacing,
                          "window": a.window, "window_iterations": a.window_iterations,
-                         "imperfections": imperfect, "base_registration": a.base_registration}
+                         "imperfections": imperfect, "base_registration": a.base_registration,
+                         "mount_tolerance": (tol_mm / 1000.0, tol_deg)}
                     )  # fmt: skip
     rows: list[dict[str, Any]] = []
     t0 = time.perf_counter()

@@ -32,7 +32,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.geometry import FloatArray
 
 if TYPE_CHECKING:
@@ -69,6 +68,8 @@ def tof_continuum_run(
     duration: float = 6.0,
     trajectory: int = 0,
     imperfections: Imperfections | None = None,
+    mount_tolerance: tuple[float, float] | None = None,
+    base_registration: str | None = None,
 ) -> TofNeesRun:
     """Simulate ``scene`` with noise seed ``seed``, localise (batch, defaults) and score the rings' NEES.
 
@@ -76,6 +77,10 @@ def tof_continuum_run(
     map is a simulated scan of the duct when the map group is on (its noise), and the base is registered to the map
     from the still start (``base_registration="still"``), as a real recording is estimated; the covariance stays
     the estimator's own, which models none of them, so the NEES says what they cost it.
+
+    ``mount_tolerance``: (m, rad) the sensors' mounting tolerance stated to the estimator, whose consider covariance
+    (:func:`~shape_sensing.estimators.continuum.rig.mount_consider_covariance`) is then added to the Laplace one.
+    ``base_registration``: the estimator's (default: "fixed" on the ideal rig, "still" with any imperfection).
     """
     from shape_sensing.demos.tof_continuum import MAP_SPACING, sensor_data, simulate_run
     from shape_sensing.estimators.continuum.tof_localise import LocaliseConfig, localise
@@ -91,7 +96,11 @@ def tof_continuum_run(
     else:
         tof_map = PriorMap.from_mesh(compressor_scene("S0").mesh(include_added=False), spacing=MAP_SPACING, seed=0,
                                      source="S0 mesh")  # fmt: skip
-    cfg = LocaliseConfig(base_registration="fixed" if imp == Imperfections() else "still")
+    if base_registration is None:
+        base_registration = "fixed" if imp == Imperfections() else "still"
+    tol = (0.0, 0.0) if mount_tolerance is None else mount_tolerance
+    cfg = LocaliseConfig(base_registration=base_registration, mount_tolerance=tol[0],
+                         mount_tolerance_deg=float(np.rad2deg(tol[1])))  # fmt: skip
     data = sensor_data(sim)
     # the estimate ends on the first multiple of the slice period at or after the last ToF frame (its slices are
     # then k / rate, as every sixth truth time; frames after an earlier end would be left out)
@@ -114,7 +123,7 @@ def tof_continuum_run(
         raise RuntimeError("no truth time is a slice time of the estimate")
     k_idx = np.repeat(np.array(kt), n.size)
     n_idx = np.tile(n, len(kt))
-    cov6 = node_covariances(res.ab, k_idx * st.N + n_idx, slice(0, 6))
+    cov6 = res.pose_covariances(k_idx * st.N + n_idx)  # the Laplace marginals and the mountings' tolerance
     Te = st.T[k_idx, n_idx]
     Tt = sim.truth_pose[np.array(tt)][:, 1:].reshape(-1, 4, 4)
     R = Te[:, :3, :3]

@@ -457,7 +457,8 @@ def _reconstruct(sim: SimRun, res: Any, tof_map: PriorMap, cfg: LocaliseConfig) 
         from shape_sensing.estimators.continuum.tof_localise import build_measurements
 
         rec_meas, _ = build_measurements(sensor_data(sim), tof_map, LocaliseConfig())
-    rec = reconstruct(res.state, rec_meas, tof_map, ab=res.ab, sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate)
+    rec = reconstruct(res.state, rec_meas, tof_map, ab=res.ab, sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate,
+                      extra_cov=res.rig_covariances)  # fmt: skip
     # which reconstructed points hit an added object: the same zones, in the same order as build_measurements
     labels = _point_labels(sim)
     added = np.array([p.added for p in sim.scene.parts] + [False])[labels]

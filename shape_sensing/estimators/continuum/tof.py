@@ -311,6 +311,9 @@ class TofEvaluation:
     rejected: NDArray[np.bool_] | None = None
     #: robust scale of the whitened residuals that widened the gates (1 at convergence)
     scale: float = 1.0
+    #: ``(matched, 3)`` each matched point's map normal over its noise, ``alpha n / sigma``: ``r`` is its dot
+    #: product with the map point less the world point (what a Jacobian with respect to anything else needs)
+    normal: FloatArray | None = None
 
 
 def tof_factor(
@@ -397,7 +400,7 @@ def tof_factor(
         costs = 0.5 * cauchy**2 * np.log1p(r_cost**2 / cauchy**2)
     wgt = np.where(reject, 0.0, wgt)
     if details is not None:
-        details.append(TofEvaluation(world, matched, r, wgt, reject, scale))
+        details.append(TofEvaluation(world, matched, r, wgt, reject, scale, (alpha / sig)[:, None] * n))
     gw = np.sqrt(wgt)[:, None] * g
     # per frame, sum of the points' g^T w g and g^T w r (one bincount over the flattened 6 x 6 entries)
     A = np.bincount(
