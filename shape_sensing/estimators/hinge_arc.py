@@ -1002,7 +1002,7 @@ class HingeArcEstimator:
         cov[:, m] += drift[:, -1, :, None] * drift[:, -1, None, :]
 
     def _model_covariance(
-        self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, ext: FloatArray, bridged: np.ndarray | None = None
+        self, cov: FloatArray, B: FloatArray, seg_len: FloatArray, ext: FloatArray, bridged: np.ndarray
     ) -> None:
         """Add, in place, the hinge model's own error against a continuous body.
 
@@ -1077,7 +1077,7 @@ class HingeArcEstimator:
             seen = np.maximum.accumulate(np.maximum(np.max(np.sqrt(np.sum(k * k, axis=-1)), axis=1),
                                                     self._kappa_seen))  # fmt: skip
             self._kappa_seen = float(seen[-1])
-            if bridged is not None and bridged[real].any():
+            if bridged[real].any():
                 # a segment bridged over missing sensors may hide turns its end tangents cannot show: once the
                 # sharpest curvature the robot has shown would turn it by more than half a turn along its length,
                 # it may hold a coil, and its next node is known only to lie within its length of its start (a

@@ -36,6 +36,7 @@ from shape_sensing.estimators.continuum.registration import (
     run_points,
     still_points,
 )
+from shape_sensing.estimators.continuum.rig import sensor_origins
 from shape_sensing.estimators.continuum.solver import assign_measurements, unique_pairs
 from shape_sensing.estimators.continuum.tof import (
     TofEvaluation,
@@ -488,7 +489,7 @@ def localise(
     out.tof_matched_fraction = matched_fraction(res.state, meas, tof_map, cfg.tof_gate)
     out.registration = registration
     out.mount_tolerance = (float(cfg.mount_tolerance), float(np.deg2rad(cfg.mount_tolerance_deg)))
-    out.sensor_origins = np.array([m.T_ring_sensor[:3, 3] for m in data.mounts], dtype=np.float64).reshape(-1, 3)
+    out.sensor_origins = sensor_origins(data.mounts)
     return out
 
 
