@@ -299,6 +299,16 @@ LIVE_PARAMS: tuple[Param, ...] = (
         unit="s",
     ),
     Param(
+        "input_batch_period",
+        float,
+        0.02,
+        "the node wakes for its inputs at most this often and takes everything queued meanwhile in one go (fewer "
+        "wakes: less CPU at high message rates; adds at most this much latency); 0 wakes on every message",
+        min=0.0,
+        max=0.2,
+        unit="s",
+    ),
+    Param(
         "max_lag",
         float,
         0.5,

@@ -253,7 +253,7 @@ def test_an_error_from_a_take_cut_by_ctrl_c_ends_quietly(monkeypatch: pytest.Mon
         def destroy_node(self) -> None:
             pass
 
-    def spin(node: Any) -> None:
+    def spin(node: Any, executor: Any = None) -> None:
         if ending == "sigint before shutdown":
             try:  # what rclpy's take does when the KeyboardInterrupt lands in the message's __init__
                 os.kill(os.getpid(), signal.SIGINT)
@@ -268,6 +268,10 @@ def test_an_error_from_a_take_cut_by_ctrl_c_ends_quietly(monkeypatch: pytest.Mon
                          ok=lambda: ending != "context shut down", try_shutdown=lambda: None)  # fmt: skip
     executors = types.ModuleType("rclpy.executors")
     executors.ExternalShutdownException = type("ExternalShutdownException", (Exception,), {})  # type: ignore[attr-defined]
+    executors.SingleThreadedExecutor = type(  # type: ignore[attr-defined]
+        "SingleThreadedExecutor", (), {"__init__": lambda self, context=None: None, "shutdown": lambda self: True}
+    )
+    monkeypatch.setenv("SHAPE_SENSING_EXECUTOR", "rclpy")  # rclpy's executor (here the fake's)
     monkeypatch.setitem(sys.modules, "rclpy", fake)
     monkeypatch.setitem(sys.modules, "rclpy.executors", executors)
     logging_mod = types.ModuleType("rclpy.logging")

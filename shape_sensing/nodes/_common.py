@@ -31,6 +31,7 @@ __all__ = [
     "InputWatch",
     "RclpyLogHandler",
     "SigintSeen",
+    "cdr_layout_supported",
     "declare_schema",
     "describe",
     "diagnostics_throttle",
@@ -294,6 +295,21 @@ def diagnostics_msg(node: Any, stamp_ns: int, statuses: Iterable[Any], factory: 
     return diagnostic_array(stamp_ns, [qualify_status(s, name, namespace) for s in statuses], factory)
 
 
+def cdr_layout_supported() -> bool:
+    """Whether the sourced distribution's message definitions are those :mod:`shape_sensing.messages.cdr` writes
+    the CDR of (then a node may publish its estimates as CDR bytes written from arrays; else message objects)."""
+    import os
+
+    from shape_sensing.messages import cdr
+    from shape_sensing.messages.factory import DISTROS, MessageFactory
+
+    distro = os.environ.get("ROS_DISTRO", "")
+    try:
+        return distro in DISTROS and cdr.supported(MessageFactory("rosbags", distro).typestore)
+    except Exception:  # rosbags absent or without the distro: build message objects
+        return False
+
+
 def fq_name(node: Any) -> str:
     """The node's fully qualified name (``/ns/name``)."""
     get = getattr(node, "get_fully_qualified_name", None)
@@ -507,7 +523,9 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
 
     ``with rclpy.init():`` is used where rclpy offers it (Jazzy and later);
     elsewhere the context is shut down in a ``finally``. Ctrl-C and an external
-    shutdown end the spin quietly.
+    shutdown end the spin quietly. The node spins on
+    :class:`~shape_sensing.nodes.executor.LeanExecutor` (rclpy's own with
+    ``SHAPE_SENSING_EXECUTOR=rclpy``).
 
     ``-h``/``--help`` (before any ``--ros-args``) prints :func:`usage` and
     returns 0 without starting ROS.
@@ -555,8 +573,18 @@ def run(node_name: str, build: Callable[[Any], Any], args: Sequence[str] | None 
             close = getattr(app, "close", None)
             if callable(close):
                 stack.callback(close)
+            from shape_sensing.nodes.executor import make_executor
+
             try:
-                rclpy.spin(node)
+                executor = make_executor()
+            except ValueError as exc:  # SHAPE_SENSING_EXECUTOR names no executor
+                node.get_logger().error(f"bad configuration: {exc}")
+                return EXIT_BAD_CONFIG
+            stack.callback(executor.shutdown)  # before the node is destroyed (callbacks run last in, first out)
+            if hasattr(executor, "min_wake_interval") and node.has_parameter("input_batch_period"):
+                executor.min_wake_interval = float(node.get_parameter("input_batch_period").value)
+            try:
+                rclpy.spin(node, executor=executor)
             except quiet_end:
                 pass
             except Exception:
