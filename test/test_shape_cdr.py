@@ -170,3 +170,56 @@ def test_scatter_writes_what_fancy_indexing_writes() -> None:
         want = np.zeros((7, 100), dtype=np.uint8)
         want[:, (offsets[:, None] + np.arange(6)).reshape(-1)] = items.reshape(7, -1)
         assert np.array_equal(got, want), at
+
+
+def _rigid_estimates(n_modules: int, covariance: bool = True, k: int = 12) -> list:  # type: ignore[type-arg]
+    from shape_sensing.estimators.rigid_module import SCHEMA as RIGID_SCHEMA
+    from shape_sensing.estimators.rigid_module import RigidModuleConfig, RigidModuleEstimator
+
+    params = RIGID_SCHEMA.validate({"n_modules": n_modules, "covariance": covariance})
+    est = RigidModuleEstimator(RigidModuleConfig.from_params(params))
+    rng = np.random.default_rng(n_modules)
+    out = []
+    for j in range(k):
+        stamp = 1_700_000_000_000_000_000 + j * 50_000_000
+        for i in range(n_modules + 1):
+            if j and i == 2:
+                continue  # one platform falls silent: a stale status, its reading held
+            est.push_euler(i, rng.normal(0.0, 0.3, 3), stamp)
+        out.append(est.estimate(stamp + 3_000_000))
+    return out
+
+
+@pytest.mark.parametrize("n_modules", [4, 20])
+def test_rigid_module_estimates_serialise_to_the_messages_bytes(n_modules: int) -> None:
+    """The rigid-module node's CDR (EstimateCdr) equals serialize_cdr of EstimateMessages' messages: every topic,
+    a frame prefix, stale platforms' statuses, markers and diagnostics at their throttled rates, with and without
+    the covariance."""
+    from shape_sensing.pipelines.common import DiagnosticsThrottle
+    from shape_sensing.pipelines.hyper_redundant import EstimateCdr, EstimateMessages
+
+    compared = set()
+    for covariance in (True, False):
+        throttles = [DiagnosticsThrottle(node="/hr/rigid", hardware_id="/hr") for _ in range(2)]
+        made = EstimateMessages(default_factory(), "arm_", 5.0, throttles[0])
+        direct = EstimateCdr("arm_", 5.0, throttles[1])
+        for est in _rigid_estimates(n_modules, covariance):
+            a, b = made.build(est), direct.build(est)
+            assert [t for t, _ in a] == [t for t, _ in b]
+            for (topic, msg), (_, raw) in zip(a, b, strict=True):
+                assert raw == _cdr(msg), topic
+                compared.add(topic)
+    assert compared == {"/tf", "joint_states", "shape/path", "shape/end_effector", "/diagnostics", "shape/markers"}
+
+
+def test_joint_states_of_every_length() -> None:
+    """Names whose lengths pad every way, and no joints at all."""
+    from shape_sensing.messages import hyper_redundant as hmsgs
+
+    f = default_factory()
+    for names in ([], ["a"], ["ab", "abc", "abcd", "abcde"], [f"m_{i}" * (i % 4 + 1) for i in range(9)]):
+        pos = np.linspace(-1.0, 1.0, len(names))
+        want = _cdr(hmsgs.joint_state_msg(987_654_321, names, pos, f, frame_id="base"))
+        assert cdr.joint_state_cdr(987_654_321, "base", names, pos) == want
+    with pytest.raises(MessageError, match="2 names but 1 positions"):
+        cdr.joint_state_cdr(0, "b", ["a", "b"], np.zeros(1))

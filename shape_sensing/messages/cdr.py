@@ -37,7 +37,7 @@ from shape_sensing.viz import covariance_ellipsoid, tube_index, tube_mesh_indexe
 if TYPE_CHECKING:
     from shape_sensing.pipelines.common import DiagnosticsThrottle
 
-__all__ = ["LAYOUT_TYPES", "ShapeCdr", "supported"]
+__all__ = ["LAYOUT_TYPES", "ShapeCdr", "joint_state_cdr", "supported"]
 
 NS_PER_S = 1_000_000_000
 _ENCAPSULATION = b"\x00\x01\x00\x00"  # CDR_LE
@@ -63,6 +63,7 @@ LAYOUT_TYPES = (
     "geometry_msgs/msg/PoseWithCovarianceStamped",
     "geometry_msgs/msg/Transform",
     "geometry_msgs/msg/TransformStamped",
+    "sensor_msgs/msg/JointState",
     "tf2_msgs/msg/TFMessage",
     "nav_msgs/msg/Path",
     "diagnostic_msgs/msg/KeyValue",
@@ -481,6 +482,25 @@ def _pose_values(T: np.ndarray, quat: np.ndarray | None = None) -> np.ndarray:
     return np.array(
         [float(T[0, 3]), float(T[1, 3]), float(T[2, 3]), float(q[0]), float(q[1]), float(q[2]), float(q[3])]
     )
+
+
+def joint_state_cdr(stamp_ns: int, frame_id: str, names: Iterable[str], positions: np.ndarray) -> bytes:
+    """sensor_msgs/JointState of ``hyper_redundant.joint_state_msg`` (positions only; velocity, effort empty)."""
+    names = list(names)
+    pos = np.ascontiguousarray(np.asarray(positions, dtype=float).reshape(-1), dtype="<f8")
+    if len(names) != len(pos):
+        raise MessageError(f"JointState: {len(names)} names but {len(pos)} positions")
+    c = _Cdr()
+    c.header(stamp_ns, frame_id)
+    c.u32(len(names))
+    for name in names:
+        c.string(name)
+    c.u32(len(pos))
+    if len(pos):
+        c.f64(pos)
+    c.u32(0)  # velocity
+    c.u32(0)  # effort
+    return c.bytes()
 
 
 def diagnostics_cdr(stamp_ns: int, statuses: Iterable[DiagnosticStatus]) -> bytes:

@@ -43,6 +43,7 @@ from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_sweep_from_msg
 from shape_sensing.nodes._common import (
     InputWatch,
+    cdr_layout_supported,
     declare_schema,
     diagnostics_throttle,
     fq_name,
@@ -89,8 +90,10 @@ class HingeArcEstimatorNode:
         self.messages = ShapeMessages(self.factory, self.params["marker_rate"], diagnostics_throttle(node))
         # the same messages as CDR bytes written from arrays (published serialised: no message objects per pose)
         # where this ROS 2's definitions are those the layout was checked against
-        live = self.factory.backend == "rclpy"
-        self.cdr = _shape_cdr(self.params["marker_rate"], diagnostics_throttle(node)) if live else None
+        live = self.factory.backend == "rclpy" and cdr_layout_supported()
+        from shape_sensing.messages.cdr import ShapeCdr
+
+        self.cdr = ShapeCdr(self.params["marker_rate"], diagnostics_throttle(node)) if live else None
         self.publishers = {
             topic: node.create_publisher(
                 self.factory.cls(typename), topic, tf_qos() if topic == "/tf" else reliable_qos()
@@ -284,21 +287,6 @@ class HingeArcEstimatorNode:
         self._heartbeat_estimates = self.tracker.stats.estimates
         reference = "straight reference: " + self.tracker.reference_status
         return [self.watch.status(f"{NODE_NAME}: sensors heard", f"{done} estimates in the last second; {reference}")]
-
-
-def _shape_cdr(marker_rate: float, diagnostics: Any) -> Any:
-    """A :class:`~shape_sensing.messages.cdr.ShapeCdr` where the sourced distro's definitions match its layout."""
-    import os
-
-    from shape_sensing.messages import cdr
-    from shape_sensing.messages.factory import DISTROS
-
-    distro = os.environ.get("ROS_DISTRO", "")
-    try:
-        ok = distro in DISTROS and cdr.supported(MessageFactory("rosbags", distro).typestore)
-    except Exception:  # rosbags absent or without the distro: build message objects
-        ok = False
-    return cdr.ShapeCdr(marker_rate, diagnostics) if ok else None
 
 
 def main(args: Sequence[str] | None = None) -> int:

@@ -42,6 +42,7 @@ from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_samples_from_sweep, imu_sweep_from_msg
 from shape_sensing.nodes._common import (
     InputWatch,
+    cdr_layout_supported,
     declare_schema,
     diagnostics_throttle,
     fq_name,
@@ -55,7 +56,7 @@ from shape_sensing.nodes._common import (
 )
 from shape_sensing.nodes._input import LiveInputs
 from shape_sensing.pipelines.common import qualify_status
-from shape_sensing.pipelines.hyper_redundant import SHAPE_TOPICS, EstimateMessages, HyperRedundantTracker
+from shape_sensing.pipelines.hyper_redundant import SHAPE_TOPICS, EstimateCdr, EstimateMessages, HyperRedundantTracker
 from shape_sensing.pipelines.input_stage import Released
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
@@ -85,6 +86,14 @@ class RigidModuleEstimatorNode:
         self.factory = MessageFactory("rclpy")
         self.messages = EstimateMessages(
             self.factory, self.params["frame_prefix"], self.params["marker_rate"], diagnostics_throttle(node)
+        )
+        # the same messages as CDR bytes written from arrays (published serialised: no message objects per pose),
+        # where this ROS 2's definitions are those the layout was checked against
+        live = self.factory.backend == "rclpy" and cdr_layout_supported()
+        self.cdr = (
+            EstimateCdr(self.params["frame_prefix"], self.params["marker_rate"], diagnostics_throttle(node))
+            if live
+            else None
         )
         self.publishers = {
             topic: node.create_publisher(
@@ -195,8 +204,12 @@ class RigidModuleEstimatorNode:
             if self._inputs_status is not None:  # out with this estimate's statuses, at the throttle's 1 Hz
                 est.shape.diagnostics.append(self._inputs_status)
                 self._inputs_status = None
-            for topic, msg in self.messages.build(est):
-                self.publishers[topic].publish(msg)
+            if self.cdr is not None:
+                for topic, raw in self.cdr.build(est):
+                    self.publishers[topic].publish(raw)
+            else:
+                for topic, msg in self.messages.build(est):
+                    self.publishers[topic].publish(msg)
             self.estimates_since_status += 1
 
     def _on_status(self) -> None:

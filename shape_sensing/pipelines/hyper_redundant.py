@@ -65,6 +65,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "NAME",
     "SHAPE_TOPICS",
+    "EstimateCdr",
     "EstimateMessages",
     "EstimateWriter",
     "HyperRedundantTracker",
@@ -360,6 +361,47 @@ class EstimateMessages:
             out.append(("/diagnostics", msgs.diagnostic_array(stamp, statuses, f)))
         if self.markers.ready(stamp):
             out.append(("shape/markers", msgs.shape_markers(shape, frame_prefix=p, factory=f)))
+        return out
+
+
+class EstimateCdr:
+    """The CDR bytes of :class:`EstimateMessages`' messages, written straight from the estimate's arrays.
+
+    The ``rigid_module_estimator`` node publishes these serialised (no message objects per pose); the numbers and
+    the throttles are those of :class:`EstimateMessages` (same arguments), so the bytes are those of its messages
+    serialised (``test/test_shape_cdr.py``). Only for the message definitions :func:`cdr.supported` accepts.
+    """
+
+    def __init__(self, frame_prefix: str = "", marker_rate: float = 5.0,
+                 diagnostics: DiagnosticsThrottle | None = None) -> None:  # fmt: skip
+        self.prefix = frame_prefix
+        self.markers = RateThrottle(marker_rate)
+        self.diagnostics = diagnostics or DiagnosticsThrottle()
+        self._names: dict[int, list[str]] = {}
+
+    def build(self, est: RigidModuleEstimate) -> list[tuple[str, bytes]]:
+        """``(topic, CDR bytes)`` of one estimate, the topics and order of :meth:`EstimateMessages.build`."""
+        from shape_sensing.messages import cdr
+
+        p, shape = self.prefix, est.shape
+        stamp = shape.stamp_ns
+        base = p + shape.parent_frame
+        n = len(est.theta)
+        names = self._names.get(n)
+        if names is None:
+            names = self._names[n] = hmsgs.joint_names(n, p)
+        cov = np.zeros((6, 6)) if est.tip_covariance is None else est.tip_covariance
+        out = [
+            ("/tf", cdr.tf_cdr(shape, p)),
+            ("joint_states", cdr.joint_state_cdr(stamp, base, names, est.theta)),
+            ("shape/path", cdr.path_cdr(stamp, base, shape.backbone)),
+            ("shape/end_effector", cdr.tip_cdr(stamp, base, shape.tip_pose, cov)),
+        ]
+        statuses = self.diagnostics.add(stamp, shape.diagnostics)
+        if statuses is not None:
+            out.append(("/diagnostics", cdr.diagnostics_cdr(stamp, statuses)))
+        if self.markers.ready(stamp):
+            out.append(("shape/markers", cdr.markers_cdr(shape, frame_prefix=p)))
         return out
 
 
