@@ -285,3 +285,30 @@ def test_an_error_from_a_take_cut_by_ctrl_c_ends_quietly(monkeypatch: pytest.Mon
     else:
         assert run("hinge_arc_estimator", lambda node: None, ["hinge_arc_estimator"]) == 0
     assert signal.getsignal(signal.SIGINT) is before  # the handler run() chained in is gone again
+
+
+def test_a_storm_of_bad_messages_logs_one_warning_per_kind_and_period(monkeypatch: pytest.MonkeyPatch) -> None:
+    """warn_throttled checks its throttle before touching the logger (rclpy's own throttle inspects the caller's
+    frames first, about a millisecond per suppressed call); one warning per key and period, keys apart, per node."""
+    import shape_sensing.nodes._common as common
+
+    now = [100.0]
+    monkeypatch.setattr(common.time, "monotonic", lambda: now[0])
+
+    class Node:
+        def __init__(self) -> None:
+            self.logger = Logger()
+
+        def get_logger(self) -> Logger:
+            return self.logger
+
+    a, b = Node(), Node()
+    logged = [common.warn_throttled(a, "bad sample", f"bad sample {i}") for i in range(1000)]
+    assert logged.count(True) == 1 and a.logger.lines == ["bad sample 0"]
+    assert common.warn_throttled(a, "bad length", "bad length")  # another kind is not hidden by the first
+    assert common.warn_throttled(b, "bad sample", "on b")  # nor another node's
+    now[0] += common.WARN_PERIOD_S - 0.01
+    assert not common.warn_throttled(a, "bad sample", "still within the period")
+    now[0] += 0.02
+    assert common.warn_throttled(a, "bad sample", "after the period")
+    assert a.logger.lines == ["bad sample 0", "bad length", "after the period"]

@@ -23,7 +23,7 @@ from shape_sensing.drivers.base_station import SCHEMA, BaseStationDriver, calibr
 from shape_sensing.drivers.errors import BusError
 from shape_sensing.messages import collision as cmsgs
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos, warn_throttled
 from shape_sensing.pipelines.vine_imu import length_message
 from shape_sensing.types import DiagnosticLevel
 
@@ -97,7 +97,7 @@ class BaseStationNode:
         self.last_error = f"{type(exc).__name__}: {exc}"
         self._retry_at = time.monotonic() + self._delay
         self._delay = min(self._delay * 2.0, 5.0)
-        self.node.get_logger().warning(f"serial port failed ({self.last_error}); retrying", throttle_duration_sec=5.0)
+        warn_throttled(self.node, "serial port failed", f"serial port failed ({self.last_error}); retrying")
 
     def _on_diagnostics(self) -> None:
         now = self._now_ns()

@@ -37,6 +37,7 @@ from shape_sensing.nodes._common import (
     run,
     start_heartbeat,
     tf_qos,
+    warn_throttled,
 )
 from shape_sensing.nodes._input import LiveInputs
 from shape_sensing.pipelines.input_stage import Released
@@ -97,9 +98,7 @@ class CollisionPivotEstimatorNode:
             stamp = msgs.stamp_from_msg(msg)
         except (AttributeError, TypeError, ValueError) as exc:
             self.tracker.bad_samples += 1
-            self.node.get_logger().warning(
-                f"skipped a {kind} message without a stamp: {exc}", throttle_duration_sec=5.0
-            )
+            warn_throttled(self.node, f"no stamp: {kind}", f"skipped a {kind} message without a stamp: {exc}")
             return
         self.inputs.offer(kind, stamp, msg, info)
 
@@ -109,7 +108,7 @@ class CollisionPivotEstimatorNode:
             outs = feed(self.tracker, kind, msg)
         except (MessageError, AttributeError, TypeError, ValueError) as exc:
             self.tracker.bad_samples += 1
-            self.node.get_logger().warning(f"skipped a bad {kind} message: {exc}", throttle_duration_sec=5.0)
+            warn_throttled(self.node, f"bad message: {kind}", f"skipped a bad {kind} message: {exc}")
             return
         for out in outs.values():
             for topic, m in self.messages.build(out):

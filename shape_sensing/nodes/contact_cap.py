@@ -20,7 +20,7 @@ from shape_sensing.drivers.errors import DriverError
 from shape_sensing.messages import collision as cmsgs
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos, warn_throttled
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus, ImuSample
 
 __all__ = ["NODE_NAME", "ContactCapNode", "main"]
@@ -78,7 +78,7 @@ class ContactCapNode:
             q, gyro, _ = self.heading.read()
         except (OSError, DriverError, ValueError) as exc:
             self.i2c_errors += 1
-            self.node.get_logger().warning(f"BNO055 read failed: {exc}", throttle_duration_sec=5.0)
+            warn_throttled(self.node, "read failed", f"BNO055 read failed: {exc}")
             return
         self.imu_pub.publish(msgs.imu_to_msg(ImuSample(stamp, self.frame, q, gyro), self.factory))
 

@@ -55,6 +55,7 @@ from shape_sensing.nodes._common import (
     start_heartbeat,
     static_qos,
     tf_qos,
+    warn_throttled,
 )
 from shape_sensing.nodes._input import LiveInputs
 from shape_sensing.pipelines.continuum import NODE_SCHEMA as SCHEMA
@@ -163,7 +164,7 @@ class ContinuumEstimatorNode:
             sample = msgs.imu_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.skipped_bad += 1
-            self.node.get_logger().warning(f"skipped a bad gyro sample: {exc}", throttle_duration_sec=5.0)
+            warn_throttled(self.node, "bad gyro", f"skipped a bad gyro sample: {exc}")
             return
         self.inputs.offer(("gyro", index), sample.stamp_ns, sample.angular_velocity, info)
 
@@ -197,7 +198,7 @@ class ContinuumEstimatorNode:
             T = msgs.pose_to_matrix(msg.pose.pose)
         except ValueError as exc:  # zero or non-finite quaternion
             self.tracker.stats.skipped_bad += 1
-            self.node.get_logger().warning(f"skipped a bad pose: {exc}", throttle_duration_sec=5.0)
+            warn_throttled(self.node, "bad pose", f"skipped a bad pose: {exc}")
             return
         self.inputs.offer(("pose", index), msgs.stamp_from_msg(msg), T, info)
 
@@ -216,7 +217,7 @@ class ContinuumEstimatorNode:
             stamp, s, theta, kappa, valid = strain_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.skipped_bad += 1
-            self.node.get_logger().warning(f"skipped a bad strain reading: {exc}", throttle_duration_sec=5.0)
+            warn_throttled(self.node, "bad strain", f"skipped a bad strain reading: {exc}")
             return
         self.inputs.offer(("strain", 0), stamp, (s, theta, kappa, valid), info)
 

@@ -54,6 +54,7 @@ from shape_sensing.nodes._common import (
     stamped_ahead,
     start_heartbeat,
     tf_qos,
+    warn_throttled,
 )
 from shape_sensing.nodes._input import LiveInputs
 from shape_sensing.pipelines.common import qualify_status
@@ -155,9 +156,9 @@ class HingeArcEstimatorNode:
             stamp_ns, orientation = msgs.imu_orientation_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
-            # Its own call site: rclpy throttles per call site, so length warnings cannot hide IMU ones.
-            self.node.get_logger().warning(
-                f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}", throttle_duration_sec=5.0
+            # Its own key: length warnings cannot hide IMU ones.
+            warn_throttled(
+                self.node, "bad sample", f"skipped a bad sample on {self.params['imu_topics'][index]}: {exc}"
             )
             return
         self.inputs.offer(index, stamp_ns, (orientation, str(msg.header.frame_id)), info)
@@ -167,9 +168,7 @@ class HingeArcEstimatorNode:
             sweep = imu_sweep_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
-            self.node.get_logger().warning(
-                f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}", throttle_duration_sec=5.0
-            )
+            warn_throttled(self.node, "bad sweep", f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}")
             return
         now_ns = int(self.node.get_clock().now().nanoseconds)
         if stamped_ahead(self.node, self.params["imu_array_topic"], sweep.stamp_ns, now_ns):
@@ -189,8 +188,10 @@ class HingeArcEstimatorNode:
         position = list(msg.position)
         if not position:
             self.tracker.stats.bad_samples += 1
-            self.node.get_logger().warning(
-                f"skipped a JointState on {self.params['length_topic']} with no position", throttle_duration_sec=5.0
+            warn_throttled(
+                self.node,
+                "length without position",
+                f"skipped a JointState on {self.params['length_topic']} with no position",
             )
             return
         self.inputs.offer("length", msgs.stamp_from_msg(msg), float(position[0]), info)

@@ -19,7 +19,7 @@ from shape_sensing.drivers.errors import BusError, DriverConfigError
 from shape_sensing.drivers.netft import SCHEMA, NetFtReceiver, open_socket
 from shape_sensing.messages import collision as cmsgs
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos
+from shape_sensing.nodes._common import declare_schema, diagnostics_msg, reliable_qos, run, sensor_qos, warn_throttled
 
 __all__ = ["NODE_NAME", "NetFtNode", "main"]
 
@@ -61,7 +61,7 @@ class NetFtNode:
         try:
             readings = self.rx.poll()
         except OSError as exc:
-            self.node.get_logger().warning(f"UDP receive failed: {exc}", throttle_duration_sec=5.0)
+            warn_throttled(self.node, "receive failed", f"UDP receive failed: {exc}")
             return
         for r in readings:
             self.pub.publish(cmsgs.wrench_stamped_msg(r.stamp_ns, self.frame, r.force, r.torque, self.factory))

@@ -53,6 +53,7 @@ from shape_sensing.nodes._common import (
     stamped_ahead,
     start_heartbeat,
     tf_qos,
+    warn_throttled,
 )
 from shape_sensing.nodes._input import LiveInputs
 from shape_sensing.pipelines.common import qualify_status
@@ -138,9 +139,7 @@ class RigidModuleEstimatorNode:
             sample = msgs.imu_from_msg(msg)
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
-            self.node.get_logger().warning(
-                f"skipped a bad sample on {self.topics[index]}: {exc}", throttle_duration_sec=5.0
-            )
+            warn_throttled(self.node, "bad sample", f"skipped a bad sample on {self.topics[index]}: {exc}")
             return
         self.inputs.offer(index, sample.stamp_ns, sample, info)
 
@@ -150,9 +149,7 @@ class RigidModuleEstimatorNode:
             samples = imu_samples_from_sweep(sweep)
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
-            self.node.get_logger().warning(
-                f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}", throttle_duration_sec=5.0
-            )
+            warn_throttled(self.node, "bad sweep", f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}")
             return
         now_ns = int(self.node.get_clock().now().nanoseconds)
         if stamped_ahead(self.node, self.params["imu_array_topic"], sweep.stamp_ns, now_ns):
