@@ -15,6 +15,7 @@ would have stored the bend as mountings). Before, each was captured at the next 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from scipy.spatial.transform import Rotation
 
 from shape_sensing.estimators.hinge_arc import SCHEMA as HINGE_ARC_SCHEMA
@@ -34,11 +35,17 @@ def _quat(euler_rpy: np.ndarray) -> np.ndarray:
     return Rotation.from_euler("ZYX", [yaw, pitch, roll]).as_quat()
 
 
-def _feed(tr: HyperRedundantTracker, attitudes, t0: float, seconds: float) -> list:  # type: ignore[no-untyped-def]
+def _feed(tr: HyperRedundantTracker, attitudes, t0: float, seconds: float, sweep: bool = False) -> list:  # type: ignore[no-untyped-def]
+    """Each platform's reading one by one (per-platform topics), or each cycle as one sweep (an ImuArray)."""
     out = []
     for k in range(round(seconds * RATE)):
         t = t0 + k / RATE
-        for i, q in enumerate(attitudes(t)):
+        quats = attitudes(t)
+        if sweep:
+            stamps = np.full(len(quats), round(t * 1e9), dtype=np.int64)
+            out += tr.push_sweep_arrays(stamps, [f"platform_{i}" for i in range(len(quats))], np.array(quats))
+            continue
+        for i, q in enumerate(quats):
             out += tr.push_imu(ImuSample(round(t * 1e9), f"platform_{i}", q))
     return out
 
@@ -51,20 +58,24 @@ def _status(out: list) -> dict:
     return {d.name: d for d in out[-1].shape.diagnostics}
 
 
-def test_rods_calibration_of_a_still_straight_rig_is_accepted() -> None:
+@pytest.mark.parametrize("sweep", [False, True], ids=["per platform", "sweeps"])
+def test_rods_calibration_of_a_still_straight_rig_is_accepted(sweep: bool) -> None:
     sim = HyperRedundantSim(n_modules=N, rods_s=10.0, seed=1)
     tr = HyperRedundantTracker({"n_modules": N, "publish_rate": 10.0}, rods_s=1.0)
-    out = _feed(tr, _sim_attitudes(sim), 0.0, 1.5)
+    out = _feed(tr, _sim_attitudes(sim), 0.0, 1.5, sweep)
     assert tr.calibrated and tr.calibration_refused is None and out
     bias_deg = np.degrees(np.linalg.norm(tr.estimator.bias, axis=1))
     assert 0.0 < bias_deg.max() < 3.0  # the simulator's 0.5 deg (std) mounting errors, corrected
     assert "rigid_module/calibration" not in _status(out)
 
 
-def test_rods_calibration_of_a_moving_rig_is_refused_naming_the_platforms() -> None:
+@pytest.mark.parametrize("sweep", [False, True], ids=["per platform", "sweeps"])
+def test_rods_calibration_of_a_moving_rig_is_refused_naming_the_platforms(sweep: bool) -> None:
+    """Also when the readings come as sweeps (ImuArray): that path kept no gravity directions and so accepted
+    a moving rig's average as the calibration."""
     sim = HyperRedundantSim(n_modules=N, rods_s=0.0, amplitude_deg=20.0, seed=1)  # moving from t = 0
     tr = HyperRedundantTracker({"n_modules": N, "publish_rate": 10.0}, rods_s=1.0)
-    out = _feed(tr, _sim_attitudes(sim), 0.0, 1.5)
+    out = _feed(tr, _sim_attitudes(sim), 0.0, 1.5, sweep)
     assert tr.calibrated and out  # estimates go on, uncorrected
     assert tr.calibration_refused is not None and "the rig moved" in tr.calibration_refused
     assert "platform 4 moved" in tr.calibration_refused and "hold it still" in tr.calibration_refused

@@ -37,3 +37,66 @@ def test_estimator_node_publishes_from_imu_callbacks() -> None:
         node.destroy_node()
     finally:
         rclpy.shutdown()
+
+
+def test_estimator_node_gives_the_same_shape_from_sweeps_as_from_platform_topics() -> None:
+    """The same readings as one ImuArray per bus cycle and as per-platform Imu messages: the same estimates (every
+    published end effector and joint state), and a sweep with a corrupted row is skipped as a bad sample."""
+    from rclpy.serialization import deserialize_message
+    from scipy.spatial.transform import Rotation
+
+    from shape_sensing.messages.imu_array import imu_array_msg
+    from shape_sensing.nodes.rigid_module_estimator import RigidModuleEstimatorNode
+
+    rclpy.init()
+    try:
+        f = MessageFactory("rclpy")
+        rng = np.random.default_rng(4)
+        apps, sent = [], []
+        for name, array in (("rigid_topics", ""), ("rigid_arrays", "imu/array")):
+            node = rclpy.create_node(name, parameter_overrides=[rclpy.parameter.Parameter("imu_array_topic",
+                                                                                            value=array)])  # fmt: skip
+            app = RigidModuleEstimatorNode(node)
+            out: list[tuple[str, object]] = []
+            for topic, pub in app.publishers.items():
+                pub.publish = lambda msg, topic=topic, out=out: out.append((topic, msg))  # type: ignore[method-assign]
+            apps.append(app)
+            sent.append(out)
+        n = apps[0].tracker.n
+        angles = np.cumsum(rng.normal(0.0, 0.02, (200, n, 3)), axis=0)
+        for k in range(200):
+            stamp = 1_000_000_000 + k * 10_000_000
+            samples = [
+                ImuSample(stamp, f"platform_{i}", Rotation.from_rotvec(angles[k, i]).as_quat()) for i in range(n)
+            ]
+            for i, s in enumerate(samples):
+                apps[0]._on_imu(i, msgs.imu_to_msg(s, f), {})
+            apps[1]._on_imu_array(imu_array_msg(stamp, "base_link", samples, f), {})
+        bad = imu_array_msg(3_000_000_000, "base_link", samples, f)
+        bad.orientation[3] = 3.0  # sensor 0 is no unit quaternion
+        before = apps[1].tracker.stats.bad_samples
+        apps[1]._on_imu_array(bad, {})
+        assert apps[1].tracker.stats.bad_samples == before + 1
+        for app in apps:
+            app.inputs.flush()
+
+        def decoded(out: list[tuple[str, object]], topic: str, cls: object) -> list[object]:
+            return [m if not isinstance(m, bytes) else deserialize_message(m, cls) for t, m in out if t == topic]
+
+        from geometry_msgs.msg import PoseWithCovarianceStamped
+        from sensor_msgs.msg import JointState
+
+        ends = [decoded(out, "shape/end_effector", PoseWithCovarianceStamped) for out in sent]
+        joints = [decoded(out, "joint_states", JointState) for out in sent]
+        assert len(ends[0]) >= 15 and len(ends[0]) == len(ends[1]) and len(joints[0]) == len(joints[1])
+        for a, b in zip(*ends, strict=True):
+            assert (a.header.stamp.sec, a.header.stamp.nanosec) == (b.header.stamp.sec, b.header.stamp.nanosec)
+            p, q = a.pose.pose.position, b.pose.pose.position
+            np.testing.assert_allclose([p.x, p.y, p.z], [q.x, q.y, q.z], atol=1e-12)
+            np.testing.assert_allclose(a.pose.covariance, b.pose.covariance, atol=1e-12)  # finite differences
+        for a, b in zip(*joints, strict=True):
+            np.testing.assert_allclose(a.position, b.position, atol=1e-12)
+        for app in apps:
+            app.node.destroy_node()
+    finally:
+        rclpy.shutdown()

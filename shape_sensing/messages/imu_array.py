@@ -65,6 +65,27 @@ class ImuSweep:
         return q / safe[:, None], usable
 
 
+    def provided_orientations(self) -> tuple[FloatArray, NDArray[np.bool_]]:
+        """``(quats (n, 4), provided (n,))``: the orientations normalised (:meth:`unit_orientations`), NaN rows where
+        a sensor sent none (covariance ``[0] == -1``).
+
+        Raises:
+            MessageError: a provided orientation is not a finite quaternion of norm near 1 (naming the sensor): the
+                sweep is corrupted, as :func:`imu_samples_from_sweep` refuses it.
+        """
+        quats, usable = self.unit_orientations()
+        provided = self.orientation_covariance[:, 0] != -1.0
+        bad = np.flatnonzero(provided & ~usable)
+        if bad.size:
+            i = int(bad[0])
+            raise MessageError(
+                f"shape_sensing/ImuArray sensor {i} ({self.frame_ids[i]!r}) has orientation "
+                f"{self.orientation[i].tolist()}; expected a unit quaternion"
+            )
+        quats[~provided] = np.nan
+        return quats, provided
+
+
 def _rows(value: Any, n: int, width: int, name: str) -> FloatArray:
     a = np.asarray(value, dtype=np.float64)
     if a.size != n * width:
@@ -150,15 +171,7 @@ def imu_samples_from_sweep(sweep: ImuSweep) -> list[ImuSample]:
     Raises:
         MessageError: a provided orientation is not a finite quaternion of norm >= 0.5 (naming the sensor).
     """
-    quats, usable = sweep.unit_orientations()
-    provided = sweep.orientation_covariance[:, 0] != -1.0
-    bad = np.flatnonzero(provided & ~usable)
-    if bad.size:
-        i = int(bad[0])
-        raise MessageError(
-            f"shape_sensing/ImuArray sensor {i} ({sweep.frame_ids[i]!r}) has orientation "
-            f"{sweep.orientation[i].tolist()}; expected a unit quaternion"
-        )
+    quats, provided = sweep.provided_orientations()
 
     def cov(row: FloatArray) -> FloatArray | None:
         return row.reshape(3, 3).copy() if row.any() else None

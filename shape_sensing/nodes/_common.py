@@ -628,10 +628,10 @@ class InputWatch:
         self.required = len(self.names) if required is None else required
         self._now = monotonic_ns or time.monotonic_ns
         n = len(self.names)
-        self.arrived = [-1] * n  # monotonic ns of the last message, -1: never
-        self.count = [0] * n
-        self.future = [0] * n  # messages stamped ahead of the node's clock
-        self.future_by_ns = [0] * n  # how far ahead the last such message was
+        self.arrived = np.full(n, -1, dtype=np.int64)  # monotonic ns of the last message, -1: never
+        self.count = np.zeros(n, dtype=np.int64)
+        self.future = np.zeros(n, dtype=np.int64)  # messages stamped ahead of the node's clock
+        self.future_by_ns = np.zeros(n, dtype=np.int64)  # how far ahead the last such message was
         self.started_ns = self._now()
 
     def seen(self, index: int, stamp_ns: int, clock_ns: int) -> bool:
@@ -646,6 +646,22 @@ class InputWatch:
             self.future_by_ns[index] = stamp_ns - clock_ns
             return True
         return False
+
+    def seen_many(self, indices: Any, stamps_ns: Any, clock_ns: int) -> np.ndarray:
+        """:meth:`seen` for the inputs ``indices`` (distinct) at once, e.g. the sensors of one sweep; returns which
+        of them are stamped ahead of the clock (a bool array)."""
+        idx = np.asarray(indices, dtype=np.intp)
+        stamps = np.asarray(stamps_ns, dtype=np.int64)
+        self.arrived[idx] = self._now()
+        self.count[idx] += 1
+        if clock_ns <= 0:
+            return np.zeros(idx.shape, dtype=bool)
+        by = stamps - clock_ns
+        ahead = by > FUTURE_TOLERANCE_NS
+        if ahead.any():
+            self.future[idx[ahead]] += 1
+            self.future_by_ns[idx[ahead]] = by[ahead]
+        return ahead
 
     def faults(self) -> dict[str, list[str]]:
         """Inputs at fault by kind: ``never`` heard, ``stale`` (silent longer than the limit), ``future``-stamped."""
@@ -685,7 +701,7 @@ class InputWatch:
         message = "; ".join([head, *parts]) if parts else f"{head}: all inputs fresh"
         if extra:
             message += f"; {extra}"
-        values = {"fresh": str(fresh), "messages": str(sum(self.count))}
+        values = {"fresh": str(fresh), "messages": str(int(self.count.sum()))}
         values |= {f"never:{n}": "1" for n in f["never"]}
         return DiagnosticStatus(name=name, level=level, message=message, values=values)
 
@@ -720,7 +736,7 @@ def note_input(node: Any, watch: InputWatch, index: int, msg: Any) -> bool:
     stamp_ns = int(stamp.sec) * 1_000_000_000 + int(stamp.nanosec) if stamp is not None else 0
     ahead = watch.seen(index, stamp_ns, int(node.get_clock().now().nanoseconds))
     if ahead:
-        _warn_ahead(node, watch.names[index], watch.future_by_ns[index])
+        _warn_ahead(node, watch.names[index], int(watch.future_by_ns[index]))
     return ahead
 
 

@@ -175,10 +175,12 @@ class HingeArcEstimatorNode:
             self.tracker.stats.bad_samples += 1
             return
         quats, usable = sweep.unit_orientations()
-        for i in usable.nonzero()[0]:  # the heartbeat's record of each IMU heard; one stamped ahead is left out
-            if self.watch.seen(int(i), int(sweep.stamps_ns[i]), now_ns):
-                usable[i] = False
-                self.tracker.stats.bad_samples += 1
+        heard = usable.nonzero()[0]  # the heartbeat's record of each IMU heard; one stamped ahead is left out
+        heard = heard[heard < len(self.params["imu_topics"])]  # a row beyond them is the tracker's to refuse
+        ahead = self.watch.seen_many(heard, sweep.stamps_ns[heard], now_ns)
+        if ahead.any():
+            usable[heard[ahead]] = False
+            self.tracker.stats.bad_samples += int(ahead.sum())
         self.inputs.offer("imus", sweep.stamp_ns, (sweep.stamps_ns, quats, usable, sweep.frame_ids), info)
 
     def _on_length(self, msg: Any, info: Any) -> None:

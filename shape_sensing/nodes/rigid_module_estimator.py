@@ -34,12 +34,14 @@ import functools
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from shape_sensing.config import ConfigError
 from shape_sensing.estimators.rigid_module import SCHEMA, RigidModuleEstimate
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_samples_from_sweep, imu_sweep_from_msg
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_sweep_from_msg
 from shape_sensing.nodes._common import (
     InputWatch,
     cdr_layout_supported,
@@ -103,6 +105,7 @@ class RigidModuleEstimatorNode:
             for topic, typename in SHAPE_TOPICS.items()
         }
         self.topics = [f"imu/platform_{i}" for i in range(self.tracker.n)]
+        self._rows: dict[tuple[str, ...], np.ndarray] = {}
         array_topic = self.params["imu_array_topic"]
         keys: list[Any] = ["imus"] if array_topic else list(range(self.tracker.n))
         names: dict[Any, str] = {"imus": array_topic} | dict(enumerate(self.topics))
@@ -146,7 +149,7 @@ class RigidModuleEstimatorNode:
     def _on_imu_array(self, msg: Any, info: Any) -> None:
         try:
             sweep = imu_sweep_from_msg(msg)
-            samples = imu_samples_from_sweep(sweep)
+            quats, _ = sweep.provided_orientations()
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
             warn_throttled(self.node, "bad sweep", f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}")
@@ -155,17 +158,32 @@ class RigidModuleEstimatorNode:
         if stamped_ahead(self.node, self.params["imu_array_topic"], sweep.stamp_ns, now_ns):
             self.tracker.stats.bad_samples += 1
             return
-        for sample in samples:  # the heartbeat's record of each platform heard (platform_<i>, as the tracker reads it)
-            tail = sample.frame_id.rsplit("platform_", 1)[-1]
-            if "platform_" in sample.frame_id and tail.isdigit() and int(tail) < len(self.topics):
-                self.watch.seen(int(tail), sample.stamp_ns, now_ns)
-        self.inputs.offer("imus", sweep.stamp_ns, samples, info)
+        rows = self._watch_rows(sweep.frame_ids)  # the heartbeat's record of each platform heard
+        heard = rows >= 0
+        self.watch.seen_many(rows[heard], sweep.stamps_ns[heard], now_ns)
+        self.inputs.offer("imus", sweep.stamp_ns, (sweep.stamps_ns, sweep.frame_ids, quats), info)
+
+    def _watch_rows(self, frame_ids: list[str]) -> np.ndarray:
+        """The heartbeat's input of each row (``platform_<i>``, as the tracker reads it), -1 for none; by frames."""
+        key = tuple(frame_ids)
+        rows = self._rows.get(key)
+        if rows is None:
+            found = []
+            for frame_id in frame_ids:
+                tail = frame_id.rsplit("platform_", 1)[-1]
+                ok = "platform_" in frame_id and tail.isdigit() and int(tail) < len(self.topics)
+                found.append(int(tail) if ok else -1)
+            rows = np.array(found, dtype=np.intp)
+            if len(self._rows) > 64:
+                self._rows.clear()
+            self._rows[key] = rows
+        return rows
 
     def _on_released(self, r: Released) -> None:
         """An input in stamp order from the input stage, into the tracker."""
         if r.key == "imus":
             # each sensor by its frame id (a bus cycle carries the samples recovered, not always all platforms)
-            self.publish(self.tracker.push_sweep(r.item))
+            self.publish(self.tracker.push_sweep_arrays(*r.item))
         else:
             self.publish(self.tracker.push_imu(r.item, r.key))
         self._check_calibration()

@@ -120,6 +120,7 @@ class HyperRedundantTracker:
         self.calibration_missing: list[int] = []
         #: why the last rods calibration was refused (the corrections before it are kept), or None
         self.calibration_refused: str | None = None
+        self._sweep_index: dict[tuple[str, ...], np.ndarray] = {}  # platform index of each row, by the rows' frames
 
     def request_calibration(self, stamp_ns: int, duration_s: float) -> None:
         """Average the readings from ``stamp_ns`` for ``duration_s`` as the rods calibration (the node's service)."""
@@ -227,22 +228,48 @@ class HyperRedundantTracker:
         """The samples of one bus cycle (e.g. an ImuArray), each platform known by its frame id.
 
         What :meth:`push_imu` does for each sample in stamp order, with the attitudes of a cycle that shares one
-        stamp computed and stored at once.
+        stamp computed and stored at once (:meth:`push_sweep_arrays`).
         """
         if not samples:
             return []
-        s0 = samples[0].stamp_ns
-        if any(s.stamp_ns != s0 for s in samples):
+        q = np.array([(np.nan,) * 4 if s.orientation is None else s.orientation for s in samples], dtype=float)
+        stamps = np.array([s.stamp_ns for s in samples], dtype=np.int64)
+        return self.push_sweep_arrays(stamps, [s.frame_id for s in samples], q, samples)
+
+    def push_sweep_arrays(
+        self, stamps_ns: np.ndarray, frame_ids: list[str], quats: FloatArray, samples: list[ImuSample] | None = None
+    ) -> list[RigidModuleEstimate]:
+        """:meth:`push_sweep` of a cycle given as arrays: ``(n,)`` stamps, ``n`` frame ids and ``(n, 4)`` unit
+        quaternions, NaN where a platform sent none. A cycle whose stamps differ goes sample by sample through
+        :meth:`push_imu` in stamp order (``samples``: the cycle's samples, else made from the arrays)."""
+        n = len(frame_ids)
+        if not n:
+            return []
+        stamps = np.asarray(stamps_ns, dtype=np.int64)
+        s0 = int(stamps[0])
+        if np.any(stamps != s0):
+            if samples is None:
+                samples = [
+                    ImuSample(stamp_ns=int(stamps[i]), frame_id=frame_ids[i],
+                              orientation=None if np.isnan(quats[i]).any() else np.array(quats[i], dtype=float))
+                    for i in range(n)
+                ]  # fmt: skip
             out: list[RigidModuleEstimate] = []
             for s in sorted(samples, key=lambda s: s.stamp_ns):
                 out += self.push_imu(s)
             return out
         out = self._advance(s0)
-        index_of = self.estimator.index_of
-        idx = np.array([-1 if (i := index_of(s.frame_id)) is None else i for s in samples], dtype=np.int64)
+        key = tuple(frame_ids)
+        idx = self._sweep_index.get(key)
+        if idx is None:
+            index_of = self.estimator.index_of
+            idx = np.array([-1 if (i := index_of(f)) is None else i for f in frame_ids], dtype=np.int64)
+            if len(self._sweep_index) > 64:
+                self._sweep_index.clear()
+            self._sweep_index[key] = idx
         known = (idx >= 0) & (idx < self.n)
         self.stats.unknown_frame += int((~known).sum())
-        q = np.array([(np.nan,) * 4 if s.orientation is None else s.orientation for s in samples], dtype=float)
+        q = np.asarray(quats, dtype=float)
         with np.errstate(invalid="ignore"):
             norm = np.sqrt(np.einsum("ij,ij->i", q, q))
             good = known & np.isfinite(q).all(axis=1) & (norm > 0.5) & (norm < 1.5)
@@ -261,6 +288,8 @@ class HyperRedundantTracker:
             rows = np.column_stack([euler[:, 0], euler[:, 1], np.cos(euler[:, 2]), np.sin(euler[:, 2])])
             np.add.at(self._cal_sum, idx, rows)
             np.add.at(self._cal_count, idx, 1)
+            for i, up in zip(idx.tolist(), euler_zyx_to_matrix(euler)[:, 2], strict=True):
+                self._cal_gravity[i].append(up)  # world z in the sensor frame, as push_imu keeps it
         return out
 
     def push_imu(self, sample: ImuSample, index: int | None = None) -> list[RigidModuleEstimate]:
