@@ -174,6 +174,9 @@ SCHEMA = Schema(
 # Stateless array functions
 
 
+_EYE4 = np.eye(4)
+
+
 def euler_zyx_to_matrix(euler: ArrayLike) -> FloatArray:
     """``(..., 3)`` ``[roll, pitch, yaw]`` to ``(..., 3, 3)`` ``Rz(yaw) Ry(pitch) Rx(roll)``."""
     e = np.asarray(euler, dtype=float)
@@ -342,60 +345,67 @@ def solve_headings(
         ``(R, conditioning)``: ``(..., m, 3, 3)`` attitudes with the base's yaw
         set to 0, and ``(..., m-1)`` per-joint conditioning in ``[0, 1]``.
     """
-    e = np.asarray(euler, dtype=float).copy()
+    e = np.asarray(euler, dtype=float)
     hint = e[..., 2] - e[..., :1, 2]
     use_hint = np.isfinite(hint) & yaw_hint
-    e[..., 2] = 0.0
-    Rp = euler_zyx_to_matrix(e)  # tilt-only attitudes Ry(p) Rx(r)
+    # Platform j is Rz(psi_j) Ry(p_j) Rx(r_j) with the base's psi_0 = 0: its tilt-only attitude P_j = Ry Rx has
+    # columns (cp, 0, -sp), (sp sr, cr, cp sr), (sp cr, -sr, cp cr) and rows (cp, sp sr, sp cr), (0, cr, -sr), ...
+    cr, sr = np.cos(e[..., 0]), np.sin(e[..., 0])
+    cp, sp = np.cos(e[..., 1]), np.sin(e[..., 1])
     m = e.shape[-2]
-    R = np.empty_like(Rp)
-    R[..., 0, :, :] = Rp[..., 0, :, :]
+    psi = np.zeros(e.shape[:-1])
     cond = np.empty((*e.shape[:-2], max(m - 1, 0)))
-    for j in range(1, m):
-        u = R[..., j - 1, :, 0]  # lower platform x axis (world)
-        v = Rp[..., j, :, 1]  # upper platform y axis before its yaw
-        A = u[..., 0] * v[..., 0] + u[..., 1] * v[..., 1]
-        B = u[..., 1] * v[..., 0] - u[..., 0] * v[..., 1]
-        C = u[..., 2] * v[..., 2]
-        rho = np.hypot(A, B)
-        phi = np.arctan2(B, A)
+    if m >= 2:
+        # Joint j (lower platform j-1): the constraint's terms in the lower platform's world x axis u = Rz(psi_{j-1}) a
+        # (a = P_{j-1}'s first column) and the upper one's y axis before its yaw, v = P_j's second column: A = u.v
+        # in the plane and B = (u x v).z turn with psi_{j-1}, (A, B) = Rot(psi_{j-1}) (g, -h) with g = a0 v0 + a1 v1,
+        # h = a0 v1 - a1 v0; C = a2 v2 does not. So rho = |(g, h)|, delta and the conditioning are the joint's own,
+        # and the two solutions are psi_{j-1} + atan2(-h, g) +- delta: each heading is the last plus a turn of two.
+        lo, up = slice(None, -1), slice(1, None)
+        g = cp[..., lo] * sp[..., up] * sr[..., up]
+        h = cp[..., lo] * cr[..., up]
+        C = -sp[..., lo] * cp[..., up] * sr[..., up]
+        rho = np.hypot(g, h)
         delta = np.arccos(np.clip(-C / np.maximum(rho, 1e-12), -1.0, 1.0))
-        best = None
-        best_tr = None
-        for psi in (phi + delta, phi - delta):
-            miss = np.abs((psi - np.where(use_hint[..., j], hint[..., j], 0.0) + np.pi) % (2 * np.pi) - np.pi)
-            c, s = np.cos(psi), np.sin(psi)
-            Rz = np.zeros((*psi.shape, 3, 3))
-            Rz[..., 0, 0] = c
-            Rz[..., 0, 1] = -s
-            Rz[..., 1, 0] = s
-            Rz[..., 1, 1] = c
-            Rz[..., 2, 2] = 1.0
-            Rj = Rz @ Rp[..., j, :, :]
-            tr = np.einsum("...ik,...ik->...", R[..., j - 1, :, :], Rj)  # trace(R_{j-1}^T R_j)
-            # Score: nearest measured heading where hinted, else largest trace (nearest straight joint).
-            tr = np.where(use_hint[..., j], -miss, tr)
-            if best is None:
-                best, best_tr = Rj, tr
-            else:
-                assert best_tr is not None
-                pick = (tr > best_tr)[..., None, None]
-                best = np.where(pick, Rj, best)
-                best_tr = np.maximum(tr, best_tr)
-        assert best is not None
-        kappa = np.sqrt(np.maximum(rho**2 - C**2, 0.0))
-        fallback = (kappa < min_conditioning) & use_hint[..., j]
-        if np.any(fallback):
-            c, s = np.cos(hint[..., j]), np.sin(hint[..., j])
-            Rz = np.zeros((*c.shape, 3, 3))
-            Rz[..., 0, 0] = c
-            Rz[..., 0, 1] = -s
-            Rz[..., 1, 0] = s
-            Rz[..., 1, 1] = c
-            Rz[..., 2, 2] = 1.0
-            best = np.where(fallback[..., None, None], Rz @ Rp[..., j, :, :], best)
-        R[..., j, :, :] = best
-        cond[..., j - 1] = kappa
+        phi = np.arctan2(-h, g)
+        turns = np.stack([phi + delta, phi - delta])  # (2, ..., m-1): psi_j - psi_{j-1} of each solution
+        cond[...] = np.sqrt(np.maximum(rho**2 - C**2, 0.0))
+        # Without a hint the solution nearer a straight joint: the larger trace(R_{j-1}^T R_j) = trace(Rz(turn) N),
+        # N = P_j P_{j-1}^T: cos(turn) (N00 + N11) + sin(turn) (N01 - N10) + N22, from the rows of P.
+        n00_n11 = cp[..., up] * cp[..., lo] + sp[..., up] * sr[..., up] * sp[..., lo] * sr[..., lo]
+        n00_n11 += sp[..., up] * cr[..., up] * sp[..., lo] * cr[..., lo] + cr[..., up] * cr[..., lo]
+        n00_n11 += sr[..., up] * sr[..., lo]
+        n01_n10 = sp[..., up] * sr[..., up] * cr[..., lo] - sp[..., up] * cr[..., up] * sr[..., lo]
+        n01_n10 -= cr[..., up] * sp[..., lo] * sr[..., lo] - sr[..., up] * sp[..., lo] * cr[..., lo]
+        trace = np.cos(turns) * n00_n11 + np.sin(turns) * n01_n10
+        straightest = np.where(trace[1] > trace[0], turns[1], turns[0])
+        hinted = use_hint[..., up]
+        if not hinted.any():
+            psi[..., up] = np.cumsum(straightest, axis=-1)
+        else:
+            # With a hint the solution whose heading is nearer the measured one (the larger cosine of the
+            # difference): that depends on the heading so far, a recurrence over the joints.
+            fallback = (cond < min_conditioning) & hinted
+            hints = np.where(hinted, hint[..., up], 0.0)
+            last = psi[..., 0]
+            for j in range(m - 1):
+                cand = last + turns[..., j]
+                closeness = np.cos(cand - hints[..., j])
+                near = np.where(closeness[1] > closeness[0], cand[1], cand[0])
+                step = np.where(hinted[..., j], near, last + straightest[..., j])
+                last = psi[..., j + 1] = np.where(fallback[..., j], hints[..., j], step)
+    # R = Rz(psi) Ry(p) Rx(r), as euler_zyx_to_matrix writes it
+    cy, sy = np.cos(psi), np.sin(psi)
+    R = np.empty((*e.shape[:-1], 3, 3))
+    R[..., 0, 0] = cy * cp
+    R[..., 0, 1] = cy * sp * sr - sy * cr
+    R[..., 0, 2] = cy * sp * cr + sy * sr
+    R[..., 1, 0] = sy * cp
+    R[..., 1, 1] = sy * sp * sr + cy * cr
+    R[..., 1, 2] = sy * sp * cr - cy * sr
+    R[..., 2, 0] = -sp
+    R[..., 2, 1] = cp * sr
+    R[..., 2, 2] = cp * cr
     return R, cond
 
 
@@ -412,6 +422,9 @@ def _align(a: FloatArray, b: FloatArray) -> FloatArray:
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Estimator
+
+_FD_STEP = 1e-7  # finite-difference step of the covariance (rad)
+_TURNS_H = rotvec_to_matrix(np.eye(3) * _FD_STEP)  # turns by the step about x, y, z
 
 
 @dataclass(frozen=True)
@@ -637,7 +650,7 @@ class RigidModuleEstimator:
             z_cal = np.sqrt(2.0) * cfg.heading_disturbance_deg if full else cfg.mounting_stddev_deg
             sig_cal = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, z_cal])
         if cfg.covariance:
-            h = 1e-7
+            h = _FD_STEP
             cols = [(i, k) for i in range(self.n_platforms) for k in range(3)]
             body = [(i, k) for i in range(self.n_platforms) for k in range(3) if sig_cal[k] > 0]
             batch = np.repeat(e[None], 1 + len(cols) + len(body), axis=0)
@@ -646,7 +659,7 @@ class RigidModuleEstimator:
             if body:  # each platform turned by h about its own axis k: R_i Rot_k(h), all at once
                 R = euler_zyx_to_matrix(e)
                 bi = np.array([i for i, _ in body])
-                turns = rotvec_to_matrix(np.eye(3) * h)[[k for _, k in body]]
+                turns = _TURNS_H[[k for _, k in body]]
                 batch[1 + len(cols) + np.arange(len(body)), bi] = matrix_to_euler_zyx(R[bi] @ turns)
         else:
             batch = e[None]
@@ -661,7 +674,12 @@ class RigidModuleEstimator:
             Jp = np.transpose(dpos, (1, 2, 0)) * sig_in  # (F, 3, m)
             pos_cov = Jp @ np.swapaxes(Jp, -1, -2)
             Rn = poses[0, -1, :3, :3]
-            drot = matrix_to_rotvec(poses[1:, -1, :3, :3] @ Rn.T) / h  # world-frame small rotations (m, 3)
+            # world-frame small rotations (m, 3): a turn by a small angle a about n has skew part sin(a) [n]x,
+            # which gives the rotation vector to a relative a^2 / 6 (1e-15 here)
+            dR = poses[1:, -1, :3, :3] @ Rn.T
+            drot = (
+                0.5 * np.stack([dR[:, 2, 1] - dR[:, 1, 2], dR[:, 0, 2] - dR[:, 2, 0], dR[:, 1, 0] - dR[:, 0, 1]], 1) / h
+            )
             Jt = np.concatenate([dpos[:, -1, :], drot], axis=1).T * sig_in  # (6, m)
             tip_cov = Jt @ Jt.T
             dth = (theta[1:] - theta[0]).reshape(len(sig_in), -1) / h  # (m, 2n)
@@ -734,18 +752,17 @@ class RigidModuleEstimator:
         T = chain_transforms(module_transforms(theta, cfg.d1, cfg.d2))
         B = e.shape[0]
         poses = np.empty((B, self.n_platforms + 1, 4, 4))
-        poses[:, 0] = np.eye(4)
+        poses[:, 0] = _EYE4
         poses[:, 1 : self.n_platforms] = T
         poses[:, -1] = T[:, -1] @ self.tool
         return poses, theta, ang[..., 2], cond
 
     def _backbone(self, poses: FloatArray) -> FloatArray:
         """Base, then per module: joint centre and upper platform; then the end effector."""
-        d1 = self.config.d1
-        pts = [poses[0, :3, 3]]
-        for j in range(1, self.n_platforms):
-            lower = poses[j - 1]
-            pts.append(lower[:3, 3] + lower[:3, 2] * d1)
-            pts.append(poses[j, :3, 3])
-        pts.append(poses[-1, :3, 3])
-        return np.asarray(pts)
+        n = self.n_platforms
+        pts = np.empty((2 * n, 3))
+        pts[0] = poses[0, :3, 3]
+        pts[1 : 2 * n - 1 : 2] = poses[: n - 1, :3, 3] + poses[: n - 1, :3, 2] * self.config.d1  # joint centres
+        pts[2 : 2 * n - 1 : 2] = poses[1:n, :3, 3]  # upper platforms
+        pts[-1] = poses[-1, :3, 3]
+        return pts
