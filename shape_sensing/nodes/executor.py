@@ -27,7 +27,6 @@ here gets rclpy's own executor with a warning.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 import warnings
@@ -66,52 +65,96 @@ def make_executor(context: Any = None) -> Any:
     return executor
 
 
-class _Entities:
-    """The wait set and what is in it, as of the last rebuild."""
+class _WaitSet:
+    """One persistent wait set and the entities in it (the same ones, in the same order, on every wait)."""
 
-    def __init__(self, executor: Any) -> None:
+    def __init__(self, executor: Any, subs: list[Any], timers: list[Any], services: list[Any], clients: list[Any],
+                 node_guards: list[Any], waitables: list[Any]) -> None:  # fmt: skip
         from rclpy.impl.implementation_singleton import rclpy_implementation as _rclpy
 
-        nodes = executor.get_nodes()
-        self.timers = [t for n in nodes for t in n.timers]
-        self.subs = [s for n in nodes for s in n.subscriptions]
-        self.services = [s for n in nodes for s in n.services]
-        self.clients = [c for n in nodes for c in n.clients]
-        self.node_guards = [g for n in nodes for g in n.guards]
-        self.waitables = [w for n in nodes for w in n.waitables]
-        self.guards = [*self.node_guards, executor._guard, executor._sigint_gc]
-        counts = [len(self.subs), len(self.guards), len(self.timers), len(self.clients), len(self.services), 0]
-        for w in self.waitables:
+        self.subs, self.timers, self.services, self.clients = subs, timers, services, clients
+        self.node_guards, self.waitables = node_guards, waitables
+        self.guards = [*node_guards, executor._guard, executor._sigint_gc]
+        counts = [len(subs), len(self.guards), len(timers), len(clients), len(services), 0]
+        for w in waitables:
             e = w.get_num_entities()
             for i, k in enumerate(("num_subscriptions", "num_guard_conditions", "num_timers", "num_clients",
                                    "num_services", "num_events")):  # fmt: skip
                 counts[i] += int(getattr(e, k))
-        self.handles = [x.handle for x in (*self.subs, *self.timers, *self.services, *self.clients, *self.guards)]
         context = executor._context
+        #: what must stay valid while waiting (rclpy enters each entity's handle around its wait too)
+        self.holds = [x.handle for x in (*subs, *timers, *services, *clients, *self.guards)]
+        self.holds += [*waitables, context.handle]
         with context.handle:
             self.wait_set = _rclpy.WaitSet(*counts, context.handle)
-        self.context_handle = context.handle
-        self.sub_by_ptr = {s.handle.pointer: s for s in self.subs}
-        self.timer_by_ptr = {t.handle.pointer: t for t in self.timers}
-        self.service_by_ptr = {s.handle.pointer: s for s in self.services}
-        self.client_by_ptr = {c.handle.pointer: c for c in self.clients}
-        self.guard_by_ptr = {g.handle.pointer: g for g in self.node_guards}
+        self.sub_by_ptr = {x.handle.pointer: x for x in subs}
+        self.timer_by_ptr = {x.handle.pointer: x for x in timers}
+        self.service_by_ptr = {x.handle.pointer: x for x in services}
+        self.client_by_ptr = {x.handle.pointer: x for x in clients}
+        self.guard_by_ptr = {x.handle.pointer: x for x in node_guards}
 
-    def fill(self) -> None:
-        ws = self.wait_set
-        ws.clear_entities()
-        for s in self.subs:
-            ws.add_subscription(s.handle)
-        for c in self.clients:
-            ws.add_client(c.handle)
-        for s in self.services:
-            ws.add_service(s.handle)
-        for t in self.timers:
-            ws.add_timer(t.handle)
-        for g in self.guards:
-            ws.add_guard_condition(g.handle)
-        for w in self.waitables:
-            w.add_to_wait_set(ws)
+    def wait(self, timeout_ns: int) -> None:
+        """Fill the wait set and wait, every entity's handle held (entered) meanwhile.
+
+        Raises:
+            InvalidHandle: an entity was destroyed since the wait set was built.
+        """
+        entered = []
+        try:
+            for h in self.holds:
+                h.__enter__()
+                entered.append(h)
+            ws = self.wait_set
+            ws.clear_entities()
+            for x in self.subs:
+                ws.add_subscription(x.handle)
+            for x in self.clients:
+                ws.add_client(x.handle)
+            for x in self.services:
+                ws.add_service(x.handle)
+            for x in self.timers:
+                ws.add_timer(x.handle)
+            for x in self.guards:
+                ws.add_guard_condition(x.handle)
+            for w in self.waitables:
+                w.add_to_wait_set(ws)
+            ws.wait(timeout_ns)
+        finally:
+            for h in reversed(entered):
+                h.__exit__(None, None, None)
+
+    def ready(self, kind: str, by_ptr: dict[int, Any]) -> list[Any]:
+        if not by_ptr:
+            return []
+        return [by_ptr[p] for p in self.wait_set.get_ready_entities(kind) if p in by_ptr]
+
+
+class _Entities:
+    """The wait sets and what is in them, as of the last rebuild.
+
+    ``full`` holds every entity of the executor's nodes; ``fast`` only their subscriptions, timers and guard
+    conditions, what a node's data and clocks need. Most waits use ``fast``; at least every :data:`SLOW_PERIOD_S`
+    one uses ``full``, so services, clients and QoS events (a parameter request, an incompatible peer) wait at most
+    that long: they would otherwise be added to, and checked in, every wait (16 QoS event handlers, 9 services on
+    an estimator node: most of a wake's cost).
+    """
+
+    def __init__(self, executor: Any) -> None:
+        nodes = executor.get_nodes()
+        subs = [x for n in nodes for x in n.subscriptions]
+        timers = [x for n in nodes for x in n.timers]
+        guards = [x for n in nodes for x in n.guards]
+        services = [x for n in nodes for x in n.services]
+        clients = [x for n in nodes for x in n.clients]
+        waitables = [x for n in nodes for x in n.waitables]
+        self.full = _WaitSet(executor, subs, timers, services, clients, guards, waitables)
+        slow = services or clients or waitables
+        self.fast = _WaitSet(executor, subs, timers, [], [], guards, []) if slow else self.full
+
+
+#: seconds a service request, a client's response or a QoS event waits at most for the executor to look (see
+#: ``_Entities``); subscriptions, timers and guard conditions are looked at on every wake
+SLOW_PERIOD_S = 0.1
 
 
 def _lean_executor_class() -> type:
@@ -132,6 +175,8 @@ def _lean_executor_class() -> type:
             self.drain = int(drain)
             self._min_wake_ns = 0
             self._next_wake_ns = 0  # monotonic ns: no wake before it (min_wake_interval after the last one)
+            self._slow_ns = round(SLOW_PERIOD_S * 1e9)
+            self._next_full_ns = 0  # monotonic ns: the next wait is on every entity from then on
             self.min_wake_interval = min_wake_interval
             self._entities: _Entities | None = None
             self._dirty = True
@@ -181,6 +226,8 @@ def _lean_executor_class() -> type:
             if self._pending_tasks():
                 super().spin_once(0)  # a coroutine callback waiting on a future: rclpy's machinery resumes it
                 timeout_sec = 0
+            from rclpy.exceptions import InvalidHandle
+
             if self._dirty or self._entities is None:
                 self._dirty = False
                 self._entities = _Entities(self)
@@ -196,37 +243,46 @@ def _lean_executor_class() -> type:
                     time.sleep(hold * 1e-9)
                     if timeout_sec is not None and timeout_sec >= 0:
                         timeout_sec = max(0.0, timeout_sec - hold * 1e-9)
-            timeout_ns = -1 if timeout_sec is None or timeout_sec < 0 else round(timeout_sec * 1e9)
-            with contextlib.ExitStack() as stack:
+            deadline = (
+                None if timeout_sec is None or timeout_sec < 0 else time.monotonic_ns() + round(timeout_sec * 1e9)
+            )
+            while True:
+                now = time.monotonic_ns()
+                left = -1 if deadline is None else max(0, deadline - now)
+                if now >= self._next_full_ns or ents.fast is ents.full:
+                    spec, capped = ents.full, False
+                    self._next_full_ns = now + self._slow_ns
+                else:  # back to the full set in time for what only it holds
+                    spec = ents.fast
+                    until_full = self._next_full_ns - now
+                    capped = left < 0 or until_full < left
+                    left = until_full if capped else left
                 try:
-                    for h in ents.handles:
-                        stack.enter_context(h)
-                    for w in ents.waitables:
-                        stack.enter_context(w)
-                    stack.enter_context(ents.context_handle)
-                except Exception:  # InvalidHandle: an entity destroyed since the rebuild; rebuild and look again
+                    spec.wait(left)
+                except InvalidHandle:  # an entity destroyed since the rebuild: rebuild and look again
+                    if self._is_shutdown or not self._context.ok():
+                        raise
                     self._dirty = True
                     return
-                ents.fill()
-                ents.wait_set.wait(timeout_ns)
                 if self._is_shutdown:
                     return
                 if not self._context.ok():
                     from rclpy.executors import ExternalShutdownException
 
                     raise ExternalShutdownException()
-                self.counts["wakes"] += 1
-                if self._min_wake_ns:
-                    self._next_wake_ns = time.monotonic_ns() + self._min_wake_ns
-                ws = ents.wait_set
-                timers = [ents.timer_by_ptr[p] for p in ws.get_ready_entities("timer") if p in ents.timer_by_ptr]
-                subs = [ents.sub_by_ptr[p] for p in ws.get_ready_entities("subscription") if p in ents.sub_by_ptr]
-                services = [ents.service_by_ptr[p] for p in ws.get_ready_entities("service")
-                            if p in ents.service_by_ptr]  # fmt: skip
-                clients = [ents.client_by_ptr[p] for p in ws.get_ready_entities("client") if p in ents.client_by_ptr]
-                guards = [ents.guard_by_ptr[p] for p in ws.get_ready_entities("guard_condition")
-                          if p in ents.guard_by_ptr]  # fmt: skip
-                waitables = [w for w in ents.waitables if w.is_ready(ws)]
+                timers = spec.ready("timer", spec.timer_by_ptr)
+                subs = spec.ready("subscription", spec.sub_by_ptr)
+                guards = spec.ready("guard_condition", spec.guard_by_ptr)
+                if timers or subs or guards or not capped:
+                    break
+                if spec.ready("guard_condition", {g.handle.pointer: g for g in spec.guards}):
+                    break  # the executor's own guard (woken, or an entity changed): look again from the caller
+            self.counts["wakes"] += 1
+            if self._min_wake_ns:
+                self._next_wake_ns = time.monotonic_ns() + self._min_wake_ns
+            services = spec.ready("service", spec.service_by_ptr)
+            clients = spec.ready("client", spec.client_by_ptr)
+            waitables = [w for w in spec.waitables if w.is_ready(spec.wait_set)]
             for tmr in timers:
                 try:  # rclpy's check too: a cancelled timer can show as ready
                     ready = tmr.handle.is_timer_ready()
