@@ -13,6 +13,8 @@ A layer of stateless array functions. Conventions used across the package:
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.spatial.transform import Rotation
@@ -143,6 +145,10 @@ def matrix_to_quat(R: ArrayLike) -> FloatArray:
     R = _as_float(R)
     if R.size == 0:
         return np.zeros((*R.shape[:-2], 4))
+    if R.shape == (3, 3):
+        one = _matrix_to_quat_one(R)
+        if one is not None:
+            return one
     m = R.reshape(-1, 9)
     r00, r01, r02, r10, r11, r12, r20, r21, r22 = (m[:, i] for i in range(9))
     trace = r00 + r11 + r22
@@ -158,6 +164,32 @@ def matrix_to_quat(R: ArrayLike) -> FloatArray:
     sq = q * q
     q /= np.sqrt(sq[:, 0] + sq[:, 1] + sq[:, 2] + sq[:, 3])[:, None]
     return canonical_quat(q).reshape(*R.shape[:-2], 4)
+
+
+def _matrix_to_quat_one(R: FloatArray) -> FloatArray | None:
+    """:func:`matrix_to_quat` of one finite matrix in Python floats: the same IEEE operations in the same order (the
+    candidates, the first largest of the diagonal and the trace, the norm summed left to right, the sign), so the
+    same bits, without a stack's two dozen numpy calls (a single pose is what most messages hold). ``None`` for a
+    matrix that is not finite (the stack's path decides what that gives)."""
+    r00, r01, r02, r10, r11, r12, r20, r21, r22 = R.reshape(9).tolist()
+    trace = r00 + r11 + r22
+    if not math.isfinite(trace) or not all(map(math.isfinite, (r01, r02, r10, r12, r20, r21))):
+        return None
+    one_minus = 1.0 - trace
+    top = max(r00, r11, r22, trace)
+    if r00 == top:
+        q = [one_minus + 2.0 * r00, r10 + r01, r20 + r02, r21 - r12]
+    elif r11 == top:
+        q = [r01 + r10, one_minus + 2.0 * r11, r21 + r12, r02 - r20]
+    elif r22 == top:
+        q = [r02 + r20, r12 + r21, one_minus + 2.0 * r22, r10 - r01]
+    else:
+        q = [r21 - r12, r02 - r20, r10 - r01, 1.0 + trace]
+    norm = math.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3])
+    x, y, z, w = q[0] / norm, q[1] / norm, q[2] / norm, q[3] / norm
+    if w < 0 or (w == 0 and (x < 0 or (x == 0 and (y < 0 or (y == 0 and z < 0))))):
+        x, y, z, w = -x, -y, -z, -w
+    return np.array([x, y, z, w])
 
 
 def rotvec_to_matrix(v: ArrayLike) -> FloatArray:

@@ -87,6 +87,7 @@ class MessageFactory:
         self.distro = distro
         self._typestore: Typestore | None = None
         self._plans: dict[str, Any] = {}
+        self._rclpy_plans: dict[str, tuple[Any, dict[str, tuple[str, bool, str | None]]]] = {}
         self._classes: dict[str, Any] = {}
 
     @property
@@ -194,12 +195,19 @@ class MessageFactory:
         return []
 
     def _make_rclpy(self, typename: str, fields: dict[str, Any]) -> Any:
-        cls = self.cls(typename)
-        types = cls.get_fields_and_field_types()
-        unknown = set(fields) - set(types)
-        if unknown:
-            raise MessageError(f"{typename} has no field(s) {sorted(unknown)}; fields are {sorted(types)}")
-        return cls(**{name: _rclpy_value(types[name], value) for name, value in fields.items()})
+        plan = self._rclpy_plans.get(typename)
+        if plan is None:  # per type (cached): the class and each field's IDL type parsed once
+            cls = self.cls(typename)
+            plan = (cls, {name: _field_kind(ftype) for name, ftype in cls.get_fields_and_field_types().items()})
+            self._rclpy_plans[typename] = plan
+        cls, kinds = plan
+        try:
+            return cls(**{name: _rclpy_field(kinds[name], value) for name, value in fields.items()})
+        except KeyError:
+            unknown = set(fields) - set(kinds)
+            if not unknown:
+                raise
+            raise MessageError(f"{typename} has no field(s) {sorted(unknown)}; fields are {sorted(kinds)}") from None
 
 
 # IDL basic types held in array.array (sequences) and numpy arrays (fixed arrays) by rclpy's generated classes.
@@ -212,6 +220,40 @@ _SEQUENCE = re.compile(r"sequence<(.+?)(?:,\s*\d+)?>")
 _ARRAY = re.compile(r"(.+)\[(\d+)\]")
 
 
+def _field_kind(ftype: str) -> tuple[str, bool, str | None]:
+    """An IDL field type as ``(kind, is a sequence, base type)``; ``kind`` one of ``single``, ``octet`` (a single
+    byte), ``octets`` (their array or sequence), ``array`` (any other array or sequence)."""
+    match = _SEQUENCE.fullmatch(ftype)
+    is_sequence = match is not None
+    if match is None:
+        match = _ARRAY.fullmatch(ftype)
+    if match is None:
+        return ("octet" if ftype == "octet" else "single", False, None)
+    base = match.group(1)
+    return ("octets" if base == "octet" else "array", is_sequence, base)
+
+
+def _rclpy_field(kind: tuple[str, bool, str | None], value: Any) -> Any:
+    """:func:`_rclpy_value` with the field's type parsed (:func:`_field_kind`)."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    what, is_sequence, base = kind
+    if what == "single":
+        return value
+    if what == "octet":
+        return bytes([value]) if isinstance(value, int) else value
+    if what == "octets":
+        return [v if isinstance(v, bytes) else bytes([int(v)]) for v in value]
+    if not isinstance(value, np.ndarray):
+        return value
+    numeric = _NUMERIC.get(base or "")
+    if numeric is None:
+        return value.tolist()
+    code, dtype = numeric
+    flat = np.ascontiguousarray(value, dtype=dtype).reshape(-1)
+    return array.array(code, flat.tobytes()) if is_sequence else flat
+
+
 def _rclpy_value(ftype: str, value: Any) -> Any:
     """``value`` in the form the setter of an rclpy-generated field of IDL type ``ftype`` accepts.
 
@@ -220,25 +262,7 @@ def _rclpy_value(ftype: str, value: Any) -> Any:
     sequences take ``array.array`` of the matching type code; numeric fixed arrays take a numpy array of the
     matching dtype; other arrays and sequences (boolean, string, messages) take a list, not a numpy array.
     """
-    if isinstance(value, np.generic):
-        value = value.item()
-    match = _SEQUENCE.fullmatch(ftype)
-    is_sequence = match is not None
-    if match is None:
-        match = _ARRAY.fullmatch(ftype)
-    if match is None:  # a single value
-        return bytes([value]) if ftype == "octet" and isinstance(value, int) else value
-    base = match.group(1)
-    if base == "octet":
-        return [v if isinstance(v, bytes) else bytes([int(v)]) for v in value]
-    if not isinstance(value, np.ndarray):
-        return value
-    numeric = _NUMERIC.get(base)
-    if numeric is None:
-        return value.tolist()
-    code, dtype = numeric
-    flat = np.ascontiguousarray(value, dtype=dtype).reshape(-1)
-    return array.array(code, flat.tobytes()) if is_sequence else flat
+    return _rclpy_field(_field_kind(ftype), value)
 
 
 @cache
