@@ -374,3 +374,54 @@ def test_mixed_pairs_survive_slicing_and_joining() -> None:
     np.testing.assert_array_equal(both.between(0.0, 0.5).tof_mixed, [[0, 0], [-1, 1], [0, 0]])
     plain = Measurements(tof_t=np.zeros(2), tof_s=np.zeros(2), tof_q=np.zeros((2, 3)), tof_sigma=np.ones(2))
     np.testing.assert_array_equal(plain.mixed_offsets(), np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("convention", ["perpendicular", "radial"])
+def test_frames_in_one_batch_give_what_frame_by_frame_gives(convention: str) -> None:
+    """frames_points (every frame of a sensor at once, as the estimator, the live tracker and the registration
+    take them) against frame_points, valid_zones, mixed_zones and mixed_offsets one frame at a time: the same
+    points in the same order, sigmas, mixed pairs, invalid counts; on the footprint simulator (merged returns,
+    status 9, invalid zones) with a frame of the wrong size refused and a status code outside a byte."""
+    from shape_sensing.estimators.continuum.tof import frame_points, frames_points, valid_zones
+
+    run = simulate(
+        compressor_scene("S3"), cfg=SimConfig(duration=1.3, still=1.0, imperfections=Imperfections.only("footprint"))
+    )
+    assert (run.tof_status == 9).any() and (~np.isin(run.tof_status, (5, 9))).any()
+    got = frames_points(run.mounts, run.tof_mount, run.tof_distance, run.tof_status, range_convention=convention)
+    qs, sig, frame, clean, mixed, invalid = [], [], [], [], [], []
+    for i in range(run.tof_t.size):
+        m = run.mounts[int(run.tof_mount[i])]
+        q, sg, bad = frame_points(m, run.tof_distance[i], run.tof_status[i], range_convention=convention)
+        ok, _ = valid_zones(m, run.tof_distance[i], run.tof_status[i])
+        pairs = mixed_zones(run.tof_distance[i], m.zones_per_side, run.tof_status[i], ok)
+        qs.append(q)
+        sig.append(sg)
+        frame.append(np.full(sg.size, i))
+        clean.append(pairs[ok, 0] < 0)
+        mixed.append(mixed_offsets(ok, pairs))
+        invalid.append(bad)
+    np.testing.assert_array_equal(got.q, np.concatenate(qs))
+    np.testing.assert_array_equal(got.sigma, np.concatenate(sig))
+    np.testing.assert_array_equal(got.frame, np.concatenate(frame))
+    np.testing.assert_array_equal(got.clean, np.concatenate(clean))
+    np.testing.assert_array_equal(got.mixed, np.concatenate(mixed))
+    np.testing.assert_array_equal(got.invalid, invalid)
+    assert not got.bad.any() and (got.mixed != 0).any() and (~got.clean).any()
+
+    # a 4x4 sensor beside the 8x8 ones: its frames (64 values) do not fit it and are refused, the others kept
+    from dataclasses import replace
+
+    mounts = [*run.mounts, replace(run.mounts[0], name="tof_4x4", zones_per_side=4)]
+    mount_of = run.tof_mount.copy()
+    mount_of[:3] = len(mounts) - 1
+    some = frames_points(mounts, mount_of, run.tof_distance, run.tof_status, range_convention=convention)
+    assert some.bad.tolist() == [True] * 3 + [False] * (run.tof_t.size - 3)
+    assert not np.isin(some.frame, [0, 1, 2]).any()
+    np.testing.assert_array_equal(some.q, got.q[got.frame >= 3])
+    # status codes as a wider integer type (a recording's own): compared by value, the same zones kept
+    wide = frames_points(run.mounts, run.tof_mount, run.tof_distance, run.tof_status.astype(np.int32) + 0,
+                         range_convention=convention)  # fmt: skip
+    np.testing.assert_array_equal(wide.q, got.q)
+    with pytest.raises(ContinuumError, match="range convention"):
+        frames_points(run.mounts, run.tof_mount, run.tof_distance, run.tof_status, range_convention="slant")

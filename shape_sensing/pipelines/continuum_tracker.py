@@ -28,14 +28,12 @@ from shape_sensing.estimators.continuum.model import GridState, Measurements, We
 from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.tof import (
     TofMount,
-    frame_points,
-    mixed_zones,
+    frames_points,
     ring_mounts,
     stationary_bias,
     strain_measurement,
-    valid_zones,
 )
-from shape_sensing.estimators.continuum.tof_localise import Reconstruction, mixed_offsets, reconstruct
+from shape_sensing.estimators.continuum.tof_localise import Reconstruction, reconstruct
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
 from shape_sensing.io.maps import DEFAULT_SPACING
@@ -328,27 +326,27 @@ class ContinuumTracker:
         if not 0 <= index < len(self.tof_mounts) or self.tof_map is None:
             self.stats.skipped_bad += 1
             return []
+        mount = self.tof_mounts[index]
+        d = np.asarray(distance, dtype=np.float64).reshape(1, -1)
+        st = None if status is None else np.asarray(status).reshape(1, -1)
         try:
-            q, sig, bad = frame_points(
-                self.tof_mounts[index], distance, None if status is None else np.asarray(status),
-                range_convention=self.params["tof_range_convention"],
-            )  # fmt: skip
+            fp = frames_points([mount], np.zeros(1, dtype=np.int64), d, st,
+                               range_convention=self.params["tof_range_convention"])  # fmt: skip
         except ContinuumError:
+            self.stats.skipped_bad += 1
+            return []
+        if fp.bad[0]:
             self.stats.skipped_bad += 1
             return []
         t = self._t(stamp_ns)
         if not self._accept(t):
             return []
         self.stats.tof_frames += 1
-        self.stats.tof_zones_invalid += bad
-        s = self.tof_mounts[index].s
-        if sig.size:
-            st = None if status is None else np.asarray(status)
-            mount = self.tof_mounts[index]
-            ok, _ = valid_zones(mount, distance, st)
-            mixed = mixed_offsets(ok, mixed_zones(distance, mount.zones_per_side, st, ok))
-            m = Measurements(tof_t=np.full(sig.size, t), tof_s=np.full(sig.size, s), tof_q=q, tof_sigma=sig,
-                             tof_map=self.tof_map, tof_mixed=mixed)  # fmt: skip
+        self.stats.tof_zones_invalid += int(fp.invalid[0])
+        if fp.sigma.size:
+            n = fp.sigma.size
+            m = Measurements(tof_t=np.full(n, t), tof_s=np.full(n, mount.s), tof_q=fp.q, tof_sigma=fp.sigma,
+                             tof_map=self.tof_map, tof_mixed=fp.mixed)  # fmt: skip
             self._pending.append(m)
             self._tof_recent.append(m)
         return self._advance(t)

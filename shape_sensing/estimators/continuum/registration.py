@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 
 from shape_sensing.estimators.continuum import lie
 from shape_sensing.estimators.continuum.errors import ContinuumError
-from shape_sensing.estimators.continuum.tof import TofMount, frame_points, mixed_zones, valid_zones
+from shape_sensing.estimators.continuum.tof import TofMount, frames_points
 from shape_sensing.geometry import FloatArray
 
 __all__ = ["BaseRegistration", "MountCalibration", "calibrate_mount", "register_base", "run_points", "still_points"]
@@ -58,20 +58,14 @@ def still_points(
     """The valid zones of the frames before ``still`` as points in the base's frame of a straight robot (a ring
     at arc length ``s`` sits at ``[0, 0, s]`` with the base's orientation), and their Table I sigmas; zones that
     may merge two surfaces (:func:`~.tof.mixed_zones`) are left out."""
-    pts, sig = [], []
-    for i in np.flatnonzero(np.asarray(tof_t) < still):
-        m = mounts[int(tof_mount[i])]
-        try:
-            q, sg, _ = frame_points(m, tof_distance[i], tof_status[i], range_convention=range_convention)
-            ok, _ = valid_zones(m, tof_distance[i], tof_status[i])
-        except ContinuumError:
-            continue
-        clean = mixed_zones(tof_distance[i], m.zones_per_side, tof_status[i], ok)[ok, 0] < 0
-        pts.append(q[clean] + np.array([0.0, 0.0, m.s]))
-        sig.append(sg[clean])
-    if not pts:
+    early = np.flatnonzero(np.asarray(tof_t) < still)
+    fp = frames_points(mounts, np.asarray(tof_mount)[early], np.asarray(tof_distance)[early],
+                       np.asarray(tof_status)[early], range_convention=range_convention)  # fmt: skip
+    if not fp.sigma.size:
         return np.zeros((0, 3)), np.zeros(0)
-    return np.concatenate(pts), np.concatenate(sig)
+    ring_s = np.array([m.s for m in mounts], dtype=np.float64)[np.asarray(tof_mount)[early][fp.frame]]
+    pts = fp.q + ring_s[:, None] * np.array([0.0, 0.0, 1.0])
+    return pts[fp.clean], fp.sigma[fp.clean]
 
 
 def register_base(

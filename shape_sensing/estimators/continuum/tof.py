@@ -51,9 +51,11 @@ __all__ = [
     "RANGE_CONVENTIONS",
     "VALID_STATUS",
     "VISIBLE_K",
+    "FramesPoints",
     "TofAssociation",
     "TofMount",
     "frame_points",
+    "frames_points",
     "group_sum",
     "info_batch",
     "mixed_zones",
@@ -193,14 +195,38 @@ def valid_zones(
     z = mount.zones_per_side**2
     if d.size != z:
         raise ContinuumError(f"{mount.name}: frame has {d.size} distances, expected {z}")
-    sig = table_i_sigma(d)
-    ok = np.isfinite(sig) & (d <= mount.max_range)
+    st = None
     if status is not None:
         st = np.asarray(status).reshape(-1)
         if st.size != z:
             raise ContinuumError(f"{mount.name}: frame has {st.size} status codes, expected {z}")
-        ok &= np.isin(st, valid_status)
+    ok, sig = _valid_zones(d[None], None if st is None else st[None], float(mount.max_range), valid_status)
+    return ok[0], sig[0]
+
+
+def _valid_zones(
+    d: FloatArray, status: NDArray[Any] | None, max_range: float, valid_status: tuple[int, ...]
+) -> tuple[NDArray[np.bool_], FloatArray]:
+    """:func:`valid_zones` of ``(F, Z)`` frames of one sensor at once."""
+    sig = table_i_sigma(d)
+    ok = np.isfinite(sig) & (d <= max_range)
+    if status is not None:
+        st = np.asarray(status)
+        lut = _status_table(tuple(valid_status))
+        if st.dtype == np.uint8:
+            ok &= lut[st]
+        else:  # codes outside a byte (a recording's own type): compared one by one
+            ok &= np.isin(st, valid_status)
     return ok, sig
+
+
+@lru_cache(maxsize=8)
+def _status_table(valid_status: tuple[int, ...]) -> NDArray[np.bool_]:
+    """Which of the 256 byte values are valid status codes (a lookup instead of ``isin`` per frame)."""
+    table = np.zeros(256, dtype=bool)
+    table[[v for v in valid_status if 0 <= v < 256]] = True
+    table.flags.writeable = False
+    return table
 
 
 def frame_points(
@@ -259,36 +285,128 @@ def mixed_zones(
     d = np.asarray(distance, dtype=np.float64).reshape(-1)
     if d.size != n * n:
         raise ContinuumError(f"frame has {d.size} distances, expected {n * n}")
+    st = None if status is None else np.asarray(status).reshape(1, -1)
+    ok = None if valid is None else np.asarray(valid, dtype=bool).reshape(1, -1)
+    return _mixed_zones(d[None], n, st, ok)[0]
+
+
+@lru_cache(maxsize=8)
+def _padded_index(n: int) -> IntArray:
+    """The zones' indices on an ``n x n`` grid padded by one row and column of -1 on every side (read-only)."""
+    out = np.pad(np.arange(n * n).reshape(n, n), 1, constant_values=-1)
+    out.flags.writeable = False
+    return out
+
+
+def _mixed_zones(
+    d: FloatArray, n: int, status: NDArray[Any] | None, valid: NDArray[np.bool_] | None
+) -> NDArray[np.int64]:
+    """:func:`mixed_zones` of ``(F, Z)`` frames at once: ``(F, Z, 2)``."""
+    f = d.shape[0]
     if valid is not None:  # an invalid zone's distance (bad status, out of range) is no evidence either way
-        d = np.where(np.asarray(valid, dtype=bool).reshape(-1), d, np.nan)
-    idx = np.pad(np.arange(n * n).reshape(n, n), 1, constant_values=-1)
-    g = np.pad(d.reshape(n, n), 1, constant_values=np.nan)
-    c = g[1:-1, 1:-1]
+        d = np.where(valid, d, np.nan)
+    idx = _padded_index(n)
+    g = np.full((f, n + 2, n + 2), np.nan)
+    g[:, 1:-1, 1:-1] = d.reshape(f, n, n)
+    c = g[:, 1:-1, 1:-1]
     tau = np.maximum(3.0 * np.nan_to_num(table_i_sigma(c), nan=0.0), 0.02)
-    best = np.zeros((n, n))
-    grid = np.full((n, n, 2), -1, dtype=np.int64)
+    best = np.zeros((f, n, n))
+    grid = np.full((f, n, n, 2), -1, dtype=np.int64)
+    finite_c = np.isfinite(c)
     for dy, dx in ((0, 1), (1, 0), (1, 1), (1, -1)):
         sa = (slice(1 + dy, n + 1 + dy), slice(1 + dx, n + 1 + dx))
         sb = (slice(1 - dy, n + 1 - dy), slice(1 - dx, n + 1 - dx))
-        a, b = g[sa], g[sb]
+        a, b = g[(slice(None), *sa)], g[(slice(None), *sb)]
         with np.errstate(invalid="ignore"):
             step = np.fmin(np.abs(c - a), np.abs(c - b))
             between = (c - np.fmin(a, b) > tau) & (np.fmax(a, b) - c > tau)
-        take = np.isfinite(a) & np.isfinite(b) & np.isfinite(c) & between & (step > best)
+        take = np.isfinite(a) & np.isfinite(b) & finite_c & between & (step > best)
         best = np.where(take, step, best)
-        grid[take, 0] = idx[sa][take]
-        grid[take, 1] = idx[sb][take]
-    out = grid.reshape(-1, 2)
+        frame, row, col = np.nonzero(take)
+        grid[frame, row, col, 0] = idx[sa][row, col]
+        grid[frame, row, col, 1] = idx[sb][row, col]
+    out = grid.reshape(f, n * n, 2)
     if status is not None:
-        large = (np.asarray(status).reshape(-1) == LARGE_PULSE_STATUS) & (out[:, 0] < 0) & np.isfinite(d)
-        for z in np.flatnonzero(large):
+        dd = d.reshape(f, n * n)
+        large = (np.asarray(status).reshape(f, -1) == LARGE_PULSE_STATUS) & (out[..., 0] < 0) & np.isfinite(dd)
+        for k, z in zip(*np.nonzero(large), strict=True):
             r, q = divmod(int(z), n)
             around = [(r + i, q + j) for i in (-1, 0, 1) for j in (-1, 0, 1) if i or j]
-            nb = [y * n + x for y, x in around if 0 <= y < n and 0 <= x < n and np.isfinite(d[y * n + x])]
+            nb = [y * n + x for y, x in around if 0 <= y < n and 0 <= x < n and np.isfinite(dd[k, y * n + x])]
             if nb:
-                dn = d[nb]
-                out[z] = (nb[int(np.argmin(dn))], nb[int(np.argmax(dn))])
+                dn = dd[k, nb]
+                out[k, z] = (nb[int(np.argmin(dn))], nb[int(np.argmax(dn))])
     return out
+
+
+@dataclass
+class FramesPoints:
+    """The points of many ToF frames (:func:`frames_points`), frame after frame, each frame's zones in order."""
+
+    q: FloatArray  # (P, 3) in each frame's ring frame
+    sigma: FloatArray  # (P,) Table I
+    frame: NDArray[np.int64]  # (P,) which frame
+    clean: NDArray[np.bool_]  # (P,) the zone may not have merged two surfaces (mixed_zones)
+    mixed: NDArray[np.int64]  # (P, 2) Measurements.tof_mixed offsets (mixed_offsets)
+    invalid: NDArray[np.int64]  # (F,) zones left out of each frame
+    bad: NDArray[np.bool_]  # (F,) frames refused (not the sensor's number of zones)
+
+
+def frames_points(
+    mounts: list[TofMount],
+    mount_of: NDArray[np.int64],
+    distance: FloatArray,
+    status: NDArray[Any] | None = None,
+    *,
+    valid_status: tuple[int, ...] = VALID_STATUS,
+    range_convention: str = "perpendicular",
+) -> FramesPoints:
+    """:func:`frame_points`, :func:`valid_zones` and :func:`mixed_zones` of ``(F, Z)`` frames of the sensors
+    ``mounts[mount_of[i]]`` at once, the frames of each sensor in one batch: every frame's points, sigmas,
+    mixed-pixel pairs as offsets, in the order a frame-by-frame loop gives them. A frame with another number of
+    zones than its sensor has is refused (``bad``), as :func:`frame_points` refuses it."""
+    if range_convention not in RANGE_CONVENTIONS:
+        raise ContinuumError(f"range convention must be one of {RANGE_CONVENTIONS}, got {range_convention!r}")
+    dist = np.asarray(distance, dtype=np.float64)
+    mount_of = np.asarray(mount_of, dtype=np.int64).reshape(-1)
+    n_frames = int(mount_of.size)
+    dist = dist.reshape(n_frames, -1) if n_frames else np.zeros((0, 0))
+    st_all = None if status is None else np.asarray(status).reshape(n_frames, -1) if n_frames else np.zeros((0, 0))
+    invalid = np.zeros(n_frames, dtype=np.int64)
+    bad = np.zeros(n_frames, dtype=bool)
+    parts: list[tuple[FloatArray, FloatArray, NDArray[np.int64], NDArray[np.bool_], NDArray[np.int64]]] = []
+    for mi in np.unique(mount_of).tolist():
+        rows = np.flatnonzero(mount_of == mi)
+        m = mounts[int(mi)]
+        n = int(m.zones_per_side)
+        if dist.shape[1] != n * n or (st_all is not None and st_all.shape[1] != n * n):
+            bad[rows] = True
+            continue
+        d = dist[rows]
+        st = None if st_all is None else st_all[rows]
+        ok, sig = _valid_zones(d, st, float(m.max_range), valid_status)
+        pairs = _mixed_zones(d, n, st, ok)  # (G, Z, 2)
+        invalid[rows] = (~ok).sum(axis=1)
+        # the mixed pairs as offsets between points of one frame (mixed_offsets, row by row)
+        point_of = np.cumsum(ok, axis=1) - 1
+        pz = np.clip(pairs, 0, n * n - 1)
+        g_idx = np.arange(len(rows))[:, None, None]
+        has = (pairs >= 0) & ok[g_idx, pz]
+        offsets = np.where(has, point_of[g_idx, pz] - point_of[..., None], 0)
+        frame_of, zone = np.nonzero(ok)
+        u = _zone_directions(n, float(m.fov))[zone]
+        if range_convention == "radial":
+            u = u / np.linalg.norm(u, axis=1, keepdims=True)
+        q = d[frame_of, zone][:, None] * u
+        qr = q @ m.T_ring_sensor[:3, :3].T + m.T_ring_sensor[:3, 3]
+        parts.append((qr, sig[frame_of, zone], rows[frame_of], pairs[frame_of, zone, 0] < 0,
+                      offsets[frame_of, zone].astype(np.int64)))  # fmt: skip
+    if not parts:
+        return FramesPoints(np.zeros((0, 3)), np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool),
+                            np.zeros((0, 2), dtype=np.int64), invalid, bad)  # fmt: skip
+    q, sig, frame, clean, mixed = (np.concatenate(x) for x in zip(*parts, strict=True))
+    order = np.argsort(frame, kind="stable")  # frame after frame, as a loop over the frames gives them
+    return FramesPoints(q[order], sig[order], frame[order], clean[order], mixed[order], invalid, bad)
 
 
 def point_jacobian(R: FloatArray, q: FloatArray) -> FloatArray:

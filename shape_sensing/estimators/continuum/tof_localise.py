@@ -41,13 +41,11 @@ from shape_sensing.estimators.continuum.solver import assign_measurements, uniqu
 from shape_sensing.estimators.continuum.tof import (
     TofEvaluation,
     TofMount,
-    frame_points,
-    mixed_zones,
+    frames_points,
     project_points,
     stationary_bias,
     strain_measurement,
     tof_factor,
-    valid_zones,
 )
 from shape_sensing.estimators.continuum.window import SlidingWindow
 from shape_sensing.geometry import FloatArray
@@ -229,38 +227,25 @@ def default_weights(cfg: LocaliseConfig) -> Weights:
 def build_measurements(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> tuple[Measurements, BuildStats]:
     """Estimator measurements from raw sensor data (see the module docstring)."""
     stats = BuildStats()
-    qs, ts, ss, sg, mx, sn = [], [], [], [], [], []
-    if cfg.use_tof and tof_map is not None:
-        for i in range(data.tof_t.size):
-            m = data.mounts[int(data.tof_mount[i])]
-            try:
-                q, sig, bad = frame_points(
-                    m, data.tof_distance[i], data.tof_status[i], range_convention=cfg.range_convention
-                )
-                ok, _ = valid_zones(m, data.tof_distance[i], data.tof_status[i])
-                pairs = mixed_zones(data.tof_distance[i], m.zones_per_side, data.tof_status[i], ok)
-                mixed = mixed_offsets(ok, pairs)
-            except ContinuumError:
-                stats.frames_bad += 1
-                continue
-            stats.tof_invalid += bad
-            qs.append(q)
-            sg.append(sig)
-            ts.append(np.full(sig.size, data.tof_t[i]))
-            ss.append(np.full(sig.size, m.s))
-            mx.append(mixed)
-            sn.append(np.full(sig.size, int(data.tof_mount[i]), dtype=np.int64))
     meas = Measurements()
-    if qs:
-        meas.tof_q = np.concatenate(qs)
-        meas.tof_sigma = np.concatenate(sg)
-        meas.tof_t = np.concatenate(ts)
-        meas.tof_s = np.concatenate(ss)
-        meas.tof_map = tof_map
-        meas.tof_mixed = np.concatenate(mx)
-        stats.tof_sensor = np.concatenate(sn)
-        stats.tof_points = int(meas.tof_t.size)
-        stats.tof_mixed = int(np.any(meas.tof_mixed != 0, axis=1).sum())
+    if cfg.use_tof and tof_map is not None and data.tof_t.size:
+        fp = frames_points(
+            data.mounts, data.tof_mount, data.tof_distance, data.tof_status, range_convention=cfg.range_convention
+        )
+        stats.frames_bad += int(fp.bad.sum())
+        stats.tof_invalid += int(fp.invalid[~fp.bad].sum())
+        if fp.sigma.size:
+            ring_s = np.array([m.s for m in data.mounts], dtype=np.float64)
+            mount = np.asarray(data.tof_mount, dtype=np.int64)[fp.frame]
+            meas.tof_q = fp.q
+            meas.tof_sigma = fp.sigma
+            meas.tof_t = np.asarray(data.tof_t, dtype=np.float64)[fp.frame]
+            meas.tof_s = ring_s[mount]
+            meas.tof_map = tof_map
+            meas.tof_mixed = fp.mixed
+            stats.tof_sensor = mount
+            stats.tof_points = int(meas.tof_t.size)
+            stats.tof_mixed = int(np.any(meas.tof_mixed != 0, axis=1).sum())
     if cfg.use_gyro and data.gyro_t.size:
         bias = stationary_bias(data.gyro_t, data.gyro_s, data.gyro_w, data.still)
         stats.gyro_bias = bias
@@ -368,8 +353,9 @@ def localise(
     if cfg.base_registration not in BASE_REGISTRATIONS:
         raise ContinuumError(f"base_registration must be one of {BASE_REGISTRATIONS}, got {cfg.base_registration!r}")
     if cfg.window and (cfg.mount_tolerance or cfg.mount_tolerance_deg):
-        raise ContinuumError("mount_tolerance enters through the batch's system; the sliding window (window > 0) has "
-                             "none")
+        raise ContinuumError(
+            "mount_tolerance enters through the batch's system; the sliding window (window > 0) has none"
+        )
     if cfg.mount_calibration and (cfg.window or cfg.registration_rounds < 1):
         raise ContinuumError(
             "mount_calibration runs in the batch's registration rounds: it needs window 0 and registration_rounds >= 1"
