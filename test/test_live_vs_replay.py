@@ -32,8 +32,6 @@ MAX_MM = 30.0
 COVERAGE = 0.9
 HOGS = max(1, os.cpu_count() or 1)
 
-# The vine-IMU demo is not among them yet: replay applies the straight reference recorded in the bag's
-# metadata, which the node would need as its straight_reference_file.
 CASES = {
     # demo, its arguments, node, namespace, raw topics, estimate topic (PoseStamped or PoseWithCovarianceStamped)
     "vine-collision": (
@@ -42,6 +40,22 @@ CASES = {
         "/vine",
         ["/vine/base/length", "/vine/base/pressure", "/vine/cap/state", "/vine/cap/imu", "/vine/obstacle/wrench"],
         "/vine/collision/tip",
+    ),
+    # 18 IMUs and the base's length at 100 Hz; the straight reference captured by the node as by replay (auto offset)
+    "vine-imu": (
+        ["--duration", "12"],
+        "hinge_arc_estimator",
+        "/vine",
+        [*(f"/vine/imu_{i:02d}/data" for i in range(18)), "/vine/base/length"],
+        "/vine/shape/tip",
+    ),
+    # 5 WT901 at 100 Hz over a noisy serial line; the rods calibration of the first second, live as in replay
+    "hyper-redundant": (
+        ["--duration", "12"],
+        "rigid_module_estimator",
+        "/hyper_redundant",
+        [f"/hyper_redundant/imu/platform_{i}" for i in range(5)],
+        "/hyper_redundant/shape/end_effector",
     ),
 }
 

@@ -85,7 +85,9 @@ def run_demo(
         raise ValueError(f"--byte-error-rate {byte_error_rate}: expected 0 <= rate < 0.1")
     rods_s = 1.0
     sim = HyperRedundantSim(n_modules=modules, seed=seed, rods_s=rods_s)
-    params = ESTIMATOR_SCHEMA.defaults() | {"n_modules": modules, "heading_mode": heading_mode}
+    # what the run does, in the parameters the bag records: a node started on them calibrates on the same rods hold
+    params = ESTIMATOR_SCHEMA.defaults() | {"n_modules": modules, "heading_mode": heading_mode,
+                                            "calibrate_on_start": True, "calibration_duration": rods_s}  # fmt: skip
     tracker = HyperRedundantTracker(params, rods_s=rods_s)
     ns = DEFAULT_NAMESPACE
     n = modules + 1
