@@ -63,16 +63,17 @@ def _run(feed: list[tuple[Callable[[Any, Any], None], bytes, Any]]) -> float:
 
 
 def dispatch_cost(n: int = 3000) -> float:
-    """CPU seconds per message of publish + take + an empty callback through rclpy's executor, in one process."""
+    """CPU seconds per message of publish + take + an empty callback through the nodes' executor, in one process."""
     import rclpy
-    from rclpy.executors import SingleThreadedExecutor
     from sensor_msgs.msg import Imu
+
+    from shape_sensing.nodes.executor import make_executor
 
     node = rclpy.create_node("bench_dispatch")
     got = [0]
     node.create_subscription(Imu, "bench_dispatch_imu", lambda m: got.__setitem__(0, got[0] + 1), 10)
     pub = node.create_publisher(Imu, "bench_dispatch_imu", 10)
-    ex = SingleThreadedExecutor()
+    ex = make_executor()  # the nodes' executor (SHAPE_SENSING_EXECUTOR=rclpy: rclpy's own)
     ex.add_node(node)
     msg = Imu()
     for _ in range(50):  # discovery

@@ -13,8 +13,11 @@ then for ``--seconds`` measures
 * the inputs the estimator dropped, decimated, found late or missing, from its ``<node>: inputs`` status on
   /diagnostics (absent in builds without the input stage: n/a).
 
-Launch files that need hardware or a recorded dataset (hyper_redundant, vine_collision, continuum_estimator)
-are listed with the reason and not run.
+The continuum estimator's launch is fed a recorded trial of the space_time_continuum dataset (robot 2,
+``shape-sensing eval-continuum`` writes it as a bag with the node's parameters) where the dataset lies beside
+the repository, the growth planner goal poses at 5 Hz from the probe. Launch files that need hardware
+(hyper_redundant, vine_collision: their estimators are measured in the ``_sim`` launch files) are listed with
+the reason and not run.
 
 ``--workspace`` (repeatable) runs every case on each colcon install (``<ws>/install/setup.bash``), one after the
 other per case, so that two builds are compared in the same run under the same load. ``--case`` picks cases;
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import multiprocessing
 import os
 import signal
@@ -59,6 +63,10 @@ class Case:
     sim_time: bool = False  # stamps are a bag's: no latency
     needs_demo: str = ""  # a `shape-sensing demo` to run first; {out} in args is replaced by its output dir
     diag_nodes: list[str] = field(default_factory=list)
+    goals: tuple[str, float] = ("", 0.0)  # (topic, rate): the probe publishes goal poses there (the planner)
+    play: str = ""  # a bag ({out}/...) the benchmark plays into the launch with `shape-sensing play-bag`
+    play_node: str = ""  # the node play-bag waits for
+    needs_dataset: bool = False  # the space_time_continuum dataset beside the repository (../shared/datasets)
 
 
 def _vine_imu_inputs(array: bool) -> list[tuple[str, str]]:
@@ -112,17 +120,34 @@ def cases(array_capable: bool) -> list[Case]:
                                                              "geometry_msgs/msg/PoseWithCovarianceStamped"),
              "16 ToF at 15 Hz, 5 gyros at 120 Hz, strain, window 4 at 10 Hz", sim_time=True,
              needs_demo="tof-continuum", diag_nodes=["/continuum/continuum_estimator"]),
-        Case("growth_planner", "growth_planner.launch.xml", {}, ["growth_planner"], "growth_planner", [],
-             ("/growing/plan/path", "nav_msgs/msg/Path"), "planner"),
+        Case("growth_planner", "growth_planner.launch.xml", {}, ["growth_planner"], "growth_planner",
+             [("/growing/goal_pose", "geometry_msgs/msg/PoseStamped")], ("/growing/plan/path", "nav_msgs/msg/Path"),
+             "goals at 5 Hz, each a 3D Dubins plan", goals=("/growing/goal_pose", 5.0)),
+        Case("continuum_estimator (dataset bag, 1x)", "continuum_estimator.launch.xml",
+             {"config": "{out}/slow_free_space_window_params.yaml", "use_sim_time": "true"},
+             ["continuum_estimator"], "ros2 bag play",
+             [("/continuum/base_pose", "geometry_msgs/msg/PoseWithCovarianceStamped"),
+              ("/continuum/tip_pose", "geometry_msgs/msg/PoseWithCovarianceStamped"),
+              ("/continuum/gyro_tip/data", "sensor_msgs/msg/Imu"), ("/continuum/gyro_mid/data", "sensor_msgs/msg/Imu")],
+             ("/continuum/shape/tip", "geometry_msgs/msg/PoseWithCovarianceStamped"),
+             "recorded robot 2: 2 pose sensors, 2 gyros; window 4 at 30 Hz", sim_time=True, needs_dataset=True,
+             play="{out}/slow_free_space_window_bag", play_node="/continuum/continuum_estimator",
+             diag_nodes=["/continuum/continuum_estimator"]),
     ]  # fmt: skip
+    for c in out:  # the ToF launch's inputs, for its CPU per input
+        if c.name.startswith("continuum_tof"):
+            c.inputs.extend([(f"/tof/tof_{r}_{j}", "shape_sensing/msg/TofFrame") for r in range(5) for j in range(3)])
+            c.inputs.append(("/tof/tof_tip", "shape_sensing/msg/TofFrame"))
+            c.inputs.append(("/strain", "shape_sensing/msg/StrainArray"))
+            c.inputs.extend([(f"/gyro/ring{r}", "sensor_msgs/msg/Imu") for r in range(5)])
     return out
 
 
 NOT_RUN = {
     "hyper_redundant.launch.xml": "WT901 drivers on serial ports (hardware); the estimator: hyper_redundant_sim",
     "vine_collision.launch.xml": "base station, contact cap and force sensor drivers (hardware); see the _sim",
-    "continuum_estimator.launch.xml": "a space_time_continuum recording (dataset, not shipped)",
 }  # fmt: skip
+DATASET = ROOT.parent / "shared" / "datasets" / "space_time_continuum"
 
 
 def _ros_ready() -> str:
@@ -225,6 +250,31 @@ def measure(case: Case, env: dict[str, str], seconds: float, warmup: float, demo
     for topic, typename in case.inputs:
         with contextlib.suppress(Exception):
             node.create_subscription(get_message(typename), topic, on_in, best_effort)
+    goal_pub = None
+    goal_k = [0]
+    if case.goals[0]:
+        from geometry_msgs.msg import PoseStamped
+
+        goal_pub = node.create_publisher(PoseStamped, case.goals[0], 10)
+
+        def send_goal() -> None:  # goals ahead of the tip, about its growth direction, each a new plan
+            k = goal_k[0] = goal_k[0] + 1
+            msg = PoseStamped()
+            msg.header.frame_id = "growing_base"
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(time.time_ns(), 1_000_000_000)
+            a = 0.7 * math.sin(0.9 * k)
+            msg.pose.position.x, msg.pose.position.y = 0.15 * math.sin(a), 0.1 * math.cos(1.3 * k)
+            msg.pose.position.z = 0.3 + 0.05 * (k % 5)
+            msg.pose.orientation.y, msg.pose.orientation.w = math.sin(a / 2), math.cos(a / 2)
+            goal_pub.publish(msg)
+
+        node.create_timer(1.0 / case.goals[1], send_goal)
+    play = None
+    if case.play:
+        bag = case.play.replace("{out}", str(demo_dir))
+        play = subprocess.Popen(["shape-sensing", "play-bag", "--node", case.play_node, bag, "--", "--clock", "100"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                start_new_session=True)  # fmt: skip
     from diagnostic_msgs.msg import DiagnosticArray
 
     node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 100)
@@ -241,15 +291,28 @@ def measure(case: Case, env: dict[str, str], seconds: float, warmup: float, demo
             while time.monotonic() < end:
                 rclpy.spin_once(node, timeout_sec=0.05)
         procs = _procs(launch.pid)
+        if play is not None:
+            with contextlib.suppress(Exception):
+                import psutil
+
+                procs["ros2 bag play"] = psutil.Process(play.pid)
         cpu0 = {k: _cpu(p) for k, p in procs.items()}
+        last = dict(cpu0)  # each process's CPU as last read: a feeder that ends (a bag) keeps what it used
         out_lat.clear()
         n_in[0] = 0
         diag.clear()
         t0 = time.monotonic()
         span = seconds
+        next_read = t0
         while time.monotonic() < t0 + span:
             rclpy.spin_once(node, timeout_sec=0.05)
-            if case.sim_time and "ros2 bag play" in procs and not procs["ros2 bag play"].is_running():
+            if time.monotonic() >= next_read:
+                next_read += 0.5
+                for k, p in procs.items():
+                    with contextlib.suppress(Exception):
+                        last[k] = _cpu(p)
+            bag_player = procs.get("ros2 bag play")
+            if case.sim_time and bag_player is not None and not bag_player.is_running():
                 break  # the bag ended
         wall = time.monotonic() - t0
         cpu1 = {}
@@ -257,12 +320,17 @@ def measure(case: Case, env: dict[str, str], seconds: float, warmup: float, demo
             try:
                 cpu1[k] = _cpu(p)
             except Exception:
-                cpu1[k] = cpu0[k]
+                cpu1[k] = last[k]
         end = time.monotonic() + 1.5
         while time.monotonic() < end:
             rclpy.spin_once(node, timeout_sec=0.05)  # the last inputs status
     finally:
         node.destroy_node()
+        if play is not None and play.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(play.pid, signal.SIGINT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                play.wait(timeout=10)
         try:
             os.killpg(launch.pid, signal.SIGINT)
             launch.wait(timeout=20)
@@ -297,6 +365,15 @@ def _demo(name: str) -> Path:
     out = Path(tempfile.mkdtemp(prefix=f"bench_{name}_"))
     cmd = ["shape-sensing", "demo", name, "--duration", "6", "--no-picture", "--json", "--out", str(out),
            "--sim", "kinematic"]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True, timeout=900)
+    return out
+
+
+def _dataset_bag() -> Path:
+    """The robot-2 slow_free_space trial as a bag and the node's parameters (``shape-sensing eval-continuum``)."""
+    out = Path(tempfile.mkdtemp(prefix="bench_dataset_"))
+    cmd = ["shape-sensing", "eval-continuum", str(DATASET), "slow_free_space", "--estimator", "window",
+           "--duration", "30", "--json", "--out", str(out)]  # fmt: skip
     subprocess.run(cmd, check=True, capture_output=True, timeout=900)
     return out
 
@@ -359,11 +436,19 @@ def main(argv: list[str] | None = None) -> int:
                 array = "shape_sensing/msg/ImuArray" in _interfaces(env)
                 case = next(c for c in cases(array) if c.name == template.name)
                 demo_dir = None
-                if case.needs_demo:
-                    demo_dir = demos.get(case.needs_demo) or demos.setdefault(case.needs_demo, _demo(case.needs_demo))
                 if not args.json:
                     print(f"{case.name} [{label}] ...", file=sys.stderr, flush=True)
-                r = measure(case, env, args.seconds, args.warmup, demo_dir)
+                try:
+                    if case.needs_demo:
+                        demo_dir = demos.get(case.needs_demo) or demos.setdefault(case.needs_demo,
+                                                                                  _demo(case.needs_demo))  # fmt: skip
+                    if case.needs_dataset:
+                        if not DATASET.is_dir():
+                            raise FileNotFoundError(f"no space_time_continuum dataset at {DATASET}")
+                        demo_dir = demos.get("dataset") or demos.setdefault("dataset", _dataset_bag())
+                    r = measure(case, env, args.seconds, args.warmup, demo_dir)
+                except (OSError, subprocess.SubprocessError) as exc:  # one case failing leaves the others' figures
+                    r = {"case": case.name, "launch": case.launch, "nominal": case.nominal, "error": str(exc)}
                 r["label"] = label
                 r["hog"] = args.hog
                 results.append(r)
