@@ -200,7 +200,7 @@ class ShapeCdr:
         if shape.position_covariance is not None:
             cov6[:3, :3] = positive_definite(shape.position_covariance[-1])
         frame = shape.parent_frame
-        nb = _numbers or _Numbers(None, None, None, None)
+        nb = _numbers or _single_numbers(shape) or _Numbers(None, None, None, None)
         out = [
             ("/tf", "tf2_msgs/msg/TFMessage", nb.tf if nb.tf is not None else tf_cdr(shape)),
             ("shape/path", "nav_msgs/msg/Path",
@@ -349,6 +349,65 @@ def _block_numbers(shapes: list[ShapeEstimate], views: bool = False) -> list[_Nu
         for j, k in enumerate(members):
             out[k] = _Numbers(rows[0][j], rows[1][j], rows[2][j])
     return out
+
+
+def _single_numbers(shape: ShapeEstimate) -> _Numbers | None:
+    """:func:`_block_numbers` of one estimate (a live node's): its layout's templates (:func:`_layouts`, cached per
+    layout) copied and filled by two index writes each, the numbers computed as the block computes them (so the
+    same bits); ``None`` where the block path does not apply (it then goes field by field)."""
+    from shape_sensing.messages.common import _path_values
+
+    bb = np.asarray(shape.backbone)
+    stamp = int(shape.stamp_ns)
+    n = len(shape.frame_ids)
+    if not (n == len(shape.poses) and n and bb.ndim == 2 and bb.shape[1] == 3 and len(bb) >= 2
+            and stamp >= 0 and stamp // NS_PER_S <= 2**31 - 1):  # fmt: skip
+        return None
+    layouts = _single_layouts(shape.parent_frame, tuple(shape.frame_ids), len(bb))
+    poses = np.asarray(shape.poses, dtype=float)
+    tf = np.empty((n, 7))
+    tf[:, :3] = poses[:, :3, 3]
+    tf[:, 3:] = matrix_to_quat(poses[:, :3, :3])
+    tip = np.zeros(7 + 36)
+    tip[:3] = poses[-1, :3, 3]
+    tip[3:7] = matrix_to_quat(poses[-1, :3, :3])
+    cov6 = np.zeros((6, 6))
+    cov6[3:, 3:] = np.eye(3) * UNOBSERVED_VARIANCE
+    if shape.position_covariance is not None:
+        cov6[:3, :3] = positive_definite(shape.position_covariance[-1])
+    tip[7:] = cov6.reshape(36)
+    time_bytes = np.array([stamp // NS_PER_S, stamp % NS_PER_S], dtype="<u4").view(np.uint8)
+    made = []
+    for (template, stamp_idx, value_idx), values in zip(
+        layouts, (tf, _path_values(np.asarray(bb, dtype=float)), tip[None, :]), strict=True
+    ):
+        buf = bytearray(template)
+        u8 = np.frombuffer(buf, np.uint8)
+        u8[stamp_idx] = np.tile(time_bytes, stamp_idx.size // 8)
+        u8[value_idx] = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).reshape(-1)
+        made.append(bytes(buf))
+    return _Numbers(made[0], made[1], made[2])
+
+
+_SINGLE: dict[tuple[str, tuple[str, ...], int], list[tuple[bytes, np.ndarray, np.ndarray]]] = {}
+
+
+def _single_layouts(parent: str, children: tuple[str, ...], p: int) -> list[tuple[bytes, np.ndarray, np.ndarray]]:
+    """:func:`_layouts` with every stamp's and every row's byte indices spelt out (for one estimate's writes)."""
+    key = (parent, children, p)
+    found = _SINGLE.get(key)
+    if found is None:
+        found = []
+        rows = (7, 7, 7 + 36)  # float64 per row: TF's and the path's poses, the tip's pose and covariance
+        for (template, stamp_at, value_at), row in zip(_layouts(parent, children, p), rows, strict=True):
+            width = 8 * row
+            stamp_idx = (np.asarray(stamp_at, dtype=np.int64)[:, None] + np.arange(8)).reshape(-1)
+            value_idx = (np.asarray(value_at, dtype=np.int64)[:, None] + np.arange(width)).reshape(-1)
+            found.append((template, stamp_idx, value_idx))
+        if len(_SINGLE) > 256:
+            _SINGLE.clear()
+        _SINGLE[key] = found
+    return found
 
 
 def _scatter(block: np.ndarray, at: np.ndarray, items: np.ndarray) -> None:
