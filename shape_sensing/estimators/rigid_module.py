@@ -649,30 +649,34 @@ class RigidModuleEstimator:
             full = cfg.heading_mode == "full"
             z_cal = np.sqrt(2.0) * cfg.heading_disturbance_deg if full else cfg.mounting_stddev_deg
             sig_cal = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, z_cal])
+        # The covariance by finite differences through the whole chain: one chain per reading's roll, pitch (and
+        # yaw, where it enters the shape: in full heading mode, or where a joint's heading is the magnetometer's);
+        # a mounting's turn about a platform's own axis moves that platform's Euler angles by a known amount, so its
+        # column is the chain rule of those (no chain of its own).
+        P = self.n_platforms
+        h = _FD_STEP
+        cols: list[tuple[int, int]] = []
         if cfg.covariance:
-            h = _FD_STEP
-            cols = [(i, k) for i in range(self.n_platforms) for k in range(3)]
-            body = [(i, k) for i in range(self.n_platforms) for k in range(3) if sig_cal[k] > 0]
-            batch = np.repeat(e[None], 1 + len(cols) + len(body), axis=0)
-            for c, (i, k) in enumerate(cols):
-                batch[1 + c, i, k] += h
-            if body:  # each platform turned by h about its own axis k: R_i Rot_k(h), all at once
-                R = euler_zyx_to_matrix(e)
-                bi = np.array([i for i, _ in body])
-                turns = _TURNS_H[[k for _, k in body]]
-                batch[1 + len(cols) + np.arange(len(body)), bi] = matrix_to_euler_zyx(R[bi] @ turns)
-        else:
-            batch = e[None]
+            axes = (0, 1) if cfg.heading_mode == "roll_pitch" else (0, 1, 2)
+            cols = [(i, k) for i in range(P) for k in axes]
+        batch = np.repeat(e[None], 1 + len(cols), axis=0)
+        for c, (i, k) in enumerate(cols):
+            batch[1 + c, i, k] += h
         poses, theta, twist, cond = self._forward(batch)
+        if cfg.covariance and cfg.heading_mode == "roll_pitch":
+            hinted = np.isfinite(e[1:, 2] - e[0, 2])
+            if np.any((cond[0] < cfg.heading_min_conditioning) & hinted):  # a heading from the magnetometer
+                yaw = np.repeat(e[None], P, axis=0)
+                yaw[np.arange(P), np.arange(P), 2] += h
+                p_yaw, th_yaw, _, _ = self._forward(yaw)
+                poses, theta = np.concatenate([poses, p_yaw]), np.concatenate([theta, th_yaw])
+                cols += [(i, 2) for i in range(P)]
         shape_poses = poses[0]
         tip_cov = None
         pos_cov = None
         theta_cov = None
         if cfg.covariance:
-            sig_in = np.array([sig[k] for (_, k) in cols] + [sig_cal[k] for (_, k) in body])
             dpos = (poses[1:, :, :3, 3] - poses[0, :, :3, 3]) / h  # (m, F, 3)
-            Jp = np.transpose(dpos, (1, 2, 0)) * sig_in  # (F, 3, m)
-            pos_cov = Jp @ np.swapaxes(Jp, -1, -2)
             Rn = poses[0, -1, :3, :3]
             # world-frame small rotations (m, 3): a turn by a small angle a about n has skew part sin(a) [n]x,
             # which gives the rotation vector to a relative a^2 / 6 (1e-15 here)
@@ -680,9 +684,29 @@ class RigidModuleEstimator:
             drot = (
                 0.5 * np.stack([dR[:, 2, 1] - dR[:, 1, 2], dR[:, 0, 2] - dR[:, 2, 0], dR[:, 1, 0] - dR[:, 0, 1]], 1) / h
             )
+            dth = (theta[1:] - theta[0]).reshape(len(cols), -1) / h  # (m, 2n)
+            body = [(i, k) for i in range(P) for k in range(3) if sig_cal[k] > 0]
+            if body:  # each platform turned by h about its own axis k, R_i Rot_k(h): its Euler angles' change
+                R = euler_zyx_to_matrix(e)
+                bi = np.array([i for i, _ in body])
+                turned = matrix_to_euler_zyx(R[bi] @ _TURNS_H[[k for _, k in body]])
+                de = (turned - matrix_to_euler_zyx(R[bi]) + np.pi) % (2.0 * np.pi) - np.pi  # (b, 3), per h
+                col_of = {ik: c for c, ik in enumerate(cols)}
+                # a reading's yaw without a column of its own does not enter the shape (roll_pitch mode)
+                chain = np.zeros((len(body), len(cols)))
+                for b, (i, _) in enumerate(body):
+                    for k in range(3):
+                        col = col_of.get((i, k))
+                        if col is not None:
+                            chain[b, col] = de[b, k] / h
+                dpos = np.concatenate([dpos, np.tensordot(chain, dpos, axes=1)])
+                drot = np.concatenate([drot, chain @ drot])
+                dth = np.concatenate([dth, chain @ dth])
+            sig_in = np.array([sig[k] for (_, k) in cols] + [sig_cal[k] for (_, k) in body])
+            Jp = np.transpose(dpos, (1, 2, 0)) * sig_in  # (F, 3, m)
+            pos_cov = Jp @ np.swapaxes(Jp, -1, -2)
             Jt = np.concatenate([dpos[:, -1, :], drot], axis=1).T * sig_in  # (6, m)
             tip_cov = Jt @ Jt.T
-            dth = (theta[1:] - theta[0]).reshape(len(sig_in), -1) / h  # (m, 2n)
             Jth = dth.T * sig_in
             theta_cov = Jth @ Jth.T
         # Diagnostics
