@@ -57,10 +57,10 @@ class ImuSweep:
         The same normalisation as :func:`~shape_sensing.messages.common.imu_orientation_from_msg` (``q / sqrt(q.q)``).
         """
         q = self.orientation
-        norm = np.sqrt(np.einsum("ij,ij->i", q, q))
+        with np.errstate(invalid="ignore", over="ignore"):
+            norm = np.sqrt(np.einsum("ij,ij->i", q, q))
         provided = self.orientation_covariance[:, 0] != -1.0
-        with np.errstate(invalid="ignore"):
-            usable = provided & np.isfinite(norm) & (np.abs(norm - 1.0) <= UNIT_QUATERNION_TOLERANCE)
+        usable = provided & (np.abs(norm - 1.0) <= UNIT_QUATERNION_TOLERANCE)  # False for a NaN or infinite norm
         safe = np.where(usable, norm, 1.0)
         return q / safe[:, None], usable
 
