@@ -5,7 +5,9 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -124,3 +126,17 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
     if _SELECTED is None or collection_path.is_dir() or not collection_path.name.startswith("test_"):
         return None
     return collection_path.name not in _selected_files() or None
+
+
+@pytest.fixture
+def context() -> Iterator[Any]:
+    """A ROS 2 context of the test's own, initialised and shut down around it (rclpy tests only: needs rclpy)."""
+    import rclpy
+    from rclpy.context import Context
+
+    ctx = Context()
+    rclpy.init(context=ctx)
+    try:
+        yield ctx
+    finally:
+        rclpy.try_shutdown(context=ctx)

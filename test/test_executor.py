@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -25,18 +25,6 @@ except ImportError:  # no ROS 2: each test skips (a module-level skip aborts the
 pytestmark = [pytest.mark.rclpy, pytest.mark.skipif(rclpy is None, reason="needs rclpy (a sourced ROS 2)")]
 
 MAX_ROUNDS = 500  # spin rounds before giving up (not a time limit)
-
-
-@pytest.fixture
-def context() -> Iterator[Any]:
-    from rclpy.context import Context
-
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        rclpy.try_shutdown(context=ctx)
 
 
 def _lean(context: Any, **kw: Any) -> Any:
@@ -61,6 +49,19 @@ def _reliable(depth: int) -> Any:
 
 def _wait_matched(pub: Any, executor: Any, n: int = 1) -> None:
     assert _spin_until(executor, lambda: pub.get_subscription_count() >= n), "the subscription never matched"
+
+
+def _rig(context: Any, name: str, callback: Any, depth: int, **executor_args: Any) -> tuple[Any, Any, Any]:
+    """A node on a lean executor with one subscription to its own publisher of std_msgs/Int32, matched."""
+    from std_msgs.msg import Int32
+
+    node = rclpy.create_node(f"executor_{name}", context=context)
+    executor = _lean(context, **executor_args)
+    executor.add_node(node)
+    node.create_subscription(Int32, f"exec/{name}", callback, _reliable(depth))
+    pub = node.create_publisher(Int32, f"exec/{name}", _reliable(depth))
+    _wait_matched(pub, executor)
+    return node, executor, pub
 
 
 @pytest.mark.parametrize("kind", ["lean", "rclpy"])
@@ -132,13 +133,8 @@ def test_messages_timers_and_services_are_served_as_by_rclpy(context: Any, kind:
 def test_a_burst_is_taken_in_one_wake_and_the_wait_set_is_built_once(context: Any) -> None:
     from std_msgs.msg import Int32
 
-    node = rclpy.create_node("executor_burst", context=context)
-    executor = _lean(context)
-    executor.add_node(node)
     got: list[int] = []
-    node.create_subscription(Int32, "exec/burst", lambda m: got.append(m.data), _reliable(200))
-    pub = node.create_publisher(Int32, "exec/burst", _reliable(200))
-    _wait_matched(pub, executor)
+    node, executor, pub = _rig(context, "burst", lambda m: got.append(m.data), 200)
     builds = executor.counts["rebuilds"]
     for i in range(150):
         pub.publish(Int32(data=i))
@@ -156,18 +152,13 @@ def test_a_flooded_topic_does_not_starve_a_timer(context: Any) -> None:
     """With at most ``drain`` messages per subscription and wake, a timer still fires between chunks of a flood."""
     from std_msgs.msg import Int32
 
-    node = rclpy.create_node("executor_flood", context=context)
-    executor = _lean(context, drain=10)
-    executor.add_node(node)
     order: list[str] = []
 
     def on_message(msg: Any) -> None:
         order.append("m")
         time.sleep(0.001)  # a chunk of 10 takes 10 ms: the 5 ms timer is due after every chunk
 
-    node.create_subscription(Int32, "exec/flood", on_message, _reliable(500))
-    pub = node.create_publisher(Int32, "exec/flood", _reliable(500))
-    _wait_matched(pub, executor)
+    node, executor, pub = _rig(context, "flood", on_message, 500, drain=10)
     node.create_timer(0.005, lambda: order.append("t"))
     for i in range(300):
         pub.publish(Int32(data=i))
@@ -185,13 +176,8 @@ def test_a_flooded_topic_does_not_starve_a_timer(context: Any) -> None:
 def test_batched_wakes_keep_their_interval_and_lose_nothing(context: Any) -> None:
     from std_msgs.msg import Int32
 
-    node = rclpy.create_node("executor_batch", context=context)
-    executor = _lean(context, min_wake_interval=0.05)
-    executor.add_node(node)
     got: list[int] = []
-    node.create_subscription(Int32, "exec/batch", lambda m: got.append(m.data), _reliable(100))
-    pub = node.create_publisher(Int32, "exec/batch", _reliable(100))
-    _wait_matched(pub, executor)
+    node, executor, pub = _rig(context, "batch", lambda m: got.append(m.data), 100, min_wake_interval=0.05)
     wakes, t0 = executor.counts["wakes"], time.monotonic()
     sent = 0
     while time.monotonic() - t0 < 1.0:

@@ -11,7 +11,7 @@ must turn base and tip poses of a straight, still robot into node frames along z
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,21 +27,6 @@ SPACING = 0.102
 NS = "/test_vine"
 TOPICS = ["imu_00/data", "imu_01/data", "imu_02/data"]
 MAX_ROUNDS = 400  # publish/spin rounds before giving up (not a time limit)
-
-
-@pytest.fixture
-def context() -> Iterator[Any]:
-    from rclpy.context import Context
-
-    ctx = Context()
-    rclpy.init(context=ctx)
-    try:
-        yield ctx
-    finally:
-        if hasattr(rclpy, "try_shutdown"):
-            rclpy.try_shutdown(context=ctx)
-        else:  # pragma: no cover - older rclpy
-            rclpy.shutdown(context=ctx)
 
 
 def _node(context: Any, name: str, **overrides: Any) -> Any:

@@ -183,7 +183,13 @@ def euler_zyx_to_matrix(euler: ArrayLike) -> FloatArray:
     cr, sr = np.cos(e[..., 0]), np.sin(e[..., 0])
     cp, sp = np.cos(e[..., 1]), np.sin(e[..., 1])
     cy, sy = np.cos(e[..., 2]), np.sin(e[..., 2])
-    R = np.empty((*e.shape[:-1], 3, 3))
+    return _zyx_matrix(cr, sr, cp, sp, cy, sy)
+
+
+def _zyx_matrix(cr: FloatArray, sr: FloatArray, cp: FloatArray, sp: FloatArray, cy: FloatArray,
+                sy: FloatArray) -> FloatArray:  # fmt: skip
+    """``Rz(yaw) Ry(pitch) Rx(roll)`` from the angles' cosines and sines (any broadcastable shapes)."""
+    R = np.empty((*np.broadcast_shapes(cr.shape, cp.shape, cy.shape), 3, 3))
     R[..., 0, 0] = cy * cp
     R[..., 0, 1] = cy * sp * sr - sy * cr
     R[..., 0, 2] = cy * sp * cr + sy * sr
@@ -394,19 +400,7 @@ def solve_headings(
                 near = np.where(closeness[1] > closeness[0], cand[1], cand[0])
                 step = np.where(hinted[..., j], near, last + straightest[..., j])
                 last = psi[..., j + 1] = np.where(fallback[..., j], hints[..., j], step)
-    # R = Rz(psi) Ry(p) Rx(r), as euler_zyx_to_matrix writes it
-    cy, sy = np.cos(psi), np.sin(psi)
-    R = np.empty((*e.shape[:-1], 3, 3))
-    R[..., 0, 0] = cy * cp
-    R[..., 0, 1] = cy * sp * sr - sy * cr
-    R[..., 0, 2] = cy * sp * cr + sy * sr
-    R[..., 1, 0] = sy * cp
-    R[..., 1, 1] = sy * sp * sr + cy * cr
-    R[..., 1, 2] = sy * sp * cr - cy * sr
-    R[..., 2, 0] = -sp
-    R[..., 2, 1] = cp * sr
-    R[..., 2, 2] = cp * cr
-    return R, cond
+    return _zyx_matrix(cr, sr, cp, sp, np.cos(psi), np.sin(psi)), cond  # Rz(psi) Ry(p) Rx(r)
 
 
 def _align(a: FloatArray, b: FloatArray) -> FloatArray:
