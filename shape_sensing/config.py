@@ -303,9 +303,10 @@ LIVE_PARAMS: tuple[Param, ...] = (
         float,
         0.02,
         "the node wakes for its inputs at most this often and takes everything queued meanwhile in one go (fewer "
-        "wakes: less CPU at high message rates; adds at most this much latency); 0 wakes on every message",
+        "wakes: less CPU at high message rates; adds at most this much latency); 0 wakes on every message; at "
+        "most the input stage's 0.05 s release period (a node's timers fire at most once per wake)",
         min=0.0,
-        max=0.2,
+        max=0.05,
         unit="s",
     ),
     Param(

@@ -19,8 +19,13 @@ what a timer callback is passed, are kept), but
 * runs callbacks directly; a coroutine callback that awaits is handed to the base class as a task and resumed
   by it, as rclpy would.
 
-Callback groups are not consulted: in one thread no two callbacks ever run at once, which is all a mutually
-exclusive group asks. ``SHAPE_SENSING_EXECUTOR=rclpy`` makes :func:`make_executor` return rclpy's own executor
+Callback groups are not consulted: in one thread no two synchronous callbacks ever run at once, which is all a
+mutually exclusive group asks of them. A coroutine callback that awaits does not hold its group meanwhile (rclpy's
+executor would keep the group's other callbacks, and itself, waiting until it ends); the package's nodes have none.
+Other differences a user may see: one :meth:`spin_once` runs every callback that is ready, not one; up to ``drain``
+messages of a topic are taken before the next topic's (the nodes' input stage orders them by stamp); a timer whose
+period is shorter than ``min_wake_interval`` fires once per wake (rcl skips the periods missed);
+``spin_until_future_complete`` runs on rclpy's own path. ``SHAPE_SENSING_EXECUTOR=rclpy`` makes :func:`make_executor` return rclpy's own executor
 instead (to compare, or should a distribution change what this one relies on); an rclpy without the parts used
 here gets rclpy's own executor with a warning.
 """
@@ -217,22 +222,24 @@ def _lean_executor_class() -> type:
 
         def spin_once(self, timeout_sec: float | None = None) -> None:
             """Wait up to ``timeout_sec`` (None: for ever) for work, then do all the work that is ready."""
+            from rclpy.exceptions import InvalidHandle
+            from rclpy.executors import ExternalShutdownException
+
             if self._is_shutdown:
                 return
             if not self._context.ok():  # rclpy's says so after its wait; no wait set can be made on it now
-                from rclpy.executors import ExternalShutdownException
-
                 raise ExternalShutdownException()
-            if self._pending_tasks():
-                super().spin_once(0)  # a coroutine callback waiting on a future: rclpy's machinery resumes it
-                timeout_sec = 0
-            from rclpy.exceptions import InvalidHandle
-
+            self._resume_tasks()  # coroutine callbacks awaiting a future: resumed once per spin, as rclpy does
+            if self._is_shutdown or self._guard is None:
+                return
             if self._dirty or self._entities is None:
                 self._dirty = False
                 self._entities = _Entities(self)
                 self.counts["rebuilds"] += 1
             ents = self._entities
+            for gc in ents.full.node_guards:  # triggered, but its callback did not run (an exception came first)
+                if getattr(gc, "_executor_triggered", False):
+                    gc.trigger()
             if self._min_wake_ns:
                 now = time.monotonic_ns()
                 hold = self._next_wake_ns - now
@@ -241,11 +248,12 @@ def _lean_executor_class() -> type:
                         time.sleep(timeout_sec)
                         return
                     time.sleep(hold * 1e-9)
+                    if self._is_shutdown:  # shut down from another thread meanwhile
+                        return
                     if timeout_sec is not None and timeout_sec >= 0:
                         timeout_sec = max(0.0, timeout_sec - hold * 1e-9)
-            deadline = (
-                None if timeout_sec is None or timeout_sec < 0 else time.monotonic_ns() + round(timeout_sec * 1e9)
-            )
+            forever = timeout_sec is None or timeout_sec < 0
+            deadline = None if forever else time.monotonic_ns() + round(float(timeout_sec) * 1e9)  # type: ignore[arg-type]
             while True:
                 now = time.monotonic_ns()
                 left = -1 if deadline is None else max(0, deadline - now)
@@ -259,30 +267,33 @@ def _lean_executor_class() -> type:
                     left = until_full if capped else left
                 try:
                     spec.wait(left)
-                except InvalidHandle:  # an entity destroyed since the rebuild: rebuild and look again
-                    if self._is_shutdown or not self._context.ok():
-                        raise
+                except InvalidHandle:  # an entity destroyed since the rebuild, or the executor shut down
+                    if self._is_shutdown:
+                        return
+                    if not self._context.ok():
+                        raise ExternalShutdownException() from None
                     self._dirty = True
                     return
                 if self._is_shutdown:
                     return
                 if not self._context.ok():
-                    from rclpy.executors import ExternalShutdownException
-
                     raise ExternalShutdownException()
                 timers = spec.ready("timer", spec.timer_by_ptr)
                 subs = spec.ready("subscription", spec.sub_by_ptr)
                 guards = spec.ready("guard_condition", spec.guard_by_ptr)
-                if timers or subs or guards or not capped:
+                # a guard of the executor's own (woken: an entity changed) ends the wait for the caller too
+                if timers or subs or guards or not capped or spec.wait_set.get_ready_entities("guard_condition"):
                     break
-                if spec.ready("guard_condition", {g.handle.pointer: g for g in spec.guards}):
-                    break  # the executor's own guard (woken, or an entity changed): look again from the caller
             self.counts["wakes"] += 1
             if self._min_wake_ns:
                 self._next_wake_ns = time.monotonic_ns() + self._min_wake_ns
             services = spec.ready("service", spec.service_by_ptr)
             clients = spec.ready("client", spec.client_by_ptr)
             waitables = [w for w in spec.waitables if w.is_ready(spec.wait_set)]
+            if services or clients or waitables:
+                self._next_full_ns = 0  # one request or response each per wake: look at them again at once
+            for gc in guards:
+                gc._executor_triggered = True  # until its callback has run (as rclpy marks it)
             for tmr in timers:
                 try:  # rclpy's check too: a cancelled timer can show as ready
                     ready = tmr.handle.is_timer_ready()
@@ -301,15 +312,25 @@ def _lean_executor_class() -> type:
             for cli in clients:
                 self._run(self._take_client(cli))
             for gc in guards:
-                if gc.callback is not None:
+                if gc.callback is None:
+                    gc._executor_triggered = False
+                else:
                     self._run(self._take_guard_condition(gc))
             for wt in waitables:
                 self._run(self._take_waitable(wt))
 
-        def _pending_tasks(self) -> bool:
+        def _resume_tasks(self) -> None:
+            """Run each task not done (a coroutine awaiting a future, a task created with :meth:`create_task`)
+            once, raising what it raised, as rclpy's executor does before it waits."""
             with self._tasks_lock:
                 self._tasks = [t for t in self._tasks if not t[0].done()]
-                return bool(self._tasks)
+                tasks = [t[0] for t in self._tasks]
+            for task in tasks:
+                if task.executing() or task.done():
+                    continue
+                task()
+                if task.exception() is not None:
+                    raise task.exception()
 
         def _run(self, execute: Callable[[], Any] | None) -> None:
             """Run one callback that a ``_take_*`` method made (an ``async def`` without arguments)."""
