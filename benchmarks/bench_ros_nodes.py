@@ -272,7 +272,9 @@ def measure(case: Case, env: dict[str, str], seconds: float, warmup: float, demo
     play = None
     if case.play:
         bag = case.play.replace("{out}", str(demo_dir))
-        play = subprocess.Popen(["shape-sensing", "play-bag", "--node", case.play_node, bag, "--", "--clock", "100"],
+        inputs = [t for t, _ in case.inputs]  # only the inputs: the bag's own estimates would count as outputs
+        play = subprocess.Popen(["shape-sensing", "play-bag", "--node", case.play_node, bag, "--topics", *inputs,
+                                 "--", "--clock", "100", "--topics", *inputs],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
                                 start_new_session=True)  # fmt: skip
     from diagnostic_msgs.msg import DiagnosticArray

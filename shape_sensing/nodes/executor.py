@@ -16,8 +16,8 @@ what a timer callback is passed, are kept), but
 * on each wake runs every ready timer, then takes every ready subscription's messages up to ``drain`` of them
   (the queued ones of a burst in one wake, not one wake each), then services, clients, node guard conditions and
   waitables (QoS events);
-* runs callbacks directly; a coroutine callback that awaits is handed to the base class as a task and resumed
-  by it, as rclpy would.
+* runs callbacks directly; a coroutine callback that awaits becomes a task, resumed once per spin as rclpy's
+  executor resumes its tasks.
 
 Callback groups are not consulted: in one thread no two synchronous callbacks ever run at once, which is all a
 mutually exclusive group asks of them. A coroutine callback that awaits does not hold its group meanwhile (rclpy's
@@ -25,9 +25,11 @@ executor would keep the group's other callbacks, and itself, waiting until it en
 Other differences a user may see: one :meth:`spin_once` runs every callback that is ready, not one; up to ``drain``
 messages of a topic are taken before the next topic's (the nodes' input stage orders them by stamp); a timer whose
 period is shorter than ``min_wake_interval`` fires once per wake (rcl skips the periods missed);
-``spin_until_future_complete`` runs on rclpy's own path. ``SHAPE_SENSING_EXECUTOR=rclpy`` makes :func:`make_executor` return rclpy's own executor
-instead (to compare, or should a distribution change what this one relies on); an rclpy without the parts used
-here gets rclpy's own executor with a warning.
+``spin_until_future_complete`` runs on rclpy's own path.
+
+``SHAPE_SENSING_EXECUTOR=rclpy`` makes :func:`make_executor` return rclpy's own executor instead (to compare, or
+should a distribution change what this one relies on); an rclpy without the parts used here gets rclpy's own
+executor with a warning.
 """
 
 from __future__ import annotations
