@@ -349,3 +349,40 @@ def test_a_guard_condition_triggered_beside_a_failing_callback_still_runs(contex
     assert _spin_until(executor, lambda: ran == ["guard"])
     executor.shutdown()
     node.destroy_node()
+
+
+def test_after_takes_runs_once_per_wake_after_every_topic_was_taken(context: Any) -> None:
+    """The input stage's release hook: called once in a wake that took messages, after the messages of every ready
+    topic (so an estimator's step never runs between one topic's messages and the next's); not in a wake of a timer
+    alone."""
+    from std_msgs.msg import Int32
+
+    events: list[str] = []
+    node = rclpy.create_node("executor_after_takes", context=context)
+    executor = _lean(context)
+    executor.add_node(node)
+    for name in ("a", "b"):
+        node.create_subscription(Int32, f"exec/after_{name}", lambda m, n=name: events.append(f"{n}{m.data}"),
+                                 _reliable(50))  # fmt: skip
+    pubs = [node.create_publisher(Int32, f"exec/after_{n}", _reliable(50)) for n in ("a", "b")]
+    for pub in pubs:
+        _wait_matched(pub, executor)
+    def hook() -> None:
+        events.append("after")
+
+    executor.after_takes(hook)
+    executor.after_takes(hook)  # the same hook twice: kept once
+    for i in range(3):
+        for pub in pubs:
+            pub.publish(Int32(data=i))
+    time.sleep(0.2)  # all queued
+    executor.spin_once(timeout_sec=1.0)
+    assert sorted(events[:-1]) == sorted(f"{n}{i}" for n in "ab" for i in range(3)) and events[-1] == "after"
+    events.clear()
+    ticks: list[int] = []
+    timer = node.create_timer(0.01, lambda: ticks.append(1))
+    assert _spin_until(executor, lambda: len(ticks) >= 3)
+    assert "after" not in events  # wakes of the timer alone took no message
+    node.destroy_timer(timer)
+    executor.shutdown()
+    node.destroy_node()

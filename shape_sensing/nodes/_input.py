@@ -1,12 +1,14 @@
 """The live input stage of an estimator node: subscriptions through :class:`InputStage`, and its diagnostics.
 
-A node creates one :class:`LiveInputs`, subscribes through :meth:`LiveInputs.subscribe` (sensor-data
-QoS, best effort, with the queue depth of its ``input_queue_depth`` parameter) and, in its callbacks,
-hands each parsed input to :meth:`LiveInputs.offer` with the message info rclpy passes (its DDS source
-timestamp measures the lag). What the stage releases, in stamp order, goes to the node's ``sink``.
-A timer releases inputs held for a silent input, and publishes the status of the inputs on
-``/diagnostics`` once per second: ``<node>: inputs`` with lag, backlog, dropped, decimated, late and
-missing inputs, WARN while anything is lost (see :mod:`shape_sensing.pipelines.input_stage`).
+A node creates one :class:`LiveInputs`, subscribes through :meth:`LiveInputs.subscribe` (sensor-data QoS, best
+effort, with the queue depth of its ``input_queue_depth`` parameter) and, in its callbacks, hands each parsed
+input to :meth:`LiveInputs.offer` with the message info rclpy passes (its DDS source timestamp measures the
+lag). What the stage releases, in stamp order, goes to the node's ``sink``: on the package's executor once per
+wake, after every queued message was taken (so an estimator's step never runs between one topic's messages and
+the next's, where the topics not taken yet would look silent for its duration); on another executor, which has
+no such hook, after each message. A timer releases inputs held for a silent input, and publishes the status of
+the inputs on ``/diagnostics`` once per second: ``<node>: inputs`` with lag, backlog, dropped, decimated, late
+and missing inputs, WARN while anything is lost (see :mod:`shape_sensing.pipelines.input_stage`).
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class LiveInputs:
         self.diagnostics = diagnostics
         self.factory = factory
         self.last_status: DiagnosticStatus | None = None
+        self._per_wake: bool | None = None  # released once per wake (the lean executor's hook); known at first input
         self.release_timer = node.create_timer(RELEASE_PERIOD_S, self._on_release)
         self.status_timer = node.create_timer(STATUS_PERIOD_S, self._on_status) if diagnostics is not None else None
 
@@ -89,8 +92,20 @@ class LiveInputs:
     def offer(self, key: Hashable, stamp_ns: int, item: Any, info: Any = None) -> None:
         """Hand one parsed input to the stage; what becomes due goes to the sink."""
         sent = info.get("source_timestamp") if isinstance(info, Mapping) else None
-        for r in self.stage.offer(key, stamp_ns, item, sent_ns=sent, now_ns=time.time_ns()):
+        if self._per_wake is None:
+            self._per_wake = self._release_per_wake()
+        released = self.stage.offer(key, stamp_ns, item, sent_ns=sent, now_ns=time.time_ns(),
+                                    release=not self._per_wake)  # fmt: skip
+        for r in released:
             self.sink(r)
+
+    def _release_per_wake(self) -> bool:
+        """Register the release with the node's executor once per wake, where it offers that (the lean one)."""
+        register = getattr(getattr(self.node, "executor", None), "after_takes", None)
+        if register is None:
+            return False
+        register(self._on_release)
+        return True
 
     @property
     def degraded(self) -> bool:

@@ -17,7 +17,10 @@ what a timer callback is passed, are kept), but
   (the queued ones of a burst in one wake, not one wake each), then services, clients, node guard conditions and
   waitables (QoS events);
 * runs callbacks directly; a coroutine callback that awaits becomes a task, resumed once per spin as rclpy's
-  executor resumes its tasks.
+  executor resumes its tasks;
+* calls what was registered with :meth:`~LeanExecutor.after_takes` once per wake in which it took messages, after
+  it has taken them all: the nodes' input stage releases its inputs there, so an estimator's step never runs
+  between one topic's messages and the next's.
 
 Callback groups are not consulted: in one thread no two synchronous callbacks ever run at once, which is all a
 mutually exclusive group asks of them. A coroutine callback that awaits does not hold its group meanwhile (rclpy's
@@ -187,6 +190,7 @@ def _lean_executor_class() -> type:
             self.min_wake_interval = min_wake_interval
             self._entities: _Entities | None = None
             self._dirty = True
+            self._after_takes: list[Callable[[], None]] = []
             #: wakes, callbacks run and wait-set builds, for benchmarks and tests
             self.counts = {"wakes": 0, "callbacks": 0, "rebuilds": 0}
 
@@ -204,6 +208,12 @@ def _lean_executor_class() -> type:
                 raise ValueError(f"min_wake_interval={seconds}: expected 0 to 1 s")
             self._min_wake_ns = round(seconds * 1e9)
             self._next_wake_ns = 0
+
+        def after_takes(self, callback: Callable[[], None]) -> None:
+            """Call ``callback()`` once per wake in which messages were taken, after every ready subscription's
+            messages were taken (before services, clients, guard conditions and events)."""
+            if callback not in self._after_takes:
+                self._after_takes.append(callback)
 
         def wake(self) -> None:
             """An entity was created or destroyed (rclpy calls this), or the executor is to look again."""
@@ -309,6 +319,9 @@ def _lean_executor_class() -> type:
                     if execute is None:
                         break
                     self._run(execute)
+            if subs:
+                for callback in self._after_takes:
+                    callback()
             for srv in services:
                 self._run(self._take_service(srv))
             for cli in clients:

@@ -16,7 +16,11 @@ Stamp order (a bounded reorder window, as message_filters' sequencers do)
     for ``reorder_window`` seconds of the stage's
     active time is not waited for; time in which the stage itself took nothing (a stall of the
     whole process) does not count against an input. An input older than what was already
-    released is *late*: counted and dropped (it would join the wrong step).
+    released is *late*: counted and dropped (it would join the wrong step). A node releases once per
+    wake, after it has taken every queued message (``offer(..., release=False)``, then :meth:`release`):
+    released per message, its estimator's step ran between one topic's messages and the next's, and a
+    step longer than the window made the topics not taken yet look silent, so the watermark ran past
+    their queued messages and those were dropped as late.
 
 Lag and the drop policy when behind
     The lag of an input is the time from its publication (the DDS source timestamp) to the moment
@@ -186,10 +190,13 @@ class InputStage:
         return self._active_ns
 
     # -- input ------------------------------------------------------------------
-    def offer(self, key: Hashable, stamp_ns: int, item: Any, *, sent_ns: int | None, now_ns: int) -> list[Released]:
+    def offer(
+        self, key: Hashable, stamp_ns: int, item: Any, *, sent_ns: int | None, now_ns: int, release: bool = True
+    ) -> list[Released]:
         """Account for one input taken at wall time ``now_ns`` (published at ``sent_ns``, if known).
 
-        Returns the items this makes due, in stamp order (possibly none, possibly this one and others).
+        Returns the items this makes due, in stamp order (possibly none, possibly this one and others); with
+        ``release=False`` none: the caller releases with :meth:`release` once it has taken all that is queued.
         """
         inp = self.inputs[key]
         active = self._advance(now_ns)
@@ -204,21 +211,21 @@ class InputStage:
             inp.behind += 1
             if inp.behind % KEEP_WHEN_BEHIND:  # the oldest queued: dropped; one in KEEP_WHEN_BEHIND goes on
                 self._bump(inp, "dropped_behind")
-                return self.release(now_ns)
+                return self.release(now_ns) if release else []
         else:
             inp.behind = 0
         if inp.decimate and lag > self.decimate_lag_ns and inp.count % 2 == 0:
             self._bump(inp, "decimated")
-            return self.release(now_ns)
+            return self.release(now_ns) if release else []
         if stamp_ns < self.released_ns:
             self._bump(inp, "late")
-            return self.release(now_ns)
+            return self.release(now_ns) if release else []
         if self._first_ns is None:
             self._first_ns, self._first_active_ns = stamp_ns, active
         inp.latest_ns = max(inp.latest_ns, stamp_ns)
         inp.active_ns = active
         heapq.heappush(self._heap, (stamp_ns, inp.rank, next(self._seq), key, item))
-        return self.release(now_ns)
+        return self.release(now_ns) if release else []
 
     def _count_gap(self, inp: _Input, stamp_ns: int) -> None:
         prev, inp.prev_ns = inp.prev_ns, stamp_ns
