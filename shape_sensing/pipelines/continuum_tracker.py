@@ -23,7 +23,6 @@ from numpy.typing import NDArray
 
 from shape_sensing.config import ConfigError, Param, Schema
 from shape_sensing.estimators.continuum import lie
-from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.tof import (
@@ -278,6 +277,7 @@ class ContinuumTracker:
         self.latest = -np.inf
         self.stats = TrackerStats()
         self._pending: list[Measurements] = []
+        self._tof_frames: list[tuple[int, float, FloatArray, NDArray[Any] | None]] = []  # not yet turned into points
         names = [f"{p['node_frame_prefix']}{i:02d}" for i in range(p["nodes"])]
         self.frame_ids = names
 
@@ -327,29 +327,57 @@ class ContinuumTracker:
             self.stats.skipped_bad += 1
             return []
         mount = self.tof_mounts[index]
-        d = np.asarray(distance, dtype=np.float64).reshape(1, -1)
-        st = None if status is None else np.asarray(status).reshape(1, -1)
-        try:
-            fp = frames_points([mount], np.zeros(1, dtype=np.int64), d, st,
-                               range_convention=self.params["tof_range_convention"])  # fmt: skip
-        except ContinuumError:
-            self.stats.skipped_bad += 1
-            return []
-        if fp.bad[0]:
+        zones = int(mount.zones_per_side) ** 2
+        # a copy: the frame is turned into points later, with the others of its step (a message's buffer may go)
+        d = np.array(distance, dtype=np.float64).reshape(-1)
+        st = None if status is None else np.array(status).reshape(-1)
+        if d.size != zones or (st is not None and st.size != zones):  # frames_points would refuse it (``bad``)
             self.stats.skipped_bad += 1
             return []
         t = self._t(stamp_ns)
         if not self._accept(t):
             return []
         self.stats.tof_frames += 1
-        self.stats.tof_zones_invalid += int(fp.invalid[0])
-        if fp.sigma.size:
-            n = fp.sigma.size
-            m = Measurements(tof_t=np.full(n, t), tof_s=np.full(n, mount.s), tof_q=fp.q, tof_sigma=fp.sigma,
-                             tof_map=self.tof_map, tof_mixed=fp.mixed)  # fmt: skip
-            self._pending.append(m)
-            self._tof_recent.append(m)
+        self._tof_frames.append((index, t, d, st))
         return self._advance(t)
+
+    def _take_tof_frames(self) -> None:
+        """The ToF frames pushed since the last step turned into points, each sensor's frames in one batch
+        (:func:`frames_points`: about a third of a frame's cost when they came one by one), in push order."""
+        frames, self._tof_frames = self._tof_frames, []
+        if not frames:
+            return
+        which = np.array([f[0] for f in frames], dtype=np.int64)
+        ts = np.array([f[1] for f in frames])
+        d = np.stack([f[2] for f in frames])
+        with_status = np.array([f[3] is not None for f in frames])
+        parts = []
+        for sel in (with_status, ~with_status):
+            rows = np.flatnonzero(sel)
+            if rows.size == 0:
+                continue
+            statuses = [st_r for r in rows if (st_r := frames[r][3]) is not None]
+            st = np.stack(statuses) if sel is with_status else None
+            fp = frames_points(self.tof_mounts, which[rows], d[rows], st,
+                               range_convention=self.params["tof_range_convention"])  # fmt: skip
+            self.stats.tof_zones_invalid += int(fp.invalid.sum())
+            parts.append((rows[fp.frame], fp.q, fp.sigma, fp.mixed))
+        frame = np.concatenate([p[0] for p in parts])
+        if frame.size == 0:
+            return
+        order = np.argsort(frame, kind="stable")  # frame after frame, in the order they were pushed
+        frame = frame[order]
+        s_of = np.array([m.s for m in self.tof_mounts])
+        m = Measurements(
+            tof_t=ts[frame],
+            tof_s=s_of[which[frame]],
+            tof_q=np.concatenate([p[1] for p in parts])[order],
+            tof_sigma=np.concatenate([p[2] for p in parts])[order],
+            tof_map=self.tof_map,
+            tof_mixed=np.concatenate([p[3] for p in parts])[order],
+        )
+        self._pending.append(m)
+        self._tof_recent.append(m)
 
     def push_strain(
         self,
@@ -511,6 +539,7 @@ class ContinuumTracker:
         out: list[ShapeEstimate] = []
         dt = 1.0 / p["rate"]
         while self.latest >= win.t_newest + dt + p["latency"]:
+            self._take_tof_frames()
             if self._pending:
                 win.add_measurements(Measurements.concat(self._pending))
                 self._pending = []
