@@ -195,18 +195,20 @@ class ShapeCdr:
     ) -> list[tuple[str, str, bytes | memoryview]]:
         """``(topic, type, CDR bytes)`` of one estimate, the topics and order of ``ShapeMessages.build``."""
         stamp = shape.stamp_ns
-        cov6 = np.zeros((6, 6))
-        cov6[3:, 3:] = np.eye(3) * UNOBSERVED_VARIANCE  # orientation not estimated, as ShapeMessages marks it
-        if shape.position_covariance is not None:
-            cov6[:3, :3] = positive_definite(shape.position_covariance[-1])
         frame = shape.parent_frame
         nb = _numbers or _single_numbers(shape) or _Numbers(None, None, None, None)
+        tip = nb.tip
+        if tip is None:  # the tip's covariance made here only where the numbers did not carry it (its eigh twice)
+            cov6 = np.zeros((6, 6))
+            cov6[3:, 3:] = np.eye(3) * UNOBSERVED_VARIANCE  # orientation not estimated, as ShapeMessages marks it
+            if shape.position_covariance is not None:
+                cov6[:3, :3] = positive_definite(shape.position_covariance[-1])
+            tip = tip_cdr(stamp, frame, shape.tip_pose, cov6)
         out = [
             ("/tf", "tf2_msgs/msg/TFMessage", nb.tf if nb.tf is not None else tf_cdr(shape)),
             ("shape/path", "nav_msgs/msg/Path",
              nb.path if nb.path is not None else path_cdr(stamp, frame, shape.backbone)),
-            ("shape/tip", "geometry_msgs/msg/PoseWithCovarianceStamped",
-             nb.tip if nb.tip is not None else tip_cdr(stamp, frame, shape.tip_pose, cov6)),
+            ("shape/tip", "geometry_msgs/msg/PoseWithCovarianceStamped", tip),
         ]  # fmt: skip
         statuses = self.diagnostics.add(stamp, shape.diagnostics)
         if statuses is not None:
