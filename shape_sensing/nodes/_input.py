@@ -118,6 +118,9 @@ class LiveInputs:
             self.sink(r)
 
     def _on_release(self) -> None:
+        """After a wake's takes (the executor's hook) and on the timer: what is due, in stamp order, to the sink.
+        The timer runs before a wake's takes; a long step before it counts as one reorder window at most (the
+        stage's clock), so the inputs not taken yet do not look silent for its length."""
         for r in self.stage.release(time.time_ns()):
             self.sink(r)
 
