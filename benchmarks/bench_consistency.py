@@ -132,26 +132,38 @@ def continuum_synthetic(runs: int) -> None:
 TOF_SCENES = ("S0", "S1", "S3")
 
 
-def tof_continuum(runs: int, duration: float, imperfections: str = "none") -> None:
+def tof_continuum(
+    runs: int,
+    duration: float,
+    imperfections: str = "none",
+    mount_tolerance: tuple[float, float] | None = None,
+    scenes: tuple[str, ...] = TOF_SCENES,
+) -> None:
     """``imperfections``: none, all, or comma-separated groups of the simulator's real-rig imperfections (then with
-    the base registered to the map from the still start; the estimator's covariance models none of them)."""
+    the base registered to the map from the still start, whose error joins the covariance). ``mount_tolerance``:
+    (m, rad per axis) the sensors' mounting tolerance stated to the estimator (its consider covariance joins the
+    Laplace one); ``None``: the mountings taken as exact."""
     import time
 
     from shape_sensing.demos.consistency import nees_band
     from shape_sensing.demos.consistency_tof import tof_continuum_run
 
     lo, hi = nees_band(runs)
-    for scene in TOF_SCENES:
+    for scene in scenes:
         t0 = time.process_time()
         rows = []
         with Progress(f"ToF continuum NEES ({scene})", runs, unit="run") as bar:
             for seed in range(runs):
-                rows.append(tof_continuum_run(seed, scene, duration, imperfections=_imperfections(imperfections)))
+                rows.append(tof_continuum_run(seed, scene, duration, imperfections=_imperfections(imperfections),
+                                              mount_tolerance=mount_tolerance))  # fmt: skip
                 bar.update(seed + 1)
         cpu = time.process_time() - t0
         for what, v in (("position", [r.position_nees for r in rows]), ("rotation", [r.rotation_nees for r in rows])):
             where = "inside" if lo <= np.mean(v) <= hi else "OUTSIDE"
-            print(f"ToF continuum ({scene}, kinematic, imperfections {imperfections}, {duration:g} s, batch): ring "
+            tol = "" if mount_tolerance is None else (f", mounting tolerance {1000 * mount_tolerance[0]:g} mm "
+                                                      f"{np.rad2deg(mount_tolerance[1]):g} deg")  # fmt: skip
+            print(f"ToF continuum ({scene}, kinematic, imperfections {imperfections}{tol}, {duration:g} s, batch): "
+                  "ring "
                   f"{what} NEES (3 DoF) mean "
                   f"{np.mean(v):.2f} ({where} the 95 % band [{lo:.2f}, {hi:.2f}] for {runs} runs), runs "
                   f"{np.round(v, 2).tolist()}")  # fmt: skip
@@ -205,11 +217,32 @@ def main() -> None:
     parser.add_argument("--tof-imperfections", default="none",
                         help="the ToF simulator's real-rig imperfections: none (default), all, or groups such as "
                              "mounting,time (the ToF section runs with them)")  # fmt: skip
+    parser.add_argument("--tof-mount-tolerance", default=None, metavar="MM,DEG",
+                        help="the ToF sensors' mounting tolerance stated to the estimator (mm, and deg per axis, e.g. "
+                             "1,0.577): its consider covariance joins the Laplace one (default: none)")  # fmt: skip
+    parser.add_argument("--tof-scenes", default=",".join(TOF_SCENES),
+                        help=f"the ToF continuum section's scenes (default {','.join(TOF_SCENES)})")  # fmt: skip
+    parser.add_argument("--tof-only", action="store_true", help="run the ToF continuum section alone")
     args = parser.parse_args()
     try:
         _imperfections(args.tof_imperfections)
     except ValueError as exc:
         parser.error(f"--tof-imperfections {args.tof_imperfections!r}: {exc}")
+    tolerance = None
+    if args.tof_mount_tolerance is not None:
+        try:
+            mm, deg = (float(v) for v in args.tof_mount_tolerance.split(","))
+        except ValueError:
+            parser.error(f"--tof-mount-tolerance {args.tof_mount_tolerance!r}: expected MM,DEG, e.g. 1,0.577")
+        if not (np.isfinite(mm) and np.isfinite(deg) and mm >= 0 and deg >= 0):
+            parser.error(f"--tof-mount-tolerance {args.tof_mount_tolerance!r}: both must be finite and >= 0")
+        tolerance = (mm / 1000.0, float(np.deg2rad(deg)))
+    scenes = tuple(v for v in args.tof_scenes.split(",") if v)
+    if not scenes:
+        parser.error("--tof-scenes: no scene given")
+    if args.tof_only:
+        tof_continuum(min(args.runs, args.tof_runs), 4.0, args.tof_imperfections, tolerance, scenes)
+        return
     dataset = args.dataset
     if dataset is None:
         rel = Path("shared") / "datasets" / "space_time_continuum"
@@ -218,7 +251,7 @@ def main() -> None:
     rigid_module(args.runs, 8.0)
     collision_pivot(args.runs)
     continuum_synthetic(args.runs)
-    tof_continuum(min(args.runs, args.tof_runs), 4.0, args.tof_imperfections)
+    tof_continuum(min(args.runs, args.tof_runs), 4.0, args.tof_imperfections, tolerance, scenes)
     continuum(dataset)
 
 

@@ -25,7 +25,16 @@ from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.tof import TofMount, frames_points
 from shape_sensing.geometry import FloatArray
 
-__all__ = ["BaseRegistration", "MountCalibration", "calibrate_mount", "register_base", "run_points", "still_points"]
+__all__ = [
+    "BaseRegistration",
+    "MountCalibration",
+    "calibrate_mount",
+    "register_base",
+    "registration_mount_sensitivity",
+    "run_points",
+    "still_points",
+    "still_points_by_sensor",
+]
 
 
 @dataclass
@@ -58,14 +67,29 @@ def still_points(
     """The valid zones of the frames before ``still`` as points in the base's frame of a straight robot (a ring
     at arc length ``s`` sits at ``[0, 0, s]`` with the base's orientation), and their Table I sigmas; zones that
     may merge two surfaces (:func:`~.tof.mixed_zones`) are left out."""
+    pts, sig, _ = still_points_by_sensor(mounts, tof_t, tof_mount, tof_distance, tof_status, still, range_convention)
+    return pts, sig
+
+
+def still_points_by_sensor(
+    mounts: list[TofMount],
+    tof_t: FloatArray,
+    tof_mount: NDArray[np.int64],
+    tof_distance: FloatArray,
+    tof_status: NDArray[np.uint8],
+    still: float,
+    range_convention: str = "perpendicular",
+) -> tuple[FloatArray, FloatArray, NDArray[np.int64]]:
+    """:func:`still_points` and the index (into ``mounts``) of each point's sensor."""
     early = np.flatnonzero(np.asarray(tof_t) < still)
     fp = frames_points(mounts, np.asarray(tof_mount)[early], np.asarray(tof_distance)[early],
                        np.asarray(tof_status)[early], range_convention=range_convention)  # fmt: skip
     if not fp.sigma.size:
-        return np.zeros((0, 3)), np.zeros(0)
-    ring_s = np.array([m.s for m in mounts], dtype=np.float64)[np.asarray(tof_mount)[early][fp.frame]]
+        return np.zeros((0, 3)), np.zeros(0), np.zeros(0, dtype=np.int64)
+    sensor = np.asarray(tof_mount, dtype=np.int64)[early][fp.frame]
+    ring_s = np.array([m.s for m in mounts], dtype=np.float64)[sensor]
     pts = fp.q + ring_s[:, None] * np.array([0.0, 0.0, 1.0])
-    return pts[fp.clean], fp.sigma[fp.clean]
+    return pts[fp.clean], fp.sigma[fp.clean], sensor[fp.clean]
 
 
 def register_base(
@@ -130,6 +154,53 @@ def register_base(
             break
     rms = float(np.sqrt(np.mean((r * s_eff[inl]) ** 2))) if r.size else float("nan")
     return BaseRegistration(T, np.linalg.inv(H), T0, int(P.shape[0]), int(inl.sum()), done, rms)
+
+
+def registration_mount_sensitivity(
+    reg: BaseRegistration,
+    points: FloatArray,
+    sigma: FloatArray,
+    sensor: NDArray[np.int64],
+    origins: FloatArray,
+    tof_map: Any,
+    *,
+    sigma_extra: float = 0.005,
+    gate: float = 0.3,
+    cauchy: float = 1.0,
+) -> FloatArray:
+    """``(6, 6 S)``: how the base :func:`register_base` returned (``reg``, from ``points`` with sigmas ``sigma`` and
+    the same ``sigma_extra``, ``gate`` and ``cauchy``) moves, to first order, with a right perturbation ``(a, b)`` of
+    each sensor's mounting written in its ring's frame (as :func:`~.rig.mount_sensitivity`): ``-H^-1 J^T W J_m``,
+    ``H`` the registration's final normal matrix (``reg.cov`` inverted) and ``J_m`` the point-to-plane errors'
+    Jacobian in the mounting, a point moving by ``a + b x (p - o_j)`` with ``sensor`` ``(P,)`` each point's sensor
+    and ``origins`` ``(S, 3)`` the sensors' origins in the points' frame."""
+    P = np.asarray(points, dtype=np.float64).reshape(-1, 3)
+    sensor = np.asarray(sensor, dtype=np.int64).reshape(-1)
+    origins = np.asarray(origins, dtype=np.float64).reshape(-1, 3)
+    if sensor.size != P.shape[0]:
+        raise ContinuumError(f"{sensor.size} sensor indices for {P.shape[0]} points")
+    out = np.zeros((6, 6 * origins.shape[0]))
+    if P.shape[0] == 0:
+        return out
+    map_sigma = float(getattr(tof_map, "point_sigma", 0.0))
+    s_eff = np.sqrt(np.asarray(sigma, dtype=np.float64).reshape(-1) ** 2 + sigma_extra**2 + map_sigma**2)
+    R, t = reg.T[:3, :3], reg.T[:3, 3]
+    x = P @ R.T + t
+    dist, idx = tof_map.nearest(x)
+    inl = np.flatnonzero(dist < gate)
+    n = tof_map.normals[idx[inl]]
+    r = np.einsum("pi,pi->p", n, x[inl] - tof_map.points[idx[inl]]) / s_eff[inl]
+    w = 1.0 / (1.0 + (r / cauchy) ** 2)
+    J = np.concatenate([n, np.cross(x[inl], n)], axis=1) / s_eff[inl, None]
+    # the point in the base's frame moves by [I, -[p - o_j]x] (a, b); in the map by R times that
+    lever = P[inl] - origins[sensor[inl]]
+    nb = n @ R  # the normal in the base's frame
+    Jm = np.concatenate([nb, np.cross(lever, nb)], axis=1) / s_eff[inl, None]
+    blocks = (w[:, None] * J)[:, :, None] * Jm[:, None, :]  # (P, 6, 6)
+    cross = np.zeros((origins.shape[0], 6, 6))
+    np.add.at(cross, sensor[inl], blocks)
+    Bm = np.swapaxes(cross, 0, 1).reshape(6, -1)
+    return np.asarray(-np.linalg.solve(np.linalg.inv(reg.cov), Bm))
 
 
 def run_points(

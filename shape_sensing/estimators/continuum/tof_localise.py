@@ -33,10 +33,11 @@ from shape_sensing.estimators.continuum.registration import (
     MountCalibration,
     calibrate_mount,
     register_base,
+    registration_mount_sensitivity,
     run_points,
-    still_points,
+    still_points_by_sensor,
 )
-from shape_sensing.estimators.continuum.rig import sensor_origins
+from shape_sensing.estimators.continuum.rig import RegisteredBase, sensor_origins
 from shape_sensing.estimators.continuum.solver import assign_measurements, unique_pairs
 from shape_sensing.estimators.continuum.tof import (
     TofEvaluation,
@@ -306,23 +307,40 @@ class LocaliseResult:
     #: on their rings ``(S, 3)``, for :meth:`rig_covariances`
     mount_tolerance: tuple[float, float] = (0.0, 0.0)
     sensor_origins: FloatArray | None = None
+    #: how the batch's base was registered from the data (``base_registration="still"``): its error then joins
+    #: :meth:`rig_covariances`; ``None`` with the base fixed
+    registered_base: RegisteredBase | None = None
 
     def rig_covariances(self, nodes: NDArray[np.int64]) -> FloatArray:
-        """What the mountings' tolerance adds to the pose covariance at flat ``nodes`` ``(n, 6, 6)`` (zeros with
-        no tolerance or no system; :func:`~.rig.mount_consider_covariance`)."""
+        """What the rig adds to the pose covariance at flat ``nodes`` ``(n, 6, 6)``: the mountings' tolerance
+        (:func:`~.rig.mount_consider_covariance`) and, with the base registered (:attr:`registered_base`), the
+        base's error with the mountings moving it (:func:`~.rig.base_sensitivity`); zeros with neither or no
+        system."""
         idx = np.asarray(nodes, dtype=np.int64).reshape(-1)
-        if self.ab is None or self.sensor_origins is None or not any(self.mount_tolerance):
+        if self.ab is None or (self.registered_base is None and not any(self.mount_tolerance)):
             return np.zeros((idx.size, 6, 6))
-        from shape_sensing.estimators.continuum.rig import mount_consider_covariance
+        from shape_sensing.estimators.continuum.rig import (
+            base_sensitivity,
+            mount_consider_covariance,
+            registered_consider_covariance,
+        )
 
         w = self.weights
+        if self.registered_base is not None:
+            sens = base_sensitivity(self.state, self.ab, w, idx, self.registered_base, meas=self.meas,
+                                    sensor=self.stats.tof_sensor, origins=self.sensor_origins,
+                                    sigma_extra=w.tof_sigma_extra, cauchy=w.cauchy_tof, gate=w.tof_gate,
+                                    tof_scale=self.tof_scale)  # fmt: skip
+            return registered_consider_covariance(sens, *self.mount_tolerance)
+        if self.sensor_origins is None:
+            return np.zeros((idx.size, 6, 6))
         return mount_consider_covariance(self.state, self.ab, self.meas, self.stats.tof_sensor, self.sensor_origins,
                                          idx, *self.mount_tolerance, sigma_extra=w.tof_sigma_extra,
                                          cauchy=w.cauchy_tof, gate=w.tof_gate, tof_scale=self.tof_scale)  # fmt: skip
 
     def pose_covariances(self, nodes: NDArray[np.int64]) -> FloatArray:
         """The pose covariance ``(n, 6, 6)`` at flat ``nodes`` (right perturbation ``[rho; phi]``): the Laplace
-        marginal and the mountings' tolerance."""
+        marginal and what the rig adds (:meth:`rig_covariances`: the mountings' tolerance, a registered base)."""
         if self.ab is None:
             raise ContinuumError("this estimate has no Laplace system (a window keeps its own marginals)")
         return node_covariances(self.ab, nodes, slice(0, 6)) + self.rig_covariances(nodes)
@@ -352,6 +370,13 @@ def localise(
             raise ContinuumError(f"{name} must be a finite number >= 0, got {v!r}")
     if cfg.base_registration not in BASE_REGISTRATIONS:
         raise ContinuumError(f"base_registration must be one of {BASE_REGISTRATIONS}, got {cfg.base_registration!r}")
+    if cfg.base_registration == "still":
+        for name in ("registration_sigma", "registration_sigma_deg"):
+            v = getattr(cfg, name)
+            if not (np.isfinite(v) and v > 0):
+                raise ContinuumError(f"{name} must be a finite number > 0, got {v!r}")
+        if not (isinstance(cfg.registration_rounds, (int, np.integer)) and cfg.registration_rounds >= 0):
+            raise ContinuumError(f"registration_rounds must be an integer >= 0, got {cfg.registration_rounds!r}")
     if cfg.window and (cfg.mount_tolerance or cfg.mount_tolerance_deg):
         raise ContinuumError(
             "mount_tolerance enters through the batch's system; the sliding window (window > 0) has none"
@@ -368,12 +393,21 @@ def localise(
     w = default_weights(cfg)
     nominal = list(data.mounts)
     registration = None
+    registered = None
     if cfg.base_registration == "still":
         if tof_map is None or not cfg.use_tof:
             raise ContinuumError("base_registration 'still' needs the ToF frames and a prior map")
-        pts, sig = still_points(data.mounts, data.tof_t, data.tof_mount, data.tof_distance, data.tof_status,
-                                data.still, cfg.range_convention)  # fmt: skip
+        pts, sig, sensor = still_points_by_sensor(data.mounts, data.tof_t, data.tof_mount, data.tof_distance,
+                                                  data.tof_status, data.still, cfg.range_convention)  # fmt: skip
         registration = _register(cfg, pts, sig, tof_map, w.T0)
+        # what the batch's covariance needs of it (rig.base_sensitivity): the sensors' origins in the straight
+        # robot's base frame, where the still points are
+        ring_s = np.array([m.s for m in data.mounts], dtype=np.float64)
+        origins = sensor_origins(data.mounts) + ring_s[:, None] * np.array([0.0, 0.0, 1.0])
+        still_mount = registration_mount_sensitivity(registration, pts, sig, sensor, origins, tof_map,
+                                                     sigma_extra=cfg.tof_sigma_extra, gate=cfg.tof_gate)  # fmt: skip
+        registered = RegisteredBase(cfg.registration_sigma, float(np.deg2rad(cfg.registration_sigma_deg)),
+                                    cfg.registration_rounds, registration.cov, still_mount)  # fmt: skip
         w = dataclasses.replace(w, T0=registration.T)
         c = registration.correction
         _log.info("base registered to the map from %d still-start points: moved %.1f mm, %.2f deg",
@@ -411,6 +445,8 @@ def localise(
         res = est.solve(meas, 0.0, t1, progress=tick)
         iterations = done[0] = res.iterations
         calibrate = (registration is not None or cfg.mount_calibration) and meas.tof_t.size > 0
+        if registered is not None and not calibrate:
+            registered = dataclasses.replace(registered, rounds=0)  # the still start's base stays
         for _ in range(cfg.registration_rounds if calibrate else 0):
             st = res.state
             if registration is not None:
@@ -476,6 +512,7 @@ def localise(
     out.registration = registration
     out.mount_tolerance = (float(cfg.mount_tolerance), float(np.deg2rad(cfg.mount_tolerance_deg)))
     out.sensor_origins = sensor_origins(data.mounts)
+    out.registered_base = registered
     return out
 
 
