@@ -352,12 +352,12 @@ class ContinuumTracker:
         d = np.stack([f[2] for f in frames])
         with_status = np.array([f[3] is not None for f in frames])
         parts = []
-        for sel in (with_status, ~with_status):
-            rows = np.flatnonzero(sel)
+        for has_status in (True, False):
+            rows = np.flatnonzero(with_status == has_status)
             if rows.size == 0:
                 continue
-            statuses = [st_r for r in rows if (st_r := frames[r][3]) is not None]
-            st = np.stack(statuses) if sel is with_status else None
+            statuses = [st_r for r in rows if (st_r := frames[r][3]) is not None]  # all of them or none
+            st = np.stack(statuses) if statuses else None
             fp = frames_points(self.tof_mounts, which[rows], d[rows], st,
                                range_convention=self.params["tof_range_convention"])  # fmt: skip
             self.stats.tof_zones_invalid += int(fp.invalid.sum())
