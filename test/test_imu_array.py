@@ -13,6 +13,7 @@ from shape_sensing.messages.imu_array import (
     IMU_ARRAY_TYPE,
     imu_array_msg,
     imu_samples_from_sweep,
+    imu_sweep_from_cdr,
     imu_sweep_from_msg,
 )
 from shape_sensing.types import ImuSample
@@ -69,6 +70,46 @@ def test_a_sweep_through_cdr_reads_as_each_sensors_imu_message():
             f.typestore.serialize_cdr(imu_to_msg(s, f), "sensor_msgs/msg/Imu"), "sensor_msgs/msg/Imu"
         )
         _same(imu_from_msg(per_sensor), a)
+
+
+def _same_sweep(a, b) -> None:
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, np.ndarray):
+            assert x.shape == y.shape and x.dtype == y.dtype and np.array_equal(x, y), name
+        else:
+            assert x == y, name
+
+
+@pytest.mark.parametrize("n", [0, 1, 3, 18])
+def test_the_cdr_reader_reads_what_rosbags_serialises(n: int):
+    """rosbags' CDR serialiser (an implementation of its own, whose bytes rmw's equal) against the reader: every
+    field as the decoded message gives it, frame ids of every length (padding 0-3), an empty sweep."""
+    f = default_factory()
+    samples = _samples(n, np.random.default_rng(8))
+    for i, s in enumerate(samples):
+        s.frame_id = "x" * i  # lengths 0.. : each alignment of the following string
+    raw = f.typestore.serialize_cdr(imu_array_msg(1_700_000_000_200_000_001, "base"[:n], samples, f), IMU_ARRAY_TYPE)
+    back = f.typestore.deserialize_cdr(raw, IMU_ARRAY_TYPE)
+    sweep = imu_sweep_from_cdr(raw)
+    _same_sweep(imu_sweep_from_msg(back), sweep)
+    sweep.orientation[:] = 0.0  # writable, as a decoded message's arrays are (raw itself is not touched)
+    _same_sweep(imu_sweep_from_msg(back), imu_sweep_from_cdr(memoryview(raw)))
+
+
+def test_bad_cdr_sweeps_are_named():
+    f = default_factory()
+    raw = bytes(f.typestore.serialize_cdr(imu_array_msg(5, "base", _samples(3, np.random.default_rng(5)), f),
+                                          IMU_ARRAY_TYPE))  # fmt: skip
+    with pytest.raises(MessageError, match="not little-endian plain CDR"):
+        imu_sweep_from_cdr(b"\x00\x00" + raw[2:])  # big-endian encapsulation
+    for cut in (3, 10, 40, len(raw) // 2, len(raw) - 8):
+        with pytest.raises(MessageError, match="bytes end inside|not little-endian"):
+            imu_sweep_from_cdr(raw[:cut])
+    msg = imu_array_msg(5, "base", _samples(3, np.random.default_rng(5)), f)
+    msg.angular_velocity = msg.angular_velocity[:-1]
+    with pytest.raises(MessageError, match="angular_velocity has 8 values for 3 sensors"):
+        imu_sweep_from_cdr(f.typestore.serialize_cdr(msg, IMU_ARRAY_TYPE))
 
 
 def test_unit_orientations_match_the_per_message_path():

@@ -9,6 +9,7 @@ through sensor_msgs/Imu and through ImuArray gives the same samples.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,14 @@ from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory, default_factory, published_type
 from shape_sensing.types import ImuSample
 
-__all__ = ["IMU_ARRAY_TYPE", "ImuSweep", "imu_array_msg", "imu_samples_from_sweep", "imu_sweep_from_msg"]
+__all__ = [
+    "IMU_ARRAY_TYPE",
+    "ImuSweep",
+    "imu_array_msg",
+    "imu_samples_from_sweep",
+    "imu_sweep_from_cdr",
+    "imu_sweep_from_msg",
+]
 
 IMU_ARRAY_TYPE = "shape_sensing/msg/ImuArray"
 NS_PER_S = 1_000_000_000
@@ -161,6 +169,81 @@ def imu_sweep_from_msg(msg: Any) -> ImuSweep:
         linear_acceleration_covariance=_rows(
             msg.linear_acceleration_covariance, n, 9, "linear_acceleration_covariance"
         ),
+    )
+
+
+_U32 = struct.Struct("<I")
+_STAMP = struct.Struct("<iI")
+_FLOAT_FIELDS = (
+    ("orientation", 4),
+    ("orientation_covariance", 9),
+    ("angular_velocity", 3),
+    ("angular_velocity_covariance", 9),
+    ("linear_acceleration", 3),
+    ("linear_acceleration_covariance", 9),
+)
+
+
+class _CdrReader:
+    """Little-endian plain CDR (XCDR1, as rmw's serialise ROS 2 messages), alignment counted after the 4-byte
+    encapsulation header; every read checked against the buffer's end."""
+
+    def __init__(self, buf: bytearray) -> None:
+        if len(buf) < 4 or buf[0:2] != b"\x00\x01":
+            raise MessageError("shape_sensing/ImuArray bytes are not little-endian plain CDR (encapsulation 0x0001)")
+        self.buf = buf
+        self.pos = 4
+
+    def _take(self, size: int, align: int, what: str) -> int:
+        pos = 4 + -(-(self.pos - 4) // align) * align
+        if pos + size > len(self.buf):
+            raise MessageError(f"shape_sensing/ImuArray bytes end inside {what} ({len(self.buf)} bytes)")
+        self.pos = pos + size
+        return pos
+
+    def u32(self, what: str) -> int:
+        return int(_U32.unpack_from(self.buf, self._take(4, 4, what))[0])
+
+    def string(self, what: str) -> str:
+        n = self.u32(what)
+        if n == 0:
+            raise MessageError(f"shape_sensing/ImuArray: {what} has length 0 (a CDR string carries its NUL)")
+        pos = self._take(n, 1, what)
+        return self.buf[pos : pos + n - 1].decode("utf-8", errors="replace")
+
+    def array(self, dtype: str, width: int, n: int, what: str) -> np.ndarray:
+        count = self.u32(what)
+        if count != n * width:
+            raise MessageError(
+                f"shape_sensing/ImuArray: {what} has {count} values for {n} sensors (expected {n * width})"
+            )
+        size = np.dtype(dtype).itemsize
+        if not count:  # nothing written, not even the alignment of an element
+            return np.empty(0, dtype=dtype)
+        return np.frombuffer(self.buf, dtype, count, self._take(count * size, size, what))
+
+
+def imu_sweep_from_cdr(raw: bytes | memoryview) -> ImuSweep:
+    """The readings of a shape_sensing/ImuArray straight from its CDR bytes (a raw subscription, a bag record):
+    the same :class:`ImuSweep` as :func:`imu_sweep_from_msg` of the decoded message, without building one.
+
+    Raises:
+        MessageError: not little-endian plain CDR, truncated, or arrays that do not hold the same number of sensors.
+    """
+    r = _CdrReader(bytearray(raw))  # a copy the arrays are views of: writable, as those of a decoded message
+    sec, nanosec = _STAMP.unpack_from(r.buf, r._take(8, 4, "the header's stamp"))
+    frame_id = r.string("the header's frame id")
+    n = r.u32("frame_id")
+    frame_ids = [r.string(f"frame_id[{i}]") for i in range(n)]
+    stamps = r.array("<i4", 1, n, "stamp_sec").astype(np.int64) * NS_PER_S
+    stamps += r.array("<u4", 1, n, "stamp_nanosec")
+    rows = {name: r.array("<f8", width, n, name).reshape(n, width) for name, width in _FLOAT_FIELDS}
+    return ImuSweep(
+        stamp_ns=int(sec) * NS_PER_S + int(nanosec),
+        frame_id=frame_id,
+        frame_ids=frame_ids,
+        stamps_ns=stamps,
+        **rows,
     )
 
 

@@ -50,7 +50,7 @@ from shape_sensing.messages.common import UNIT_QUATERNION_TOLERANCE
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE as IMU_ARRAY_MSG
-from shape_sensing.messages.imu_array import imu_sweep_from_msg
+from shape_sensing.messages.imu_array import imu_sweep_from_cdr, imu_sweep_from_msg
 from shape_sensing.pipelines.common import DiagnosticsThrottle, RateThrottle, StampTicker, resolve_topic
 from shape_sensing.pipelines.contracts import R_VINE_BASE_IMU_BASE, VINE_BASE_FRAME, VINE_IMU_BASE_FRAME
 from shape_sensing.pipelines.contracts import VINE_IMU_ARRAY_RE as IMU_ARRAY_RE
@@ -776,8 +776,14 @@ def replay(
         elif array_name and bm.topic == array_name:  # a sweep: every IMU's orientation at once, as the node takes it
             writer.copy(bm, qos="sensor")
             try:
-                sweep = imu_sweep_from_msg(bm.msg)
-            except (MessageError, BagError):
+                sweep = imu_sweep_from_cdr(bm.raw)
+            except MessageError:
+                try:  # not plain little-endian CDR: let the full decoder judge it
+                    sweep = imu_sweep_from_msg(bm.msg)
+                except (MessageError, BagError):
+                    tracker.stats.bad_samples += 1
+                    continue
+            except BagError:
                 tracker.stats.bad_samples += 1
                 continue
             quats, usable = sweep.unit_orientations()
