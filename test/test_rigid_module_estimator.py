@@ -176,6 +176,88 @@ def test_covariance_matches_monte_carlo() -> None:
         np.testing.assert_allclose(np.sqrt(np.diag(C)), np.sqrt(np.diag(P[:3, :3])), rtol=0.2)
 
 
+def _brute_force_covariances(est: RigidModuleEstimator, eulers: np.ndarray, sig_read: np.ndarray,
+                             sig_mount: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Frame position, end-effector pose and joint covariances by central differences of whole estimates: one pair
+    per reading's angle and per platform's mounting turn (the sensor turned about its own axis, by scipy).
+    ``eulers``: the readings as the estimator uses them (its mounting correction removed)."""
+    h = 1e-6
+    cfg = est.config
+    ref = RigidModuleEstimator(RigidModuleConfig(**{**cfg.__dict__, "covariance": False, "calibration_bias": ()}))
+
+    def run(e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        for i, row in enumerate(e):
+            ref.push_euler(i, row, 0)
+        out = ref.estimate(0)
+        return out.shape.poses, out.theta.reshape(-1)
+
+    cols, sigmas = [], []
+    for i in range(len(eulers)):
+        for k in range(3):
+            pair = []
+            for sign in (1.0, -1.0):
+                e = eulers.copy()
+                e[i, k] += sign * h
+                pair.append(run(e))
+            cols.append(pair)
+            sigmas.append(sig_read[k])
+        for k in range(3):
+            pair = []
+            for sign in (1.0, -1.0):
+                e = eulers.copy()
+                turned = Rotation.from_euler("ZYX", eulers[i, ::-1]) * Rotation.from_rotvec(np.eye(3)[k] * sign * h)
+                e[i] = turned.as_euler("ZYX")[::-1]
+                pair.append(run(e))
+            cols.append(pair)
+            sigmas.append(sig_mount[k])
+    dpos = np.stack([(a[0][:, :3, 3] - b[0][:, :3, 3]) / (2 * h) for a, b in cols], -1)  # (F, 3, m)
+    drot = np.stack([
+        (Rotation.from_matrix(a[0][-1, :3, :3]) * Rotation.from_matrix(b[0][-1, :3, :3]).inv()).as_rotvec() / (2 * h)
+        for a, b in cols
+    ], -1)  # fmt: skip
+    dth = np.stack([(a[1] - b[1]) / (2 * h) for a, b in cols], -1)
+    w = np.asarray(sigmas)
+    Jp, Jt, Jth = dpos * w, np.concatenate([dpos[-1], drot]) * w, dth * w
+    return Jp @ np.swapaxes(Jp, -1, -2), Jt @ Jt.T, Jth @ Jth.T
+
+
+@pytest.mark.parametrize(
+    ("mode", "calibrated", "base"),
+    [("roll_pitch", False, 0.05), ("roll_pitch", True, 0.3), ("full", False, 0.3), ("full", True, 0.05),
+     ("roll_pitch", False, math.radians(85))],  # the last: headings from the magnetometer (ill-conditioned)
+)  # fmt: skip
+def test_covariance_equals_the_whole_chain_differentiated(mode: str, calibrated: bool, base: float) -> None:
+    """The estimator's covariance (the joint angles' derivatives from two batches per angle, the frames' by the
+    chain's geometric Jacobian, the mounting turns by Euler rates) against central differences of whole estimates,
+    input by input."""
+    n = 7
+    rng = np.random.default_rng(11)
+    theta = rng.uniform(-0.5, 0.5, (n, 2))
+    eulers, _ = independent_chain(theta, Rotation.from_euler("ZYX", [0.4, base, 0.1]), np.eye(4))
+    bias = rng.normal(0, 0.01, 3 * (n + 1)).tolist() if calibrated else []
+    est = _estimator(n, mode, calibration_bias=bias)
+    for i, e in enumerate(eulers):
+        est.push_euler(i, e, 0)
+    out = est.estimate(0)
+    if base > 1.0:
+        assert (out.conditioning < 0.1).any()
+    cfg = est.config
+    yaw = math.hypot(cfg.yaw_stddev_deg, cfg.heading_disturbance_deg)
+    sig_read = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, yaw])
+    if calibrated:
+        z = math.sqrt(2) * cfg.heading_disturbance_deg if mode == "full" else cfg.mounting_stddev_deg
+        sig_mount = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, z])
+    else:
+        sig_mount = np.radians([cfg.mounting_stddev_deg] * 3)
+    # the estimator removes the mounting correction from the readings: difference what it estimates from
+    e_used, _, _ = est._inputs()
+    pos, tip, th = _brute_force_covariances(est, e_used, sig_read, sig_mount)
+    scale = np.max(np.abs(tip))
+    np.testing.assert_allclose(out.shape.position_covariance, pos, rtol=1e-4, atol=1e-6 * scale)
+    np.testing.assert_allclose(out.tip_covariance, tip, rtol=1e-4, atol=1e-6 * scale)
+    np.testing.assert_allclose(out.theta_covariance, th, rtol=1e-4, atol=1e-6 * np.max(np.abs(th)))
+
+
 def test_heading_solution_and_conditioning() -> None:
     theta = np.array([[1.2, 0.0], [0.0, 0.3]])  # first joint tilts the next platform far over
     eulers, _ = independent_chain(theta, Rotation.identity(), np.eye(4))

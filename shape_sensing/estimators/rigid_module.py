@@ -47,8 +47,13 @@ how far the magnetometer headings disagree with the joint model.
 Covariance. The sensors' stated accuracy (0.05 deg roll/pitch, 1 deg yaw,
 independent per sensor and per angle) is propagated to every frame's
 position and to the end effector's pose through the Jacobian of the whole
-estimate with respect to all ``3(n+1)`` input angles (forward differences in
-one batched evaluation).
+estimate with respect to the input angles and each sensor's mounting turn: a
+joint's angles depend on its two platforms' readings only, so forward
+differences of every other platform at once (two batched chains per angle)
+give all their derivatives; the frames' follow from the chain's geometric
+Jacobian (each joint axis through its centre), the mounting turns' from the
+z-y-x Euler rates. Where a heading falls back to the magnetometer, one chain per
+input angle instead.
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 from shape_sensing.config import LIVE_PARAMS, ConfigError, Param, Schema
 from shape_sensing.geometry import FloatArray, matrix_to_rotvec, quat_to_matrix, rotvec_to_matrix
@@ -310,18 +315,17 @@ def module_transforms(theta: ArrayLike, d1: float, d2: float) -> FloatArray:
 
 def chain_transforms(T_modules: ArrayLike) -> FloatArray:
     """``(..., n, 4, 4)`` module transforms -> ``(..., n, 4, 4)`` platform poses in the base frame."""
-    T = np.asarray(T_modules, dtype=float)
-    out = np.empty_like(T)
-    acc = T[..., 0, :, :]
-    out[..., 0, :, :] = acc
-    for j in range(1, T.shape[-3]):
-        acc = acc @ T[..., j, :, :]
-        out[..., j, :, :] = acc
+    out = np.array(T_modules, dtype=float)
+    n = out.shape[-3]
+    d = 1
+    while d < n:  # an inclusive scan in log2(n) batched products: platform j = T_0 ... T_j
+        out[..., d:, :, :] = out[..., :-d, :, :] @ out[..., d:, :, :]
+        d *= 2
     return out
 
 
 def solve_headings(
-    euler: ArrayLike, *, yaw_hint: bool = True, min_conditioning: float = 0.0
+    euler: ArrayLike, *, yaw_hint: bool = True, min_conditioning: float = 0.0, branches_of_first: bool = False
 ) -> tuple[FloatArray, FloatArray]:
     """World attitudes from roll and pitch, headings solved from the no-twist joint constraint.
 
@@ -346,6 +350,12 @@ def solve_headings(
         euler: ``(..., m, 3)`` ``[roll, pitch, yaw]``.
         yaw_hint: use the measured yaw to choose between the two solutions.
         min_conditioning: below it, fall back to the measured heading.
+        branches_of_first: ``euler`` is ``(B, m, 3)`` and every row takes the
+            first row's choices (solution per joint, fallback or not). For a
+            batch of small perturbations of one reading (the estimator's
+            finite differences): the choice is a comparison that a step of
+            1e-7 rad cannot honestly flip, and made once it leaves no
+            recurrence over the joints for the batch.
 
     Returns:
         ``(R, conditioning)``: ``(..., m, 3, 3)`` attitudes with the base's yaw
@@ -388,6 +398,18 @@ def solve_headings(
         hinted = use_hint[..., up]
         if not hinted.any():
             psi[..., up] = np.cumsum(straightest, axis=-1)
+        elif branches_of_first:
+            if e.ndim != 3:
+                raise ValueError(f"branches_of_first needs (B, m, 3) attitudes, got shape {e.shape}")
+            second, fallback = _first_row_branches(
+                turns[:, 0], straightest[0], hinted[0], hint[0, 1:], cond[0] < min_conditioning
+            )
+            chosen = np.where(second, turns[1], turns[0])  # (B, m-1)
+            # psi_j: the last fallback's measured heading (0 at the base) plus the turns since it
+            total = np.concatenate([np.zeros((e.shape[0], 1)), np.cumsum(chosen, axis=-1)], axis=-1)
+            restart = np.maximum.accumulate(np.where(np.concatenate(([True], fallback)), np.arange(m), 0))
+            start = np.where(restart > 0, np.where(hinted, hint[..., up], 0.0)[:, np.maximum(restart - 1, 0)], 0.0)
+            psi[...] = start + total - total[:, restart]
         else:
             # With a hint the solution whose heading is nearer the measured one (the larger cosine of the
             # difference): that depends on the heading so far, a recurrence over the joints.
@@ -401,6 +423,41 @@ def solve_headings(
                 step = np.where(hinted[..., j], near, last + straightest[..., j])
                 last = psi[..., j + 1] = np.where(fallback[..., j], hints[..., j], step)
     return _zyx_matrix(cr, sr, cp, sp, np.cos(psi), np.sin(psi)), cond  # Rz(psi) Ry(p) Rx(r)
+
+
+def _first_row_branches(
+    turns: FloatArray, straightest: FloatArray, hinted: FloatArray, hints: FloatArray, weak: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """The hinted recurrence of :func:`solve_headings` for one row: per joint, whether the second solution is taken
+    (``turns[1]``) and whether the heading falls back to the measured one."""
+    n = turns.shape[-1]
+    second = np.zeros(n, dtype=bool)
+    fallback = weak & hinted
+    last = 0.0
+    for j in range(n):
+        t0, t1 = float(turns[0, j]), float(turns[1, j])
+        if fallback[j]:
+            last = float(hints[j])
+            continue
+        if hinted[j]:
+            second[j] = math.cos(last + t1 - hints[j]) > math.cos(last + t0 - hints[j])
+        else:
+            second[j] = t1 == float(straightest[j]) and t1 != t0
+        last += t1 if second[j] else t0
+    return second, fallback
+
+
+def _euler_rates_of_body_turns(euler: FloatArray, axis: NDArray[np.intp]) -> FloatArray:
+    """``(b, 3)`` rates of ``[roll, pitch, yaw]`` per unit turn of each attitude ``Rz Ry Rx`` about its own axis
+    ``axis[b]`` (``R Rot_k(a)``): the inverse of the body rates ``w = (r' - y' sp, p' cr + y' cp sr,
+    -p' sr + y' cp cr)``. Infinite at pitch +-90 deg, where roll and yaw are one."""
+    r, p = euler[:, 0], euler[:, 1]
+    sr, cr, tp, secp = np.sin(r), np.cos(r), np.tan(p), 1.0 / np.cos(p)
+    rates = np.empty((euler.shape[0], 3, 3))  # [b, body axis, Euler angle]
+    rates[:, 0] = (1.0, 0.0, 0.0)
+    rates[:, 1, 0], rates[:, 1, 1], rates[:, 1, 2] = sr * tp, cr, sr * secp
+    rates[:, 2, 0], rates[:, 2, 1], rates[:, 2, 2] = cr * tp, -sr, cr * secp
+    return rates[np.arange(axis.size), axis]
 
 
 def _align(a: FloatArray, b: FloatArray) -> FloatArray:
@@ -418,7 +475,6 @@ def _align(a: FloatArray, b: FloatArray) -> FloatArray:
 # Estimator
 
 _FD_STEP = 1e-7  # finite-difference step of the covariance (rad)
-_TURNS_H = rotvec_to_matrix(np.eye(3) * _FD_STEP)  # turns by the step about x, y, z
 
 
 @dataclass(frozen=True)
@@ -486,6 +542,22 @@ class RigidModuleEstimate:
     theta_covariance: FloatArray | None = None
 
 
+@dataclass(frozen=True)
+class _Columns:
+    """The covariance's inputs for one case (see :meth:`RigidModuleEstimator._columns`)."""
+
+    inputs: list[tuple[int, int]]  # (platform, angle) of each reading's input column
+    platform: NDArray[np.intp]
+    angle: NDArray[np.intp]  # the angle's index among the coloured batches' angles (roll, pitch[, yaw])
+    upper: NDArray[np.bool_]  # the platform is the upper one of a joint (i >= 1)
+    lower: NDArray[np.bool_]  # ... and the lower one of the next (i < n)
+    body: NDArray[np.intp]  # platform of each mounting turn
+    body_axis: NDArray[np.intp]  # its axis
+    body_columns: NDArray[np.intp]  # (b, 3) the input column of that platform's roll, pitch, yaw (the last: none)
+    sigma: FloatArray  # of every input, then of every mounting turn
+    above: NDArray[np.bool_]  # (F, 2n) frame f moves with joint angle j
+
+
 @dataclass
 class RigidModuleEstimator:
     """Stateful wrapper: calibration, missing/stale sensors, diagnostics.
@@ -509,6 +581,7 @@ class RigidModuleEstimator:
         self.tool = np.eye(4)
         self.tool[:3, :3] = euler_zyx_to_matrix(np.array(t[3:6]))
         self.tool[:3, 3] = t[:3]
+        self._column_cache: dict[tuple[bool, bool], _Columns] = {}
         self._last = np.full((n + 1, 3), np.nan)
         self._last_ns = np.full(n + 1, -1, dtype=np.int64)
 
@@ -631,77 +704,63 @@ class RigidModuleEstimator:
         # residual mounting error after the rods calibration (a turn of the platform frame about its own axes,
         # which moves roll and pitch once the platform tilts). In roll_pitch mode yaw matters only where the
         # heading falls back to it.
-        yaw_sig = float(np.hypot(cfg.yaw_stddev_deg, cfg.heading_disturbance_deg))
-        sig = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, yaw_sig])
-        # Mounting error left, about the platform's x, y, z. Without a rods calibration: the mounting misalignment
-        # itself. After one: the attitude noise of the readings it used about x and y, and about z either the
-        # mounting yaw (roll_pitch: the calibration aligns gravity only) or, in full mode, the two heading
-        # disturbances (the sensor's and the base sensor's) frozen into it.
-        if not self.bias.any():
-            sig_cal = np.radians([cfg.mounting_stddev_deg] * 3)
-        else:
-            full = cfg.heading_mode == "full"
-            z_cal = np.sqrt(2.0) * cfg.heading_disturbance_deg if full else cfg.mounting_stddev_deg
-            sig_cal = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, z_cal])
-        # The covariance by finite differences through the whole chain: one chain per reading's roll, pitch (and
-        # yaw, where it enters the shape: in full heading mode, or where a joint's heading is the magnetometer's);
-        # a mounting's turn about a platform's own axis moves that platform's Euler angles by a known amount, so its
-        # column is the chain rule of those (no chain of its own).
         P = self.n_platforms
         h = _FD_STEP
-        cols: list[tuple[int, int]] = []
-        if cfg.covariance:
-            axes = (0, 1) if cfg.heading_mode == "roll_pitch" else (0, 1, 2)
-            cols = [(i, k) for i in range(P) for k in axes]
-        batch = np.repeat(e[None], 1 + len(cols), axis=0)
-        for c, (i, k) in enumerate(cols):
-            batch[1 + c, i, k] += h
+        axes = (0, 1) if cfg.heading_mode == "roll_pitch" else (0, 1, 2)
+        # A joint's angles depend on its two platforms' readings only (the heading turn of a joint is its own), so
+        # turning every other platform's angle at once leaves each joint one turned platform: two batches of
+        # chains per angle give every derivative. Not where a heading falls back to the magnetometer's (it then
+        # depends on every turn since the last such joint): there, one chain per reading.
+        coloured = [(c, k) for c in (0, 1) for k in axes] if cfg.covariance else []
+        batch = np.repeat(e[None], 1 + len(coloured), axis=0)
+        parity = np.arange(P) % 2
+        for b, (c, k) in enumerate(coloured):
+            batch[1 + b, parity == c, k] += h
         poses, theta, twist, cond = self._forward(batch)
-        if cfg.covariance and cfg.heading_mode == "roll_pitch":
-            hinted = np.isfinite(e[1:, 2] - e[0, 2])
-            if np.any((cond[0] < cfg.heading_min_conditioning) & hinted):  # a heading from the magnetometer
-                yaw = np.repeat(e[None], P, axis=0)
-                yaw[np.arange(P), np.arange(P), 2] += h
-                p_yaw, th_yaw, _, _ = self._forward(yaw)
-                poses, theta = np.concatenate([poses, p_yaw]), np.concatenate([theta, th_yaw])
-                cols += [(i, 2) for i in range(P)]
         shape_poses = poses[0]
         tip_cov = None
         pos_cov = None
         theta_cov = None
         if cfg.covariance:
-            dpos = (poses[1:, :, :3, 3] - poses[0, :, :3, 3]) / h  # (m, F, 3)
-            Rn = poses[0, -1, :3, :3]
-            # world-frame small rotations (m, 3): a turn by a small angle a about n has skew part sin(a) [n]x,
-            # which gives the rotation vector to a relative a^2 / 6 (1e-15 here)
-            dR = poses[1:, -1, :3, :3] @ Rn.T
-            drot = (
-                0.5 * np.stack([dR[:, 2, 1] - dR[:, 1, 2], dR[:, 0, 2] - dR[:, 2, 0], dR[:, 1, 0] - dR[:, 0, 1]], 1) / h
-            )
-            dth = (theta[1:] - theta[0]).reshape(len(cols), -1) / h  # (m, 2n)
-            body = [(i, k) for i in range(P) for k in range(3) if sig_cal[k] > 0]
-            if body:  # each platform turned by h about its own axis k, R_i Rot_k(h): its Euler angles' change
-                R = euler_zyx_to_matrix(e)
-                bi = np.array([i for i, _ in body])
-                turned = matrix_to_euler_zyx(R[bi] @ _TURNS_H[[k for _, k in body]])
-                de = (turned - matrix_to_euler_zyx(R[bi]) + np.pi) % (2.0 * np.pi) - np.pi  # (b, 3), per h
-                col_of = {ik: c for c, ik in enumerate(cols)}
-                # a reading's yaw without a column of its own does not enter the shape (roll_pitch mode)
-                chain = np.zeros((len(body), len(cols)))
-                for b, (i, _) in enumerate(body):
-                    for k in range(3):
-                        col = col_of.get((i, k))
-                        if col is not None:
-                            chain[b, col] = de[b, k] / h
-                dpos = np.concatenate([dpos, np.tensordot(chain, dpos, axes=1)])
-                drot = np.concatenate([drot, chain @ drot])
-                dth = np.concatenate([dth, chain @ dth])
-            sig_in = np.array([sig[k] for (_, k) in cols] + [sig_cal[k] for (_, k) in body])
-            Jp = np.transpose(dpos, (1, 2, 0)) * sig_in  # (F, 3, m)
+            dense = False
+            if cfg.heading_mode == "roll_pitch":
+                hinted = np.isfinite(e[1:, 2] - e[0, 2])
+                dense = bool(np.any((cond[0] < cfg.heading_min_conditioning) & hinted))  # a magnetometer heading
+            cols = self._columns(dense, bool(self.bias.any()))
+            n = cfg.n_modules
+            if dense:
+                dth = self._dense_joint_derivatives(e, cols.inputs, theta[0])
+            else:
+                d = ((theta[1:] - theta[0]) / h).reshape(2, len(axes), n, 2)  # [colour, angle, joint, x/y]
+                ii, kk, up, lo = cols.platform, cols.angle, cols.upper, cols.lower
+                dth = np.zeros((ii.size, n, 2))
+                dth[up, ii[up] - 1] = d[ii[up] % 2, kk[up], ii[up] - 1]  # the reading's platform is joint i-1's upper
+                dth[lo, ii[lo]] = d[ii[lo] % 2, kk[lo], ii[lo]]  # and joint i's lower one
+                dth = dth.reshape(ii.size, 2 * n)
+            if cols.body.size:  # each platform turned about its own axis k: its Euler angles' rates
+                # a reading's angle without a column of its own (roll_pitch mode: its yaw) does not enter the shape
+                chain = np.zeros((cols.body.size, len(cols.inputs) + 1))  # the last column collects those; cut
+                chain[np.arange(cols.body.size)[:, None], cols.body_columns] = _euler_rates_of_body_turns(
+                    e[cols.body], cols.body_axis
+                )
+                dth = np.concatenate([dth, chain[:, :-1] @ dth])
+            # geometric Jacobian: joint j turns every frame above it about its axis through the joint's centre
+            lower = shape_poses[:n, :3, :3]
+            centre = shape_poses[:n, :3, 3] + cfg.d1 * lower[:, :, 2]
+            tx = theta[0, :, 0][:, None]
+            joint_axes = np.stack([lower[:, :, 0], lower[:, :, 1] * np.cos(tx) + lower[:, :, 2] * np.sin(tx)], 1)
+            joint_axes = joint_axes.reshape(2 * n, 3)
+            rel = shape_poses[:, None, :3, 3] - np.repeat(centre, 2, axis=0)[None]  # (F, 2n, 3)
+            a = joint_axes[None]
+            jac = np.stack(
+                [a[..., 1] * rel[..., 2] - a[..., 2] * rel[..., 1], a[..., 2] * rel[..., 0] - a[..., 0] * rel[..., 2],
+                 a[..., 0] * rel[..., 1] - a[..., 1] * rel[..., 0]], axis=1,
+            ) * cols.above[:, None]  # (F, 3, 2n): axis x (frame - centre) where the frame is above the joint
+            Jth = dth.T * cols.sigma  # (2n, m): every input scaled by its sigma
+            Jp = jac @ Jth  # (F, 3, m)
             pos_cov = Jp @ np.swapaxes(Jp, -1, -2)
-            Jt = np.concatenate([dpos[:, -1, :], drot], axis=1).T * sig_in  # (6, m)
+            Jt = np.concatenate([Jp[-1], joint_axes.T @ Jth])  # (6, m): the end effector's position and rotation
             tip_cov = Jt @ Jt.T
-            Jth = dth.T * sig_in
             theta_cov = Jth @ Jth.T
         # Diagnostics
         ages = (stamp_ns - self._last_ns) / 1e9
@@ -757,11 +816,66 @@ class RigidModuleEstimator:
             self.push(s)
         return self.estimate(stamp_ns)
 
+    def _columns(self, dense: bool, calibrated: bool) -> _Columns:
+        """The inputs of the covariance (made once per case): each reading's angles that enter the shape, then each
+        platform's mounting turns, with their sigmas.
+
+        The sensor's errors, independent per sensor: the reading's white noise and the heading disturbance (its
+        roll, pitch, yaw), and the mounting error left after the rods calibration (a turn of the platform frame
+        about its own axes, which moves roll and pitch once the platform tilts). Mounting error left, about the
+        platform's x, y, z: without a rods calibration, the mounting misalignment itself; after one, the attitude
+        noise of the readings it used about x and y, and about z either the mounting yaw (roll_pitch: the
+        calibration aligns gravity only) or, in full mode, the two heading disturbances (the sensor's and the base
+        sensor's) frozen into it. In roll_pitch mode yaw enters only where a heading falls back to it (``dense``).
+        """
+        key = (dense, calibrated)
+        found = self._column_cache.get(key)
+        if found is not None:
+            return found
+        cfg, P = self.config, self.n_platforms
+        yaw_sig = float(np.hypot(cfg.yaw_stddev_deg, cfg.heading_disturbance_deg))
+        sig = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, yaw_sig])
+        if not calibrated:
+            sig_cal = np.radians([cfg.mounting_stddev_deg] * 3)
+        else:
+            full = cfg.heading_mode == "full"
+            z_cal = np.sqrt(2.0) * cfg.heading_disturbance_deg if full else cfg.mounting_stddev_deg
+            sig_cal = np.radians([cfg.roll_pitch_stddev_deg, cfg.roll_pitch_stddev_deg, z_cal])
+        axes = (0, 1) if cfg.heading_mode == "roll_pitch" else (0, 1, 2)
+        inputs = [(i, k) for i in range(P) for k in axes] + ([(i, 2) for i in range(P)] if dense else [])
+        body = [(i, k) for i in range(P) for k in range(3) if sig_cal[k] > 0]
+        col_of = np.full((P, 3), len(inputs))  # the collecting column of chain (see estimate)
+        col_of[tuple(np.array(inputs).T)] = np.arange(len(inputs))
+        ii = np.array([i for i, _ in inputs], dtype=np.intp)
+        bi = np.array([i for i, _ in body], dtype=np.intp)
+        found = self._column_cache[key] = _Columns(
+            inputs=inputs,
+            platform=ii,
+            angle=np.array([min(k, len(axes) - 1) for _, k in inputs], dtype=np.intp),
+            upper=ii >= 1,
+            lower=ii < cfg.n_modules,
+            body=bi,
+            body_axis=np.array([k for _, k in body], dtype=np.intp),
+            body_columns=col_of[bi] if body else np.empty((0, 3), dtype=np.intp),
+            sigma=np.array([sig[k] for _, k in inputs] + [sig_cal[k] for _, k in body]),
+            above=np.arange(P + 1)[:, None] > np.arange(2 * cfg.n_modules)[None] // 2,  # frame f above joint j
+        )
+        return found
+
+    def _dense_joint_derivatives(self, e: FloatArray, inputs: list[tuple[int, int]], theta: FloatArray) -> FloatArray:
+        """``(len(inputs), 2n)`` joint-angle derivatives, one chain per reading's angle (a heading from the
+        magnetometer makes a joint depend on every turn below it)."""
+        h = _FD_STEP
+        batch = np.repeat(e[None], len(inputs), axis=0)
+        batch[np.arange(len(inputs)), [i for i, _ in inputs], [k for _, k in inputs]] += h
+        _, th, _, _ = self._forward(batch)
+        return (th - theta).reshape(len(inputs), -1) / h
+
     def _forward(self, e: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
         """Batched ``(B, n+1, 3)`` attitudes -> poses ``(B, n+2, 4, 4)``, theta ``(B, n, 2)``, twist, conditioning."""
         cfg = self.config
         if cfg.heading_mode == "roll_pitch":
-            R, cond = solve_headings(e, min_conditioning=cfg.heading_min_conditioning)
+            R, cond = solve_headings(e, min_conditioning=cfg.heading_min_conditioning, branches_of_first=True)
         else:
             R = euler_zyx_to_matrix(e)
             cond = np.ones((e.shape[0], cfg.n_modules))
