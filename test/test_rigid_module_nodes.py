@@ -42,7 +42,7 @@ def test_estimator_node_publishes_from_imu_callbacks() -> None:
 def test_estimator_node_gives_the_same_shape_from_sweeps_as_from_platform_topics() -> None:
     """The same readings as one ImuArray per bus cycle and as per-platform Imu messages: the same estimates (every
     published end effector and joint state), and a sweep with a corrupted row is skipped as a bad sample."""
-    from rclpy.serialization import deserialize_message
+    from rclpy.serialization import deserialize_message, serialize_message
     from scipy.spatial.transform import Rotation
 
     from shape_sensing.messages.imu_array import imu_array_msg
@@ -71,12 +71,23 @@ def test_estimator_node_gives_the_same_shape_from_sweeps_as_from_platform_topics
             ]
             for i, s in enumerate(samples):
                 apps[0]._on_imu(i, msgs.imu_to_msg(s, f), {})
-            apps[1]._on_imu_array(imu_array_msg(stamp, "base_link", samples, f), {})
+            # taken raw, as the node subscribes: the CDR bytes rclpy's serialiser writes; every tenth big-endian
+            # (rosbags' serialiser), which the node leaves to rclpy's decoder
+            if k % 10 == 5:
+                fb = MessageFactory("rosbags")
+                raw = bytes(fb.typestore.serialize_cdr(imu_array_msg(stamp, "base_link", samples, fb),
+                                                       "shape_sensing/msg/ImuArray", little_endian=False))  # fmt: skip
+                assert raw[:2] == b"\x00\x00"
+            else:
+                raw = serialize_message(imu_array_msg(stamp, "base_link", samples, f))
+            apps[1]._on_imu_array(raw, {})
         bad = imu_array_msg(3_000_000_000, "base_link", samples, f)
         bad.orientation[3] = 3.0  # sensor 0 is no unit quaternion
         before = apps[1].tracker.stats.bad_samples
-        apps[1]._on_imu_array(bad, {})
-        assert apps[1].tracker.stats.bad_samples == before + 1
+        apps[1]._on_imu_array(serialize_message(bad), {})
+        apps[1]._on_imu_array(serialize_message(bad)[:200], {})  # truncated
+        apps[1]._on_imu_array(b"\x00\x07\x00\x00" + serialize_message(bad)[4:], {})  # an encoding nobody reads
+        assert apps[1].tracker.stats.bad_samples == before + 3
         for app in apps:
             app.inputs.flush()
 

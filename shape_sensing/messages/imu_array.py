@@ -25,7 +25,9 @@ from shape_sensing.types import ImuSample
 
 __all__ = [
     "IMU_ARRAY_TYPE",
+    "CdrEncodingError",
     "ImuSweep",
+    "ImuSweepFrames",
     "imu_array_msg",
     "imu_samples_from_sweep",
     "imu_sweep_from_cdr",
@@ -81,17 +83,18 @@ class ImuSweep:
             MessageError: a provided orientation is not a finite quaternion of norm near 1 (naming the sensor): the
                 sweep is corrupted, as :func:`imu_samples_from_sweep` refuses it.
         """
-        quats, usable = self.unit_orientations()
+        q = self.orientation
         provided = self.orientation_covariance[:, 0] != -1.0
-        bad = np.flatnonzero(provided & ~usable)
-        if bad.size:
-            i = int(bad[0])
-            raise MessageError(
-                f"shape_sensing/ImuArray sensor {i} ({self.frame_ids[i]!r}) has orientation "
-                f"{self.orientation[i].tolist()}; expected a unit quaternion"
-            )
-        quats[~provided] = np.nan
-        return quats, provided
+        with np.errstate(invalid="ignore", over="ignore"):
+            norm = np.sqrt(np.einsum("ij,ij->i", q, q))  # the operations of unit_orientations, fewer steps
+            usable = np.abs(norm - 1.0) <= UNIT_QUATERNION_TOLERANCE  # False for a NaN or infinite norm
+            if not usable[provided].all():
+                i = int(np.flatnonzero(provided & ~usable)[0])
+                raise MessageError(
+                    f"shape_sensing/ImuArray sensor {i} ({self.frame_ids[i]!r}) has orientation "
+                    f"{self.orientation[i].tolist()}; expected a unit quaternion"
+                )
+            return q / np.where(provided, norm, np.nan)[:, None], provided
 
 
 def _rows(value: Any, n: int, width: int, name: str) -> FloatArray:
@@ -184,13 +187,28 @@ _FLOAT_FIELDS = (
 )
 
 
+class CdrEncodingError(MessageError):
+    """Bytes in another encoding than little-endian plain CDR (XCDR1): a decoder of that encoding may read them."""
+
+
+@dataclass
+class ImuSweepFrames:
+    """The per-sensor frame ids of a stream's last sweep as :func:`imu_sweep_from_cdr` read them, and their bytes."""
+
+    start: int = -1
+    block: bytes = b""
+    ids: tuple[str, ...] = ()
+
+
 class _CdrReader:
     """Little-endian plain CDR (XCDR1, as rmw's serialise ROS 2 messages), alignment counted after the 4-byte
     encapsulation header; every read checked against the buffer's end."""
 
     def __init__(self, buf: bytearray) -> None:
         if len(buf) < 4 or buf[0:2] != b"\x00\x01":
-            raise MessageError("shape_sensing/ImuArray bytes are not little-endian plain CDR (encapsulation 0x0001)")
+            raise CdrEncodingError(
+                "shape_sensing/ImuArray bytes are not little-endian plain CDR (encapsulation 0x0001)"
+            )
         self.buf = buf
         self.pos = 4
 
@@ -223,9 +241,14 @@ class _CdrReader:
         return np.frombuffer(self.buf, dtype, count, self._take(count * size, size, what))
 
 
-def imu_sweep_from_cdr(raw: bytes | memoryview) -> ImuSweep:
+def imu_sweep_from_cdr(raw: bytes | memoryview, frames: ImuSweepFrames | None = None) -> ImuSweep:
     """The readings of a shape_sensing/ImuArray straight from its CDR bytes (a raw subscription, a bag record):
     the same :class:`ImuSweep` as :func:`imu_sweep_from_msg` of the decoded message, without building one.
+
+    Args:
+        raw: the serialised message.
+        frames: the per-sensor frame ids of the stream's last sweep, kept there (a stream repeats them: their
+            bytes are compared instead of read again).
 
     Raises:
         MessageError: not little-endian plain CDR, truncated, or arrays that do not hold the same number of sensors.
@@ -233,8 +256,16 @@ def imu_sweep_from_cdr(raw: bytes | memoryview) -> ImuSweep:
     r = _CdrReader(bytearray(raw))  # a copy the arrays are views of: writable, as those of a decoded message
     sec, nanosec = _STAMP.unpack_from(r.buf, r._take(8, 4, "the header's stamp"))
     frame_id = r.string("the header's frame id")
-    n = r.u32("frame_id")
-    frame_ids = [r.string(f"frame_id[{i}]") for i in range(n)]
+    start = r.pos
+    if frames is not None and frames.start == start and r.buf.startswith(frames.block, start):
+        r.pos = start + len(frames.block)
+        frame_ids = list(frames.ids)
+    else:
+        n = r.u32("frame_id")
+        frame_ids = [r.string(f"frame_id[{i}]") for i in range(n)]
+        if frames is not None:
+            frames.start, frames.block, frames.ids = start, bytes(r.buf[start : r.pos]), tuple(frame_ids)
+    n = len(frame_ids)
     stamps = r.array("<i4", 1, n, "stamp_sec").astype(np.int64) * NS_PER_S
     stamps += r.array("<u4", 1, n, "stamp_nanosec")
     rows = {name: r.array("<f8", width, n, name).reshape(n, width) for name, width in _FLOAT_FIELDS}

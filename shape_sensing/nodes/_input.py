@@ -17,11 +17,19 @@ import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
+from shape_sensing.messages.errors import MessageError
+from shape_sensing.messages.imu_array import (
+    CdrEncodingError,
+    ImuSweep,
+    ImuSweepFrames,
+    imu_sweep_from_cdr,
+    imu_sweep_from_msg,
+)
 from shape_sensing.nodes._common import fq_name, node_namespace
 from shape_sensing.pipelines.input_stage import InputStage, Released
 from shape_sensing.types import DiagnosticLevel, DiagnosticStatus
 
-__all__ = ["RELEASE_PERIOD_S", "STATUS_PERIOD_S", "LiveInputs", "input_qos"]
+__all__ = ["RELEASE_PERIOD_S", "STATUS_PERIOD_S", "LiveInputs", "SweepReader", "input_qos"]
 
 RELEASE_PERIOD_S = 0.05  # a held input waits at most this beyond its window for a silent input
 STATUS_PERIOD_S = 1.0  # diagnostic_updater's rate
@@ -37,6 +45,30 @@ def input_qos(depth: int) -> Any:
         reliability=ReliabilityPolicy.BEST_EFFORT,
         durability=DurabilityPolicy.VOLATILE,
     )
+
+
+class SweepReader:
+    """Reads the messages of one shape_sensing/ImuArray subscription taken raw (``subscribe(..., raw=True)``) into
+    :class:`ImuSweep`: straight from the CDR bytes (no message objects; the frame ids compared with the last
+    sweep's, not read again), or decoded by rclpy where the bytes are not plain little-endian CDR (another rmw's
+    encoding). Raises :class:`~shape_sensing.messages.errors.MessageError` for a bad message, as reading a decoded
+    one does."""
+
+    def __init__(self, msg_cls: Any) -> None:
+        self.msg_cls = msg_cls
+        self.frames = ImuSweepFrames()
+
+    def __call__(self, raw: bytes) -> ImuSweep:
+        try:
+            return imu_sweep_from_cdr(raw, self.frames)
+        except CdrEncodingError:
+            from rclpy.serialization import deserialize_message
+
+            try:
+                msg = deserialize_message(raw, self.msg_cls)
+            except Exception as exc:  # rclpy's own error types vary by version
+                raise MessageError(f"shape_sensing/ImuArray bytes that rclpy cannot decode: {exc}") from exc
+            return imu_sweep_from_msg(msg)
 
 
 class LiveInputs:
@@ -85,9 +117,10 @@ class LiveInputs:
     def qos(self) -> Any:
         return input_qos(self.depth)
 
-    def subscribe(self, msg_cls: Any, topic: str, callback: Callable[[Any, Any], None]) -> Any:
-        """Subscribe ``callback(msg, info)`` to ``topic`` with the stage's QoS (rclpy passes the message info)."""
-        return self.node.create_subscription(msg_cls, topic, callback, self.qos())
+    def subscribe(self, msg_cls: Any, topic: str, callback: Callable[[Any, Any], None], *, raw: bool = False) -> Any:
+        """Subscribe ``callback(msg, info)`` to ``topic`` with the stage's QoS (rclpy passes the message info);
+        ``raw``: the message as its serialised bytes."""
+        return self.node.create_subscription(msg_cls, topic, callback, self.qos(), raw=raw)
 
     def offer(self, key: Hashable, stamp_ns: int, item: Any, info: Any = None) -> None:
         """Hand one parsed input to the stage; what becomes due goes to the sink."""

@@ -40,7 +40,7 @@ from shape_sensing.estimators.hinge_arc import SCHEMA
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_sweep_from_msg
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE
 from shape_sensing.nodes._common import (
     InputWatch,
     cdr_layout_supported,
@@ -56,7 +56,7 @@ from shape_sensing.nodes._common import (
     tf_qos,
     warn_throttled,
 )
-from shape_sensing.nodes._input import LiveInputs
+from shape_sensing.nodes._input import LiveInputs, SweepReader
 from shape_sensing.pipelines.common import qualify_status
 from shape_sensing.pipelines.input_stage import Released
 from shape_sensing.pipelines.vine_imu import SHAPE_TOPICS, ShapeMessages, VineImuTracker
@@ -114,8 +114,9 @@ class HingeArcEstimatorNode:
             self.factory, names=names,
         )  # fmt: skip
         if array_topic:
+            self.read_sweep = SweepReader(self.factory.cls(IMU_ARRAY_TYPE))  # its messages, taken raw
             self.subscriptions = [
-                self.inputs.subscribe(self.factory.cls(IMU_ARRAY_TYPE), array_topic, self._on_imu_array)
+                self.inputs.subscribe(self.factory.cls(IMU_ARRAY_TYPE), array_topic, self._on_imu_array, raw=True)
             ]
         else:
             imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
@@ -163,9 +164,9 @@ class HingeArcEstimatorNode:
             return
         self.inputs.offer(index, stamp_ns, (orientation, str(msg.header.frame_id)), info)
 
-    def _on_imu_array(self, msg: Any, info: Any) -> None:
+    def _on_imu_array(self, raw: bytes, info: Any) -> None:
         try:
-            sweep = imu_sweep_from_msg(msg)
+            sweep = self.read_sweep(raw)
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
             warn_throttled(self.node, "bad sweep", f"skipped a bad sweep on {self.params['imu_array_topic']}: {exc}")

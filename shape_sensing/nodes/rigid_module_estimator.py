@@ -41,7 +41,7 @@ from shape_sensing.estimators.rigid_module import SCHEMA, RigidModuleEstimate
 from shape_sensing.messages import common as msgs
 from shape_sensing.messages.errors import MessageError
 from shape_sensing.messages.factory import MessageFactory
-from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE, imu_sweep_from_msg
+from shape_sensing.messages.imu_array import IMU_ARRAY_TYPE
 from shape_sensing.nodes._common import (
     InputWatch,
     cdr_layout_supported,
@@ -57,7 +57,7 @@ from shape_sensing.nodes._common import (
     tf_qos,
     warn_throttled,
 )
-from shape_sensing.nodes._input import LiveInputs
+from shape_sensing.nodes._input import LiveInputs, SweepReader
 from shape_sensing.pipelines.common import qualify_status
 from shape_sensing.pipelines.hyper_redundant import SHAPE_TOPICS, EstimateCdr, EstimateMessages, HyperRedundantTracker
 from shape_sensing.pipelines.input_stage import Released
@@ -111,8 +111,9 @@ class RigidModuleEstimatorNode:
         names: dict[Any, str] = {"imus": array_topic} | dict(enumerate(self.topics))
         self.inputs = LiveInputs(node, self.params, keys, self._on_released, None, self.factory, names=names)
         if array_topic:
+            self.read_sweep = SweepReader(self.factory.cls(IMU_ARRAY_TYPE))  # its messages, taken raw
             self.subscriptions = [
-                self.inputs.subscribe(self.factory.cls(IMU_ARRAY_TYPE), array_topic, self._on_imu_array)
+                self.inputs.subscribe(self.factory.cls(IMU_ARRAY_TYPE), array_topic, self._on_imu_array, raw=True)
             ]
         else:
             imu_cls = self.factory.cls("sensor_msgs/msg/Imu")
@@ -146,9 +147,9 @@ class RigidModuleEstimatorNode:
             return
         self.inputs.offer(index, sample.stamp_ns, sample, info)
 
-    def _on_imu_array(self, msg: Any, info: Any) -> None:
+    def _on_imu_array(self, raw: bytes, info: Any) -> None:
         try:
-            sweep = imu_sweep_from_msg(msg)
+            sweep = self.read_sweep(raw)
             quats, _ = sweep.provided_orientations()
         except MessageError as exc:
             self.tracker.stats.bad_samples += 1
