@@ -221,5 +221,7 @@ def test_joint_states_of_every_length() -> None:
         pos = np.linspace(-1.0, 1.0, len(names))
         want = _cdr(hmsgs.joint_state_msg(987_654_321, names, pos, f, frame_id="base"))
         assert cdr.joint_state_cdr(987_654_321, "base", names, pos) == want
+        again = _cdr(hmsgs.joint_state_msg(5, names, -pos, f, frame_id="base"))
+        assert cdr.joint_state_cdr(5, "base", names, -pos) == again  # the names' bytes kept from the first
     with pytest.raises(MessageError, match="2 names but 1 positions"):
         cdr.joint_state_cdr(0, "b", ["a", "b"], np.zeros(1))

@@ -583,6 +583,9 @@ class RigidModuleEstimator:
         self.tool[:3, 3] = t[:3]
         self._column_cache: dict[tuple[bool, bool], _Columns] = {}
         self._last = np.full((n + 1, 3), np.nan)
+        # unit quaternions stored by push_quats, made Euler angles once, when the readings are next used
+        self._last_q = np.full((n + 1, 4), np.nan)
+        self._pending = np.zeros(n + 1, dtype=bool)
         self._last_ns = np.full(n + 1, -1, dtype=np.int64)
 
     # -- inputs -------------------------------------------------------------------------------------------------------
@@ -605,6 +608,7 @@ class RigidModuleEstimator:
         if not np.isfinite(norm) or norm < 0.5:
             return False
         self._last[i] = matrix_to_euler_zyx(quat_to_matrix(q / norm))
+        self._pending[i] = False
         self._last_ns[i] = sample.stamp_ns
         return True
 
@@ -620,6 +624,7 @@ class RigidModuleEstimator:
         if e.shape != (3,) or not np.all(np.isfinite(e)):
             raise ValueError(f"platform {index}: attitude {e!r} is not 3 finite angles")
         self._last[index] = e
+        self._pending[index] = False
         self._last_ns[index] = stamp_ns
 
     def push_eulers(self, indices: ArrayLike, eulers: ArrayLike, stamp_ns: int) -> None:
@@ -638,7 +643,33 @@ class RigidModuleEstimator:
         if not np.all(np.isfinite(e)):
             raise ValueError("attitudes are not all finite angles")
         self._last[idx] = e
+        self._pending[idx] = False
         self._last_ns[idx] = stamp_ns
+
+    def push_quats(self, indices: ArrayLike, quats: ArrayLike, stamp_ns: int) -> None:
+        """:meth:`push_eulers` of unit ``[x, y, z, w]`` quaternions, made angles (:func:`quats_to_euler_zyx`, the
+        same bits as :meth:`push`'s) only when the readings are next used: a sensor read at 100 Hz for estimates at
+        20 Hz is converted once per estimate, not once per reading.
+
+        Raises:
+            ValueError: an index out of range or non-finite quaternions.
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        q = np.asarray(quats, dtype=float).reshape(-1, 4)
+        if idx.size != q.shape[0]:
+            raise ValueError(f"{idx.size} platform indices for {q.shape[0]} quaternions")
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_platforms):
+            raise ValueError(f"platform indices {idx.tolist()} out of range 0..{self.n_platforms - 1}")
+        if not np.all(np.isfinite(q)):
+            raise ValueError("quaternions are not all finite")
+        self._last_q[idx] = q
+        self._pending[idx] = True
+        self._last_ns[idx] = stamp_ns
+
+    def _convert_pending(self) -> None:
+        if self._pending.any():
+            self._last[self._pending] = quats_to_euler_zyx(self._last_q[self._pending])
+            self._pending[:] = False
 
     # -- calibration ------------------------------------------------------------------------------------------------
 
@@ -652,6 +683,7 @@ class RigidModuleEstimator:
         Raises:
             ValueError: a platform has no reading, or ``readings`` has the wrong shape.
         """
+        self._convert_pending()
         r = self._last if readings is None else np.asarray(readings, dtype=float)
         if r.shape != (self.n_platforms, 3):
             raise ValueError(f"calibration readings of shape {r.shape}: expected ({self.n_platforms}, 3)")
@@ -672,6 +704,7 @@ class RigidModuleEstimator:
 
     def _inputs(self) -> tuple[FloatArray, list[DiagnosticStatus], int]:
         """Corrected attitudes with missing platforms bridged, the per-sensor statuses, and the count of bad ones."""
+        self._convert_pending()
         have = np.all(np.isfinite(self._last), axis=1)
         e = self._last.copy()
         if have.any() and self.bias.any():

@@ -365,30 +365,43 @@ def _single_numbers(shape: ShapeEstimate) -> _Numbers | None:
     if not (n == len(shape.poses) and n and bb.ndim == 2 and bb.shape[1] == 3 and len(bb) >= 2
             and stamp >= 0 and stamp // NS_PER_S <= 2**31 - 1):  # fmt: skip
         return None
-    layouts = _single_layouts(shape.parent_frame, tuple(shape.frame_ids), len(bb))
-    poses = np.asarray(shape.poses, dtype=float)
-    tf = np.empty((n, 7))
-    tf[:, :3] = poses[:, :3, 3]
-    tf[:, 3:] = matrix_to_quat(poses[:, :3, :3])
-    tip = np.zeros(7 + 36)
-    tip[:3] = poses[-1, :3, 3]
-    tip[3:7] = matrix_to_quat(poses[-1, :3, :3])
     cov6 = np.zeros((6, 6))
     cov6[3:, 3:] = np.eye(3) * UNOBSERVED_VARIANCE
     if shape.position_covariance is not None:
         cov6[:3, :3] = positive_definite(shape.position_covariance[-1])
-    tip[7:] = cov6.reshape(36)
+    tf, path, tip = single_shape_cdr(shape, cov6)
+    return _Numbers(tf, path, tip)
+
+
+def single_shape_cdr(shape: ShapeEstimate, tip_covariance: np.ndarray, frame_prefix: str = "") -> list[bytes]:
+    """The TF (:func:`tf_cdr`), backbone path (:func:`path_cdr`) and tip (:func:`tip_cdr`, with
+    ``tip_covariance``) messages of one estimate: its layout's templates (cached per layout) copied and filled by
+    two index writes each, the same bytes. The caller checks what :func:`_single_numbers` checks (frames and
+    poses agree, a backbone of 3-D points, a stamp ROS 2 Time holds)."""
+    from shape_sensing.messages.common import _path_values
+
+    stamp = int(shape.stamp_ns)
+    bb = np.asarray(shape.backbone, dtype=float)
+    parent = frame_prefix + shape.parent_frame
+    children = tuple(frame_prefix + f for f in shape.frame_ids) if frame_prefix else tuple(shape.frame_ids)
+    layouts = _single_layouts(parent, children, len(bb))
+    poses = np.asarray(shape.poses, dtype=float)
+    tf = np.empty((len(children), 7))
+    tf[:, :3] = poses[:, :3, 3]
+    tf[:, 3:] = matrix_to_quat(poses[:, :3, :3])
+    tip = np.empty(7 + 36)
+    tip[:3] = poses[-1, :3, 3]
+    tip[3:7] = matrix_to_quat(poses[-1, :3, :3])
+    tip[7:] = np.asarray(tip_covariance, dtype=float).reshape(36)
     time_bytes = np.array([stamp // NS_PER_S, stamp % NS_PER_S], dtype="<u4").view(np.uint8)
     made = []
-    for (template, stamp_idx, value_idx), values in zip(
-        layouts, (tf, _path_values(np.asarray(bb, dtype=float)), tip[None, :]), strict=True
-    ):
+    for (template, stamp_idx, value_idx), values in zip(layouts, (tf, _path_values(bb), tip[None, :]), strict=True):
         buf = bytearray(template)
         u8 = np.frombuffer(buf, np.uint8)
         u8[stamp_idx] = np.tile(time_bytes, stamp_idx.size // 8)
         u8[value_idx] = np.ascontiguousarray(values, dtype="<f8").view(np.uint8).reshape(-1)
         made.append(bytes(buf))
-    return _Numbers(made[0], made[1], made[2])
+    return made
 
 
 _SINGLE: dict[tuple[str, tuple[str, ...], int], list[tuple[bytes, np.ndarray, np.ndarray]]] = {}
@@ -545,17 +558,29 @@ def _pose_values(T: np.ndarray, quat: np.ndarray | None = None) -> np.ndarray:
     )
 
 
+_JOINT_HEADS: dict[tuple[str, tuple[str, ...]], bytes] = {}
+
+
 def joint_state_cdr(stamp_ns: int, frame_id: str, names: Iterable[str], positions: np.ndarray) -> bytes:
     """sensor_msgs/JointState of ``hyper_redundant.joint_state_msg`` (positions only; velocity, effort empty)."""
-    names = list(names)
+    names = tuple(names)
     pos = np.ascontiguousarray(np.asarray(positions, dtype=float).reshape(-1), dtype="<f8")
     if len(names) != len(pos):
         raise MessageError(f"JointState: {len(names)} names but {len(pos)} positions")
     c = _Cdr()
-    c.header(stamp_ns, frame_id)
-    c.u32(len(names))
-    for name in names:
-        c.string(name)
+    c.time(stamp_ns)
+    head = _JOINT_HEADS.get((frame_id, names))
+    if head is None:  # the frame and the names, the same every message of a node: written once
+        h = _Cdr()
+        h.time(0)
+        h.string(frame_id)
+        h.u32(len(names))
+        for name in names:
+            h.string(name)
+        if len(_JOINT_HEADS) > 64:
+            _JOINT_HEADS.clear()
+        head = _JOINT_HEADS[(frame_id, names)] = bytes(h.buf[len(c.buf) :])
+    c.buf += head
     c.u32(len(pos))
     if len(pos):
         c.f64(pos)

@@ -279,12 +279,13 @@ class HyperRedundantTracker:
         take = good & ~older
         if not take.any():
             return out
-        idx, euler = idx[take], quats_to_euler_zyx(q[take])
-        self.estimator.push_eulers(idx, euler, s0)
+        idx = idx[take]
+        self.estimator.push_quats(idx, q[take], s0)  # made angles when next used: once per estimate
         self.last_ns[idx] = s0
         self.latest_ns = max(self.latest_ns, s0)
         in_window = self._cal_start is not None and self._cal_end is not None
         if not self.calibrated and in_window and self._cal_start <= s0 < self._cal_end:  # type: ignore[operator]
+            euler = quats_to_euler_zyx(q[take])
             rows = np.column_stack([euler[:, 0], euler[:, 1], np.cos(euler[:, 2]), np.sin(euler[:, 2])])
             np.add.at(self._cal_sum, idx, rows)
             np.add.at(self._cal_count, idx, 1)
@@ -420,11 +421,18 @@ class EstimateCdr:
         if names is None:
             names = self._names[n] = hmsgs.joint_names(n, p)
         cov = np.zeros((6, 6)) if est.tip_covariance is None else est.tip_covariance
+        bb = np.asarray(shape.backbone)
+        if (len(shape.frame_ids) == len(shape.poses) and len(shape.poses) and bb.ndim == 2 and bb.shape[1] == 3
+                and len(bb) >= 2 and 0 <= stamp and stamp // 1_000_000_000 <= 2**31 - 1):  # fmt: skip
+            tf, path, tip = cdr.single_shape_cdr(shape, cov, p)  # the layout's templates filled: the same bytes
+        else:
+            tf, path = cdr.tf_cdr(shape, p), cdr.path_cdr(stamp, base, shape.backbone)
+            tip = cdr.tip_cdr(stamp, base, shape.tip_pose, cov)
         out = [
-            ("/tf", cdr.tf_cdr(shape, p)),
+            ("/tf", tf),
             ("joint_states", cdr.joint_state_cdr(stamp, base, names, est.theta)),
-            ("shape/path", cdr.path_cdr(stamp, base, shape.backbone)),
-            ("shape/end_effector", cdr.tip_cdr(stamp, base, shape.tip_pose, cov)),
+            ("shape/path", path),
+            ("shape/end_effector", tip),
         ]
         statuses = self.diagnostics.add(stamp, shape.diagnostics)
         if statuses is not None:
