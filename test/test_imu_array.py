@@ -147,9 +147,13 @@ def test_bad_sweeps_are_named():
         imu_samples_from_sweep(imu_sweep_from_msg(msg))
 
 
-def test_hinge_arc_tracker_fed_sweeps_equals_fed_per_imu_messages():
+@pytest.mark.parametrize("spread_ns", [0, 450_000])
+def test_hinge_arc_tracker_fed_sweeps_equals_fed_per_imu_messages(spread_ns: int):
     """The simulated vine robot for 3 s: one tracker gets each sweep as 18 orientations (the per-topic path),
-    the other as one array (push_orientations); the estimates agree to rounding."""
+    the other as one array (push_orientations); the estimates agree to rounding. With ``spread_ns``, the sensors
+    of a sweep are stamped one after another (as a driver reads them: 0.45 ms apart, so estimate ticks fall
+    inside sweeps), one reading comes late (older than its sensor's last), and from 1 s a straight reference is
+    requested, whose still check follows every reading."""
     from shape_sensing.estimators.hinge_arc import SCHEMA
     from shape_sensing.pipelines.vine_imu import VineImuTracker
     from shape_sensing.sim.vine import VineSimConfig, VineSimulator
@@ -162,19 +166,28 @@ def test_hinge_arc_tracker_fed_sweeps_equals_fed_per_imu_messages():
     for k in range(300):
         t = k / 100.0
         stamp = 1_000_000_000 + k * 10_000_000
-        samples = [ImuSample(stamp, s.frame_id, s.orientation) for s in sim.imu_samples(t)]
+        stamps = stamp + spread_ns * np.arange(18)
+        if spread_ns and k == 150:
+            stamps[3] -= 25_000_000  # read late: older than sensor 3's last reading
+        if k == 100:
+            a.request_offset()
+            b.request_offset()
+        samples = [ImuSample(int(st), s.frame_id, s.orientation) for st, s in zip(stamps, sim.imu_samples(t))]
         if k == 120:
-            samples[4] = ImuSample(stamp, samples[4].frame_id, None)  # one sensor gives no orientation
-        for i, s in enumerate(samples):
-            _, q = imu_orientation_from_msg(imu_to_msg(s, f))
-            est_a += a.push_orientation(i, stamp, q)
-        sweep = imu_sweep_from_msg(imu_array_msg(stamp, "vine_base", samples, f))
+            samples[4] = ImuSample(int(stamps[4]), samples[4].frame_id, None)  # one sensor gives no orientation
+        for i in np.argsort(stamps, kind="stable"):
+            st, q = imu_orientation_from_msg(imu_to_msg(samples[i], f))
+            est_a += a.push_orientation(int(i), st, q)
+        sweep = imu_sweep_from_msg(imu_array_msg(int(stamps.max()), "vine_base", samples, f))
         est_b += b.push_orientations(sweep.stamps_ns, *sweep.unit_orientations())
     assert len(est_a) == len(est_b) > 50
     for x, y in zip(est_a, est_b, strict=True):
         assert x.stamp_ns == y.stamp_ns
         np.testing.assert_allclose(x.backbone, y.backbone, rtol=0, atol=1e-12)  # normalisation rounding
     assert a.stats.bad_samples == b.stats.bad_samples == 1
+    assert a.stats.out_of_order == b.stats.out_of_order == (1 if spread_ns else 0)
+    np.testing.assert_array_equal(a._still_since, b._still_since)
+    assert a.reference_status == b.reference_status
 
 
 def test_rigid_module_tracker_fed_bus_cycles_equals_fed_per_platform_samples():

@@ -410,27 +410,61 @@ class VineImuTracker:
             usable = np.asarray(usable, dtype=bool).copy()
             usable[:n] &= ~wrong
         stamps = np.asarray(stamps_ns[:n], dtype=np.int64)
-        s0 = int(stamps[0])
-        if not bool((stamps == s0).all()):
-            out: list[ShapeEstimate] = []
-            for i in np.argsort(stamps, kind="stable"):
-                out += self.push_orientation(int(i), int(stamps[i]), quats[i] if usable[i] else None)
-            return out
-        ticker = self.ticker
-        out = self._advance(s0) if ticker.next_tick is None or ticker.next_tick < s0 else []
         ok = np.asarray(usable[:n], dtype=bool)
         self.stats.bad_samples += int(n - ok.sum())
-        older = ok & (s0 < self.last_ns[:n])
-        self.stats.out_of_order += int(older.sum())
-        take = ok & ~older
-        if take.any():
-            self.quats[:n][take] = quats[:n][take]
-            self.last_ns[:n][take] = s0
-            if self.first_ns < 0:
-                self.first_ns = s0
-            if s0 > self.latest_ns:
-                self.latest_ns = s0
+        ticker = self.ticker
+        if bool((stamps == stamps[0]).all()):  # one stamp (a simulator's sweep): one group
+            s0 = int(stamps[0])
+            out = self._advance(s0) if ticker.next_tick is None or ticker.next_tick < s0 else []
+            self._push_rows(np.arange(n), stamps, quats, ok)
+            return out
+        # A driver reads its sensors one after the other, each stamped: in stamp order (index order among equal
+        # stamps), the readings between two ticks pushed at once, each tick estimated before the first reading
+        # after it -- what push_orientation does reading by reading.
+        order = np.argsort(stamps, kind="stable")
+        sorted_stamps = stamps[order]
+        out = []
+        pos = 0
+        while pos < n:
+            first = int(sorted_stamps[pos])
+            if ticker.next_tick is None or ticker.next_tick < first:
+                out += self._advance(first)
+            nxt = ticker.next_tick
+            end = n if nxt is None else pos + int(np.searchsorted(sorted_stamps[pos:], nxt, side="right"))
+            end = max(end, pos + 1)
+            self._push_rows(order[pos:end], stamps, quats, ok)
+            pos = end
         return out
+
+    def _push_rows(self, rows: np.ndarray, stamps: np.ndarray, quats: FloatArray, ok: np.ndarray) -> None:
+        """Store the usable readings of sweep ``rows`` (row i: IMU i, each at most once), no tick between them:
+        :meth:`push_orientation`'s bookkeeping for each (out-of-order refused, still check), at once."""
+        rows = rows[ok[rows]]
+        if not rows.size:
+            return
+        st = stamps[rows]
+        older = st < self.last_ns[rows]
+        self.stats.out_of_order += int(older.sum())
+        rows, st = rows[~older], st[~older]
+        if not rows.size:
+            return
+        q = quats[rows]
+        self.quats[rows] = q
+        if self._still_check:
+            a = self._anchor[rows]
+            norm = np.sqrt(np.einsum("ij,ij->i", q, q))
+            cos_half = np.abs(np.einsum("ij,ij->i", a, q)) / norm
+            a_norm = np.maximum(np.sqrt(np.einsum("ij,ij->i", a, a)), 1e-12)
+            turned = 2.0 * np.degrees(np.arccos(np.minimum(1.0, cos_half / a_norm)))
+            moved = (self._still_since[rows] < 0) | (turned > self.params["offset_max_motion_deg"])
+            self._anchor[rows[moved]] = q[moved]
+            self._still_since[rows[moved]] = st[moved]
+        self.last_ns[rows] = st
+        if self.first_ns < 0:
+            self.first_ns = int(st.min())
+        top = int(st.max())
+        if top > self.latest_ns:
+            self.latest_ns = top
 
     def push_length(self, stamp_ns: int, length: float) -> list[ShapeEstimate]:
         """Add a robot length reading (m); returns the estimates that became due."""
