@@ -26,6 +26,7 @@ from shape_sensing.estimators.continuum.covariance import node_covariances
 from shape_sensing.estimators.continuum.errors import ContinuumError
 from shape_sensing.estimators.continuum.estimator import BatchEstimator
 from shape_sensing.estimators.continuum.gyro_bias import apply_correction, bias_newton_step, still_mean_prior
+from shape_sensing.estimators.continuum.gyro_time import TimeOffset, fit_time_offset
 from shape_sensing.estimators.continuum.model import GridState, Measurements, Weights
 from shape_sensing.estimators.continuum.query import query_poses
 from shape_sensing.estimators.continuum.registration import (
@@ -142,6 +143,11 @@ class LocaliseConfig:
     gyro_bias: str = "joint"
     #: Newton steps on the joint biases (each followed by a batch solve from the moved state)
     bias_iterations: int = 2
+    #: the gyroscopes' clock against the ToF sensors': "fixed" takes their stamps as on one clock (seed 001);
+    #: "estimate" calibrates one constant offset from the run (:func:`calibrate_time_offset`: a ToF-only batch
+    #: first, the offset searched within ``+-gyro_time_search`` s) and estimates with the readings moved by it
+    gyro_time_offset: str = "fixed"
+    gyro_time_search: float = 0.1
     #: the ToF points' noise: "estimate" (the default) scales Table I plus ``tof_sigma_extra`` down by the robust
     #: scale (1.4826 median |r|) of the whitened point-to-plane residuals at the batch's estimate when that is
     #: below 1 (the model then overstates the points' noise: about 0.5 on the simulated duct; see
@@ -310,6 +316,9 @@ class LocaliseResult:
     #: how the batch's base was registered from the data (``base_registration="still"``): its error then joins
     #: :meth:`rig_covariances`; ``None`` with the base fixed
     registered_base: RegisteredBase | None = None
+    #: the gyroscopes' clock offset against the ToF sensors' as calibrated (``gyro_time_offset="estimate"``; their
+    #: stamps less it are the ToF clock's), ``None`` where taken as one clock
+    gyro_time_offset: TimeOffset | None = None
 
     def rig_covariances(self, nodes: NDArray[np.int64]) -> FloatArray:
         """What the rig adds to the pose covariance at flat ``nodes`` ``(n, 6, 6)``: the mountings' tolerance
@@ -368,6 +377,10 @@ def localise(
         v = getattr(cfg, name)
         if not (np.isfinite(v) and v >= 0):
             raise ContinuumError(f"{name} must be a finite number >= 0, got {v!r}")
+    if cfg.gyro_time_offset not in ("fixed", "estimate"):
+        raise ContinuumError(f"gyro_time_offset must be 'fixed' or 'estimate', got {cfg.gyro_time_offset!r}")
+    if cfg.gyro_time_offset == "estimate" and not (np.isfinite(cfg.gyro_time_search) and cfg.gyro_time_search > 0):
+        raise ContinuumError(f"gyro_time_search must be a finite number of seconds > 0, got {cfg.gyro_time_search!r}")
     if cfg.base_registration not in BASE_REGISTRATIONS:
         raise ContinuumError(f"base_registration must be one of {BASE_REGISTRATIONS}, got {cfg.base_registration!r}")
     if cfg.base_registration == "still":
@@ -389,6 +402,10 @@ def localise(
         if not np.isfinite(t_end) or t_end <= 0.0:
             raise ContinuumError(f"t_end must be a time after the run's start (s > 0), got {t_end!r}")
         data = data.until(float(t_end))
+    time_offset: TimeOffset | None = None
+    if cfg.gyro_time_offset == "estimate" and cfg.use_gyro and data.gyro_t.size:
+        time_offset = calibrate_time_offset(data, tof_map, cfg)
+        data = dataclasses.replace(data, gyro_t=data.gyro_t - time_offset.offset)
     meas, stats = build_measurements(data, tof_map, cfg)
     w = default_weights(cfg)
     nominal = list(data.mounts)
@@ -513,7 +530,28 @@ def localise(
     out.mount_tolerance = (float(cfg.mount_tolerance), float(np.deg2rad(cfg.mount_tolerance_deg)))
     out.sensor_origins = sensor_origins(data.mounts)
     out.registered_base = registered
+    out.gyro_time_offset = time_offset
     return out
+
+
+def calibrate_time_offset(data: SensorData, tof_map: Any, cfg: LocaliseConfig) -> TimeOffset:
+    """The gyroscopes' clock offset against the ToF sensors' (:mod:`~.gyro_time`): the run estimated without the
+    gyroscopes (the configuration otherwise as given), and their readings, less the still-period biases, laid on
+    its rings' angular velocity.
+
+    Raises:
+        ContinuumError: no ToF frames or map (nothing but the gyroscopes to see the motion by), or the fit's own
+            errors (too few readings, no motion).
+    """
+    if tof_map is None or not cfg.use_tof or not data.tof_t.size:
+        raise ContinuumError("the gyroscopes' clock offset is calibrated against the ToF frames: needs them and a map")
+    alone = localise(data, tof_map, dataclasses.replace(cfg, use_gyro=False, gyro_time_offset="fixed"))
+    bias = stationary_bias(data.gyro_t, data.gyro_s, data.gyro_w, data.still)
+    w = data.gyro_w - np.stack([bias[float(sv)] for sv in data.gyro_s])
+    fit = fit_time_offset(alone.state, data.gyro_t, data.gyro_s, w, data.still, search=cfg.gyro_time_search)
+    _log.info("gyro clock offset %.2f ms (sigma %.2f ms) from %d readings against the ToF-only estimate",
+              1e3 * fit.offset, 1e3 * fit.sigma, fit.readings)  # fmt: skip
+    return fit
 
 
 def _register(
