@@ -286,7 +286,12 @@ def test_eval_tof_registration_needs_a_reestimate(tmp_path: Path, capsys: pytest
     from shape_sensing.cli import main
 
     rc = main(["eval-tof", str(tmp_path / "missing.mcap"), "--base-registration", "still"])
-    assert rc == 2 and "--base-registration applies to --reestimate" in capsys.readouterr().err
+    assert rc == 2 and "--base-registration and --gyro-time-offset apply to --reestimate" in capsys.readouterr().err
+    rc = main(["eval-tof", str(tmp_path / "missing.mcap"), "--gyro-time-offset", "estimate"])
+    assert rc == 2 and "apply to --reestimate MAP only" in capsys.readouterr().err
+    rc = main(["eval-tof", str(tmp_path / "missing.mcap"), "--reestimate", str(tmp_path / "m.ply"), "--no-gyro",
+               "--gyro-time-offset", "estimate"])  # fmt: skip
+    assert rc == 2 and "needs both" in capsys.readouterr().err
 
 
 def test_a_sensor_mounting_calibrated_from_its_views_of_the_duct(s0_map: PriorMap) -> None:
