@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from shape_sensing.geometry import FloatArray
@@ -32,15 +34,33 @@ def _frames_along(points: FloatArray) -> tuple[FloatArray, FloatArray]:
     seed = np.where((np.abs(t0[..., 0]) < 0.9)[..., None], [1.0, 0.0, 0.0], [0.0, 1.0, 0.0])
     n = seed - t0 * _dot(seed, t0)[..., None]
     normals[..., 0, :] = n / np.sqrt(_dot(n, n))[..., None]
-    for i in range(1, n_pts):
-        prev, t = normals[..., i - 1, :], tangents[..., i, :]
-        n = prev - t * _dot(prev, t)[..., None]
-        nn = np.sqrt(_dot(n, n))[..., None]
-        normals[..., i, :] = np.where(nn > 1e-12, n / np.where(nn > 1e-12, nn, 1.0), prev)
+    if points.ndim == 2:  # one polyline: the same operations in Python floats (IEEE doubles: the same bits)
+        _transport(tangents.tolist(), normals)
+    else:
+        for i in range(1, n_pts):
+            prev, t = normals[..., i - 1, :], tangents[..., i, :]
+            n = prev - t * _dot(prev, t)[..., None]
+            nn = np.sqrt(_dot(n, n))[..., None]
+            normals[..., i, :] = np.where(nn > 1e-12, n / np.where(nn > 1e-12, nn, 1.0), prev)
     tx, ty, tz = tangents[..., 0], tangents[..., 1], tangents[..., 2]
     nx, ny, nz = normals[..., 0], normals[..., 1], normals[..., 2]
     binormals = np.stack([ty * nz - tz * ny, tz * nx - tx * nz, tx * ny - ty * nx], axis=-1)
     return normals, binormals
+
+
+def _transport(tangents: list[list[float]], normals: FloatArray) -> None:
+    """:func:`_frames_along`'s loop for one polyline, ``normals[0]`` given: each normal the last one less its
+    component along the tangent, normalised (kept where that vanishes)."""
+    px, py, pz = (float(v) for v in normals[0])
+    out = [[px, py, pz]]
+    for tx, ty, tz in tangents[1:]:
+        d = px * tx + py * ty + pz * tz
+        nx, ny, nz = px - tx * d, py - ty * d, pz - tz * d
+        nn = math.sqrt(nx * nx + ny * ny + nz * nz)
+        if nn > 1e-12:
+            px, py, pz = nx / nn, ny / nn, nz / nn
+        out.append([px, py, pz])
+    normals[:] = out
 
 
 def tube_mesh(points: FloatArray, radius: float, sides: int = 12) -> FloatArray:

@@ -105,3 +105,22 @@ def test_path_quaternions_in_closed_form_equal_the_frames_matrices_on_hard_polyl
     # a block of polylines gets each one's bits
     block = np.stack([pts, pts[::-1], pts * 2])
     assert msgs._path_values(block)[1].tobytes() == msgs._path_values(pts[::-1]).tobytes()
+
+
+def test_one_polylines_tube_frames_are_the_batched_ones_bit_for_bit() -> None:
+    """One polyline's frames go through a Python-float loop, a stack of them through numpy: the same operations,
+    so the same bits (a live node's markers equal the bulk replay's), also where the transported normal vanishes
+    (a repeated point, a polyline collapsed to a point) or the tube doubles back on itself."""
+    from shape_sensing.viz import _frames_along
+
+    rng = np.random.default_rng(9)
+    cases = [np.cumsum(rng.normal(size=(int(rng.integers(2, 120)), 3)) * 0.01, axis=0) for _ in range(12)]
+    cases[3][5] = cases[3][4]
+    cases.append(np.zeros((7, 3)))
+    cases.append(np.array([[0, 0, 0], [0, 0, 1.0], [0, 0, 0], [1e-3, 0, 1.0]]))
+    for pts in cases:
+        one = _frames_along(pts)
+        many = _frames_along(np.stack([pts, pts[::-1]]))
+        for a, b in zip(one, many, strict=True):
+            assert np.array_equal(a, b[0], equal_nan=True)
+        assert np.all(np.isfinite(one[0])) or not np.any(pts)
