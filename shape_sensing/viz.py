@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ def _frames_along(points: FloatArray) -> tuple[FloatArray, FloatArray]:
     n = seed - t0 * _dot(seed, t0)[..., None]
     normals[..., 0, :] = n / np.sqrt(_dot(n, n))[..., None]
     if points.ndim == 2:  # one polyline: the same operations in Python floats (IEEE doubles: the same bits)
-        _transport(tangents.tolist(), normals)
+        _transport(np.asarray(tangents).tolist(), normals)
     else:
         for i in range(1, n_pts):
             prev, t = normals[..., i - 1, :], tangents[..., i, :]
@@ -48,7 +49,7 @@ def _frames_along(points: FloatArray) -> tuple[FloatArray, FloatArray]:
     return normals, binormals
 
 
-def _transport(tangents: list[list[float]], normals: FloatArray) -> None:
+def _transport(tangents: Any, normals: FloatArray) -> None:
     """:func:`_frames_along`'s loop for one polyline, ``normals[0]`` given: each normal the last one less its
     component along the tangent, normalised (kept where that vanishes)."""
     px, py, pz = (float(v) for v in normals[0])

@@ -172,7 +172,8 @@ def test_hinge_arc_tracker_fed_sweeps_equals_fed_per_imu_messages(spread_ns: int
         if k == 100:
             a.request_offset()
             b.request_offset()
-        samples = [ImuSample(int(st), s.frame_id, s.orientation) for st, s in zip(stamps, sim.imu_samples(t))]
+        now = sim.imu_samples(t)
+        samples = [ImuSample(int(st), s.frame_id, s.orientation) for st, s in zip(stamps, now, strict=True)]
         if k == 120:
             samples[4] = ImuSample(int(stamps[4]), samples[4].frame_id, None)  # one sensor gives no orientation
         for i in np.argsort(stamps, kind="stable"):

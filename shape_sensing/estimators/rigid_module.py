@@ -426,8 +426,8 @@ def solve_headings(
 
 
 def _first_row_branches(
-    turns: FloatArray, straightest: FloatArray, hinted: FloatArray, hints: FloatArray, weak: FloatArray
-) -> tuple[FloatArray, FloatArray]:
+    turns: FloatArray, straightest: FloatArray, hinted: NDArray[np.bool_], hints: FloatArray, weak: NDArray[np.bool_]
+) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """The hinted recurrence of :func:`solve_headings` for one row: per joint, whether the second solution is taken
     (``turns[1]``) and whether the heading falls back to the measured one."""
     n = turns.shape[-1]

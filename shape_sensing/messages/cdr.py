@@ -357,13 +357,7 @@ def _single_numbers(shape: ShapeEstimate) -> _Numbers | None:
     """:func:`_block_numbers` of one estimate (a live node's): its layout's templates (:func:`_layouts`, cached per
     layout) copied and filled by two index writes each, the numbers computed as the block computes them (so the
     same bits); ``None`` where the block path does not apply (it then goes field by field)."""
-    from shape_sensing.messages.common import _path_values
-
-    bb = np.asarray(shape.backbone)
-    stamp = int(shape.stamp_ns)
-    n = len(shape.frame_ids)
-    if not (n == len(shape.poses) and n and bb.ndim == 2 and bb.shape[1] == 3 and len(bb) >= 2
-            and stamp >= 0 and stamp // NS_PER_S <= 2**31 - 1):  # fmt: skip
+    if not single_layout_fits(shape):
         return None
     cov6 = np.zeros((6, 6))
     cov6[3:, 3:] = np.eye(3) * UNOBSERVED_VARIANCE
@@ -373,11 +367,20 @@ def _single_numbers(shape: ShapeEstimate) -> _Numbers | None:
     return _Numbers(tf, path, tip)
 
 
+def single_layout_fits(shape: ShapeEstimate) -> bool:
+    """Whether :func:`single_shape_cdr` applies: frames and poses agree, a backbone of 3-D points (at least two),
+    a stamp ROS 2 Time holds."""
+    bb = np.asarray(shape.backbone)
+    stamp = int(shape.stamp_ns)
+    n = len(shape.frame_ids)
+    return bool(n == len(shape.poses) and n and bb.ndim == 2 and bb.shape[1] == 3 and len(bb) >= 2
+                and stamp >= 0 and stamp // NS_PER_S <= 2**31 - 1)  # fmt: skip
+
+
 def single_shape_cdr(shape: ShapeEstimate, tip_covariance: np.ndarray, frame_prefix: str = "") -> list[bytes]:
     """The TF (:func:`tf_cdr`), backbone path (:func:`path_cdr`) and tip (:func:`tip_cdr`, with
     ``tip_covariance``) messages of one estimate: its layout's templates (cached per layout) copied and filled by
-    two index writes each, the same bytes. The caller checks what :func:`_single_numbers` checks (frames and
-    poses agree, a backbone of 3-D points, a stamp ROS 2 Time holds)."""
+    two index writes each, the same bytes. For an estimate :func:`single_layout_fits`."""
     from shape_sensing.messages.common import _path_values
 
     stamp = int(shape.stamp_ns)

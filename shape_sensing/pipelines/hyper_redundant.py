@@ -421,9 +421,7 @@ class EstimateCdr:
         if names is None:
             names = self._names[n] = hmsgs.joint_names(n, p)
         cov = np.zeros((6, 6)) if est.tip_covariance is None else est.tip_covariance
-        bb = np.asarray(shape.backbone)
-        if (len(shape.frame_ids) == len(shape.poses) and len(shape.poses) and bb.ndim == 2 and bb.shape[1] == 3
-                and len(bb) >= 2 and 0 <= stamp and stamp // 1_000_000_000 <= 2**31 - 1):  # fmt: skip
+        if cdr.single_layout_fits(shape):
             tf, path, tip = cdr.single_shape_cdr(shape, cov, p)  # the layout's templates filled: the same bytes
         else:
             tf, path = cdr.tf_cdr(shape, p), cdr.path_cdr(stamp, base, shape.backbone)
