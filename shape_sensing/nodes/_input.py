@@ -120,7 +120,9 @@ class LiveInputs:
     def subscribe(self, msg_cls: Any, topic: str, callback: Callable[[Any, Any], None], *, raw: bool = False) -> Any:
         """Subscribe ``callback(msg, info)`` to ``topic`` with the stage's QoS (rclpy passes the message info);
         ``raw``: the message as its serialised bytes."""
-        return self.node.create_subscription(msg_cls, topic, callback, self.qos(), raw=raw)
+        if raw:
+            return self.node.create_subscription(msg_cls, topic, callback, self.qos(), raw=True)
+        return self.node.create_subscription(msg_cls, topic, callback, self.qos())
 
     def offer(self, key: Hashable, stamp_ns: int, item: Any, info: Any = None) -> None:
         """Hand one parsed input to the stage; what becomes due goes to the sink."""
