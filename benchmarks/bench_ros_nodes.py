@@ -21,9 +21,12 @@ the reason and not run.
 
 ``--workspace`` (repeatable) runs every case on each colcon install (``<ws>/install/setup.bash``), one after the
 other per case, so that two builds are compared in the same run under the same load. ``--case`` picks cases;
-``--hog N`` runs N busy processes beside the launch (a loaded robot computer).
+``--hog N`` runs N busy processes beside the launch (a loaded robot computer). ``--rounds N`` measures each case N
+times, the builds taking turns, and prints each build's median: a shared machine's speed drifts by a third between
+minutes, more than most changes measured here.
 
-    python3 benchmarks/bench_ros_nodes.py --workspace .ros-ws/plain [--workspace other-ws] [--seconds 10] [--json]
+    python3 benchmarks/bench_ros_nodes.py --workspace .ros-ws/plain [--workspace other-ws] [--seconds 10]
+        [--rounds 3] [--json]
 
 Prints figures (and the load average); asserts nothing about speed. Skips with a message where ROS 2 is absent.
 """
@@ -37,6 +40,7 @@ import math
 import multiprocessing
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -409,10 +413,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="measurement window (s)")
     parser.add_argument("--warmup", type=float, default=4.0, help="seconds after the first estimate before measuring")
     parser.add_argument("--hog", type=int, default=0, help="busy processes running beside the launch")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="measure each case this many times, the builds taking turns, and print the median of "
+                        "each build (a shared machine's speed drifts between minutes)")  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the figures as JSON only")
     parser.add_argument("--tof-demo", type=Path, default=None,
                         help="output of `shape-sensing demo tof-continuum` to play (default: made first)")
     args = parser.parse_args(argv)  # fmt: skip
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: expected at least 1")
     why = _ros_ready()
     if why:
         print(f"bench_ros_nodes: skipped: {why}")
@@ -434,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
         for template in cases(True):
             if args.case and template.name not in args.case:
                 continue
-            for label, env in envs:
+            for rnd, (label, env) in ((k, e) for k in range(args.rounds) for e in envs):
                 array = "shape_sensing/msg/ImuArray" in _interfaces(env)
                 case = next(c for c in cases(array) if c.name == template.name)
                 demo_dir = None
@@ -451,7 +460,8 @@ def main(argv: list[str] | None = None) -> int:
                     r = measure(case, env, args.seconds, args.warmup, demo_dir)
                 except (OSError, subprocess.SubprocessError) as exc:  # one case failing leaves the others' figures
                     r = {"case": case.name, "launch": case.launch, "nominal": case.nominal, "error": str(exc)}
-                r["label"] = label
+                r["label"] = label if args.rounds == 1 else f"{label}#{rnd + 1}"
+                r["build"] = label
                 r["hog"] = args.hog
                 results.append(r)
     finally:
@@ -467,6 +477,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name} ({rs[0]['launch']}; {rs[0]['nominal']})")
         for r in rs:
             print(_fmt(r))
+        if args.rounds > 1:
+            for build in dict.fromkeys(r["build"] for r in rs):
+                ok = [r for r in rs if r["build"] == build and "error" not in r]
+                if ok:
+                    est = statistics.median(r["estimator_cpu_percent"] for r in ok)
+                    ratio = statistics.median(r["ratio_to_feeder"] for r in ok)
+                    print(f"  {build:<8} median of {len(ok)}: est {est:5.1f} %, ratio to feeder {ratio:.2f}")
     for launch, why in NOT_RUN.items():
         print(f"{launch}: not run ({why})")
     return 0
