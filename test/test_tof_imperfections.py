@@ -449,6 +449,8 @@ def test_the_gyroscopes_clock_offset_is_calibrated_from_the_run(s0_map: PriorMap
     assert abs(fit.offset - (-0.02)) < 3 * fit.sigma, fit
     dp, ang = ring_errors(res.state, run.truth_t, run.truth_s[1:], run.truth_pose[:, 1:])
     assert summarise_errors(dp, ang)["rot_mae_deg"] < 0.1
+    with pytest.raises(ContinuumError, match="at the search's edge"):  # 20 ms off, searched within 10 ms
+        localise(sensor_data(run), s0_map, LocaliseConfig(gyro_time_offset="estimate", gyro_time_search=0.01))
     data = sensor_data(run)
     early = data.gyro_t < data.still  # gyroscopes that stopped reporting when the robot began to move
     still = dataclasses.replace(data, gyro_t=data.gyro_t[early], gyro_s=data.gyro_s[early], gyro_w=data.gyro_w[early])

@@ -95,7 +95,8 @@ def fit_time_offset(
         iterations: Gauss-Newton steps after it.
 
     Raises:
-        ContinuumError: too few readings inside the estimate's span, or no motion to see the offset by.
+        ContinuumError: too few readings inside the estimate's span, no motion to see the offset by, or the best
+            fit at the edge of the search.
     """
     if not (np.isfinite(search) and search > 0 and np.isfinite(coarse) and 0 < coarse <= search):
         raise ContinuumError(f"time offset search +-{search!r} s in steps of {coarse!r} s: expected 0 < step <= range")
@@ -132,6 +133,11 @@ def fit_time_offset(
         r = w - ring_angular_velocity(state, t - delta, s)
         if abs(step) < 1e-6:
             break
+    if abs(delta) >= search - 1e-9:
+        raise ContinuumError(
+            f"the clock offset that fits best lies at the search's edge ({1e3 * delta:+.1f} ms of "
+            f"+-{1e3 * search:g} ms): the offset is larger, or not observed; widen the search (gyro_time_search)"
+        )
     dof = max(r.size - 1, 1)
     s_r = float(np.sqrt(np.sum(r * r) / dof))
     sigma = s_r / np.sqrt(JtJ)
