@@ -178,6 +178,17 @@ SCHEMA = Schema(
             unit="s",
         ),
         Param(
+            "gyro_time_offset",
+            float,
+            0.0,
+            "the gyroscopes' clock minus the other sensors' (a gyroscope read by another board, its stamps late by "
+            "bus and driver latencies): their stamps less it are used; `shape-sensing eval-tof --reestimate MAP "
+            "--gyro-time-offset estimate` calibrates it from a recording",
+            min=-1.0,
+            max=1.0,
+            unit="s",
+        ),
+        Param(
             "gyro_still_threshold",
             float,
             0.05,
@@ -439,7 +450,7 @@ class ContinuumTracker:
         if w.shape != (3,) or not np.all(np.isfinite(w)) or not 0 <= index < len(self.params["gyro_topics"]):
             self.stats.skipped_bad += 1
             return []
-        t = self._t(stamp_ns)
+        t = self._t(stamp_ns) - self.params["gyro_time_offset"]  # on the other sensors' clock
         if not self._accept(t):
             return []
         self.stats.gyro += 1

@@ -212,4 +212,6 @@ def _from_config(path: Path, config: Path, still: float | None) -> SensorData:
         index[topic] = len(mounts)
         mounts.append(TofMount(frame, float(p["tof_arc_lengths"][i]), np.asarray(T, dtype=np.float64), zps, fov, rng))
     tof = [(t, index[topic], d, st) for t, topic, d, st in frames]
+    shift = round(float(p["gyro_time_offset"]) * 1e9)  # the parameter file's gyroscope clock offset, as the node's
+    gyro = [(stamp - shift, s, w) for stamp, s, w in gyro]
     return _assemble(p["length"], mounts, tof, gyro, strain, p["gyro_bias_duration"] if still is None else still)
