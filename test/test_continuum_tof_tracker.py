@@ -14,7 +14,7 @@ import pytest
 from shape_sensing.config import load_node_params
 from shape_sensing.messages.factory import MessageFactory
 from shape_sensing.pipelines.continuum_tracker import SCHEMA, ContinuumMessages, ContinuumTracker
-from shape_sensing.sim.tof_continuum import Imperfections, SimConfig, SimRun, simulate
+from shape_sensing.sim.tof_continuum import SimConfig, SimRun, simulate
 from shape_sensing.sim.tof_scene import compressor_scene
 
 ROOT = Path(__file__).resolve().parents[1]
