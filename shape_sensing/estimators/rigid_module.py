@@ -394,7 +394,8 @@ def solve_headings(
         n01_n10 = sp[..., up] * sr[..., up] * cr[..., lo] - sp[..., up] * cr[..., up] * sr[..., lo]
         n01_n10 -= cr[..., up] * sp[..., lo] * sr[..., lo] - sr[..., up] * sp[..., lo] * cr[..., lo]
         trace = np.cos(turns) * n00_n11 + np.sin(turns) * n01_n10
-        straightest = np.where(trace[1] > trace[0], turns[1], turns[0])
+        second_straighter = trace[1] > trace[0]
+        straightest = np.where(second_straighter, turns[1], turns[0])
         hinted = use_hint[..., up]
         if not hinted.any():
             psi[..., up] = np.cumsum(straightest, axis=-1)
@@ -402,7 +403,7 @@ def solve_headings(
             if e.ndim != 3:
                 raise ValueError(f"branches_of_first needs (B, m, 3) attitudes, got shape {e.shape}")
             second, fallback = _first_row_branches(
-                turns[:, 0], straightest[0], hinted[0], hint[0, 1:], cond[0] < min_conditioning
+                turns[:, 0], second_straighter[0], hinted[0], hint[0, 1:], cond[0] < min_conditioning
             )
             chosen = np.where(second, turns[1], turns[0])  # (B, m-1)
             # psi_j: the last fallback's measured heading (0 at the base) plus the turns since it
@@ -426,7 +427,11 @@ def solve_headings(
 
 
 def _first_row_branches(
-    turns: FloatArray, straightest: FloatArray, hinted: NDArray[np.bool_], hints: FloatArray, weak: NDArray[np.bool_]
+    turns: FloatArray,
+    second_straighter: NDArray[np.bool_],
+    hinted: NDArray[np.bool_],
+    hints: FloatArray,
+    weak: NDArray[np.bool_],
 ) -> tuple[NDArray[np.bool_], NDArray[np.bool_]]:
     """The hinted recurrence of :func:`solve_headings` for one row: per joint, whether the second solution is taken
     (``turns[1]``) and whether the heading falls back to the measured one."""
@@ -442,7 +447,7 @@ def _first_row_branches(
         if hinted[j]:
             second[j] = math.cos(last + t1 - hints[j]) > math.cos(last + t0 - hints[j])
         else:
-            second[j] = t1 == float(straightest[j]) and t1 != t0
+            second[j] = bool(second_straighter[j])
         last += t1 if second[j] else t0
     return second, fallback
 

@@ -413,14 +413,9 @@ class VineImuTracker:
         ok = np.asarray(usable[:n], dtype=bool)
         self.stats.bad_samples += int(n - ok.sum())
         ticker = self.ticker
-        if bool((stamps == stamps[0]).all()):  # one stamp (a simulator's sweep): one group
-            s0 = int(stamps[0])
-            out = self._advance(s0) if ticker.next_tick is None or ticker.next_tick < s0 else []
-            self._push_rows(np.arange(n), stamps, quats, ok)
-            return out
-        # A driver reads its sensors one after the other, each stamped: in stamp order (index order among equal
-        # stamps), the readings between two ticks pushed at once, each tick estimated before the first reading
-        # after it -- what push_orientation does reading by reading.
+        # In stamp order (index order among equal stamps; a driver reads its sensors one after the other, each
+        # stamped), the readings between two ticks pushed at once, each tick estimated before the first reading
+        # after it -- what push_orientation does reading by reading. One stamp (a simulator's sweep): one group.
         order = np.argsort(stamps, kind="stable")
         sorted_stamps = stamps[order]
         out = []
